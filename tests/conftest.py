@@ -1,0 +1,52 @@
+"""Shared test set-up: where OpenAI's real GPT-2 release files are, and what to do when they are not.
+
+Some tests read OpenAI's real 124M release files (`encoder.json`, `vocab.bpe`, `hparams.json`,
+`model.ckpt.index`; never the 498 MB weights). They are looked for in
+
+1. the folder named by the environment variable `GPT2_MODELS_DIR` (CI points it at `../shared/gpt2`), else
+2. `models/` in the repository, where `python main.py` downloads them.
+
+A learner who has neither gets a skip that says how to get them. In CI (`CI=true`) a missing file is a
+failure, so a broken path can never turn the real-file tests into silent skips.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures"
+
+# Make `import gpt2`, `import encoder`, ... work however pytest is started.
+sys.path.insert(0, str(REPO_ROOT))
+
+
+def models_dir() -> Path:
+    """The folder that holds `124M/` with OpenAI's release files: $GPT2_MODELS_DIR, else `models/`."""
+    return Path(os.environ.get("GPT2_MODELS_DIR", REPO_ROOT / "models"))
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture
+def release_124M_dir():
+    """Return `Path` of the folder with OpenAI's real 124M release files, or skip (fail in CI) without them.
+
+    Only the small files are required; tests that use this fixture never need the weights file.
+    """
+    folder = models_dir() / "124M"
+    needed = ["encoder.json", "vocab.bpe", "hparams.json", "model.ckpt.index"]
+    missing = [name for name in needed if not (folder / name).is_file()]
+    if missing:
+        reason = (
+            f"needs OpenAI's real GPT-2 124M release files {missing} in {folder}: "
+            f"set GPT2_MODELS_DIR to a folder holding 124M/, or run `python main.py` once to download them"
+        )
+        if in_ci():
+            pytest.fail("CI=true and " + reason)
+        pytest.skip(reason)
+    return folder
