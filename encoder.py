@@ -1,0 +1,180 @@
+"""GPT-2's tokenizer: byte-level Byte-Pair Encoding (BPE), written out step by step.
+
+GPT-2 reads integers, not text. Turning text into those integers ("token ids") takes four steps:
+
+1. Pre-tokenize: a regular expression cuts the text into words, numbers, punctuation runs and whitespace,
+   each with at most one leading space. BPE never merges across these pieces.
+2. Bytes to characters: each piece is encoded as UTF-8 bytes, and each byte is shown as one printable
+   character (`bytes_to_unicode`), e.g. the space byte becomes "Ġ". Any text, in any script, becomes a
+   string over only 256 symbols, so nothing is ever "unknown".
+3. Merge: starting from single characters, repeatedly join the adjacent pair that comes first in the merge
+   list `vocab.bpe` (its position there is its "rank", 0 = merged first) until no pair of neighbours in the
+   piece is in the list (`Encoder.bpe`). Text repeats words, so each piece's result is kept in a cache.
+4. Look up: each merged symbol is a key of `encoder.json`, whose value is the token id.
+
+Worked example with OpenAI's files, "Hello world!":
+
+    pre-tokens      ["Hello", " world", "!"]
+    as characters   ["Hello", "Ġworld", "!"]
+    merges          "Hello":  H e l l o -> H e ll o -> H ell o -> H ello -> Hello
+                              (ranks of the merged pairs: 41, 439, 10853, 15240)
+                    "Ġworld": Ġ w o r l d -> Ġw o r l d -> Ġw or l d -> Ġw or ld -> Ġwor ld -> Ġworld
+                              (ranks 10, 17, 79, 220, 739)
+                    "!":      a single character, nothing to merge
+    ids             [15496, 995, 0]
+
+Decoding runs the table backwards: ids -> symbols -> characters -> bytes -> UTF-8 text.
+This follows OpenAI's gpt-2/src/encoder.py and minGPT's bpe.py, and equals tiktoken's "gpt2" encoding.
+"""
+
+import json
+import os
+
+import regex
+
+# OpenAI's pre-tokenizer: English contractions (lower case only: "I'M" -> "I", "'", "M"), then runs of letters,
+# digits, other symbols (each optionally after one space), then whitespace. `\s+(?!\S)` leaves the last space
+# of a run to the word that follows it: "a   b" -> "a", "  ", " b".
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def bytes_to_unicode():
+    """Return {byte: character}, a one-to-one table that shows each of the 256 byte values as a printable character.
+
+    Printable Latin-1 bytes ("!".."~", "¡".."¬", "®".."ÿ") stand for themselves; the 68 others (control
+    characters, space, ...) take the characters chr(256), chr(257), ... in order. So 32 (space) -> "Ġ" (chr(288)),
+    10 ("\\n") -> "Ċ", and b"Hi there" -> "HiĠthere". vocab.bpe and encoder.json are written in these characters.
+    """
+    printable_bytes = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+    printable_bytes += list(range(ord("®"), ord("ÿ") + 1))
+    byte_to_char = {b: chr(b) for b in printable_bytes}
+    n_shifted = 0
+    for b in range(256):
+        if b not in byte_to_char:
+            byte_to_char[b] = chr(256 + n_shifted)
+            n_shifted += 1
+    return byte_to_char
+
+
+class Encoder:
+    """Text <-> token ids, given `encoder` ({symbol: id}, from encoder.json) and `bpe_merges` ([(left, right)],
+    from vocab.bpe, best first)."""
+
+    def __init__(self, encoder, bpe_merges):
+        self.encoder = encoder  # {"Hello": 15496, "Ġworld": 995, ...}
+        self.decoder = {token_id: symbol for symbol, token_id in encoder.items()}
+        self.byte_encoder = bytes_to_unicode()  # {32: "Ġ", ...}
+        self.byte_decoder = {char: b for b, char in self.byte_encoder.items()}
+        self.bpe_ranks = {pair: rank for rank, pair in enumerate(bpe_merges)}  # {("Ġ", "t"): 0, ...}
+        self.pattern = regex.compile(GPT2_PATTERN)
+        self.cache = {}  # {pre-token as characters: its merged symbols}; a word seen twice is merged once
+
+    def bpe(self, token):
+        """Merge the characters of one pre-token, lowest rank first; return the tuple of symbols.
+
+        "Ġworld": of the pairs (Ġ,w) (w,o) (o,r) (r,l) (l,d), (Ġ,w) has the lowest rank (10): Ġw o r l d;
+        then (o,r) (rank 17): Ġw or l d; (l,d) (79): Ġw or ld; (Ġw,or) (220): Ġwor ld; (Ġwor,ld) (739): Ġworld.
+        One symbol is left, so the result is ("Ġworld",). A pair absent from vocab.bpe is never merged.
+        """
+        if token in self.cache:
+            return self.cache[token]
+        word = tuple(token)  # ("Ġ", "w", "o", "r", "l", "d")
+        while len(word) > 1:
+            pairs = set(zip(word[:-1], word[1:]))
+            best_pair = min(pairs, key=lambda pair: self.bpe_ranks.get(pair, float("inf")))
+            if best_pair not in self.bpe_ranks:
+                break  # no pair of neighbours is in the merge list: done
+            first, second = best_pair
+            merged_word = []
+            i = 0
+            while i < len(word):  # replace every occurrence of (first, second), left to right
+                if i < len(word) - 1 and word[i] == first and word[i + 1] == second:
+                    merged_word.append(first + second)
+                    i += 2
+                else:
+                    merged_word.append(word[i])
+                    i += 1
+            word = tuple(merged_word)
+        self.cache[token] = word
+        return word
+
+    def encode(self, text):
+        """Return the token ids of `text`: "Hello world!" -> [15496, 995, 0]. "<|endoftext|>" is plain text here."""
+        ids = []
+        for pre_token in self.pattern.findall(text):  # "Hello world!" -> "Hello", " world", "!"
+            chars = "".join(self.byte_encoder[b] for b in pre_token.encode("utf-8"))  # " world" -> "Ġworld"
+            symbols = self.bpe(chars)  # "Ġworld" -> ("Ġworld",)
+            ids.extend(self.encoder[symbol] for symbol in symbols)  # -> [995]
+        return ids
+
+    def decode(self, ids):
+        """Return the text of `ids`: [15496, 995, 0] -> "Hello world!". Bytes that are not valid UTF-8 (a token
+        sequence cut inside a character) become U+FFFD, the replacement character "�"."""
+        unknown = [token_id for token_id in ids if token_id not in self.decoder]
+        if unknown:
+            raise ValueError(f"token ids {unknown[:5]} are not in the vocabulary (ids 0..{len(self.decoder) - 1})")
+        chars = "".join(self.decoder[token_id] for token_id in ids)  # "HelloĠworld!"
+        return bytes(self.byte_decoder[c] for c in chars).decode("utf-8", errors="replace")
+
+
+def read_text_file(path):
+    """Return the UTF-8 text of a vocabulary file, or raise ValueError naming it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"cannot read GPT-2 vocabulary file {path} ({err}); download or copy it again") from err
+
+
+def load_vocab(path):
+    """Read encoder.json (Hugging Face: vocab.json): {symbol: id}, e.g. {"!": 0, ..., "<|endoftext|>": 50256}."""
+    try:
+        vocab = json.loads(read_text_file(path))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"GPT-2 vocabulary file {path} is not valid JSON ({err}); download it again") from err
+    if not isinstance(vocab, dict) or not all(type(i) is int for i in vocab.values()):
+        raise ValueError(f"GPT-2 vocabulary file {path} must hold a JSON object {{symbol: id}}; download it again")
+    return vocab
+
+
+def load_merges(path):
+    """Read vocab.bpe (Hugging Face: merges.txt): a "#version" line, then one merge "left right" per line."""
+    lines = read_text_file(path).split("\n")
+    first_line = 1 if lines[0].startswith("#version") else 0
+    merges = []
+    for line_number, line in enumerate(lines[first_line:], start=first_line + 1):
+        if not line.strip():
+            continue  # the file ends with a newline
+        symbols = line.split()
+        if len(symbols) != 2:
+            message = f"line {line_number} of GPT-2 merges file {path} is {line!r}: expected two symbols"
+            raise ValueError(message + "; download it again")
+        merges.append(tuple(symbols))
+    return merges
+
+
+def get_encoder(model_size, models_dir):
+    """Return the Encoder of the folder os.path.join(models_dir, model_size) (any folder; an absolute
+    `model_size` is used as it is).
+
+    It holds OpenAI's encoder.json + vocab.bpe, or a Hugging Face GPT-2 folder's vocab.json + merges.txt
+    (the same contents under other names). Missing or malformed files raise ValueError naming the file.
+    """
+    folder = os.path.join(models_dir, model_size)
+    vocab_path, merges_path = os.path.join(folder, "encoder.json"), os.path.join(folder, "vocab.bpe")
+    if not os.path.exists(vocab_path) and os.path.exists(os.path.join(folder, "vocab.json")):  # Hugging Face
+        vocab_path, merges_path = os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")
+    if not os.path.exists(vocab_path):
+        raise ValueError(
+            f"{folder} has no GPT-2 vocabulary: expected encoder.json + vocab.bpe (OpenAI's release files) "
+            f"or vocab.json + merges.txt (a Hugging Face GPT-2 folder)"
+        )
+    vocab, merges = load_vocab(vocab_path), load_merges(merges_path)
+    needed = list(bytes_to_unicode().values()) + [left + right for left, right in merges]
+    missing = [symbol for symbol in needed if symbol not in vocab]
+    if missing:
+        raise ValueError(
+            f"GPT-2 vocabulary file {vocab_path} lacks symbols that {merges_path} makes ({len(missing)} of them, "
+            f"first {missing[0]!r}): are both files from the same model? Download them again"
+        )
+    return Encoder(vocab, merges)
