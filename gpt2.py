@@ -30,12 +30,24 @@ n_vocab vocabulary size, n_layer blocks.
 
 import numpy as np
 
+# The shapes of OpenAI's four released models (their hparams.json files).
+HPARAMS = {
+    "124M": {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12},
+    "355M": {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 1024, "n_head": 16, "n_layer": 24},
+    "774M": {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 1280, "n_head": 20, "n_layer": 36},
+    "1558M": {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 1600, "n_head": 25, "n_layer": 48},
+}
+
 SQRT_2_OVER_PI = np.float32(np.sqrt(2 / np.pi))  # float32, or gelu would turn every activation into float64
 
 
 def gelu(x):
-    """GPT-2's GELU, the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
-    return 0.5 * x * (1 + np.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x**3)))  # same shape as x
+    """GPT-2's GELU, the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+
+    x^3 is written x * x * x: NumPy computes float32 `x**3` with a general power function per element,
+    which made this line cost as much as a whole weight matrix.
+    """
+    return 0.5 * x * (1 + np.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))  # same shape as x
 
 
 def softmax(x):
