@@ -524,3 +524,115 @@ def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
         arrays[short_name] = tensor_bytes.view("<f4").astype(np.float32).reshape(shapes[short_name])
     del data
     return nest_params(arrays, hparams["n_layer"])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 3. Reading a Hugging Face GPT-2 folder (config.json + model.safetensors)
+# ----------------------------------------------------------------------------------------------------------
+
+# safetensors dtype -> how its bytes are stored. BF16 has no NumPy dtype: it is the top 16 bits of a float32.
+SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}
+
+# Settings of a Hugging Face GPT-2 config under which its model computes what gpt2.py computes.
+HF_CONFIG_ASSUMED = {
+    "model_type": "gpt2",
+    "activation_function": "gelu_new",  # the tanh approximation of GELU, as in OpenAI's code
+    "layer_norm_epsilon": 1e-5,
+    "scale_attn_weights": True,
+    "scale_attn_by_inverse_layer_idx": False,
+    "reorder_and_upcast_attn": False,
+}
+
+
+def read_safetensors(path):
+    """Read a .safetensors file into {name: float32 array} with NumPy alone.
+
+    Layout: 8 bytes little-endian N, then N bytes of JSON like
+    {"wte.weight": {"dtype": "F32", "shape": [50257, 768], "data_offsets": [0, 154389504]}, ...,
+     "__metadata__": {...}}, then the tensors' bytes; data_offsets count from the end of the JSON.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise _checkpoint_error(path, "file not found")
+    raw = np.memmap(path, dtype=np.uint8, mode="r")
+    header_length = int.from_bytes(raw[:8].tobytes(), "little") if len(raw) >= 8 else -1
+    if not 0 <= header_length <= len(raw) - 8:
+        raise _checkpoint_error(path, "not a safetensors file (no header length in its first 8 bytes)")
+    try:
+        header = json.loads(raw[8 : 8 + header_length].tobytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise _checkpoint_error(path, f"not a safetensors file (its header is not JSON: {error})") from None
+    data = raw[8 + header_length :]
+
+    arrays = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if info["dtype"] not in SAFETENSORS_DTYPES:
+            raise _checkpoint_error(path, f"{name} has dtype {info['dtype']}; supported: {list(SAFETENSORS_DTYPES)}")
+        begin, end = info["data_offsets"]
+        stored = np.dtype(SAFETENSORS_DTYPES[info["dtype"]])
+        if end - begin != stored.itemsize * int(np.prod(info["shape"])) or end > len(data):
+            raise _checkpoint_error(path, f"{name} does not fit its shape {info['shape']} or runs past the end")
+        values = data[begin:end].view(stored)
+        if info["dtype"] == "BF16":
+            values = (values.astype(np.uint32) << 16).view(np.float32)  # bfloat16 = a float32's top half
+        arrays[name] = values.astype(np.float32).reshape(info["shape"])
+    del raw, data
+    return arrays
+
+
+def hf_name_to_openai_name(hf_name):
+    """Translate a Hugging Face GPT-2 parameter name into the checkpoint's (picoGPT's) name.
+
+    "transformer.h.3.attn.c_attn.weight" -> "h3/attn/c_attn/w", "h.0.ln_1.weight" -> "h0/ln_1/g",
+    "wte.weight" -> "wte". HF's Conv1D keeps weights as [n_in, n_out], as OpenAI did: no transpose needed.
+    Returns None for the names that are not parameters of the model: the causal-mask buffers
+    `attn.bias` / `attn.masked_bias`, and `lm_head.weight`, which is tied to (a copy of) wte.
+    """
+    name = hf_name.removeprefix("transformer.")
+    parts = name.split(".")
+    if name == "lm_head.weight" or parts[-2:] in (["attn", "bias"], ["attn", "masked_bias"]):
+        return None
+    if name in ("wte.weight", "wpe.weight"):
+        return parts[0]
+    if parts[0] == "h" and len(parts) > 2:
+        parts = [f"h{parts[1]}"] + parts[2:]
+    *modules, kind = parts
+    leaf = {"weight": "g" if modules[-1].startswith("ln") else "w", "bias": "b"}.get(kind, kind)
+    return "/".join(modules + [leaf])
+
+
+def read_hf_hparams(config_path):
+    """config.json -> OpenAI's hparams, after checking the settings gpt2.py assumes (HF_CONFIG_ASSUMED)."""
+    config_path = Path(config_path)
+    config = json.loads(config_path.read_text())
+    for key, assumed in HF_CONFIG_ASSUMED.items():
+        if key in config and config[key] != assumed:
+            raise ValueError(f"{config_path}: {key} is {config[key]!r}, but this GPT-2 implements {assumed!r}")
+    return {
+        "n_vocab": config["vocab_size"],
+        "n_ctx": config.get("n_positions", config.get("n_ctx")),
+        "n_embd": config["n_embd"],
+        "n_head": config["n_head"],
+        "n_layer": config["n_layer"],
+    }
+
+
+def load_hf_gpt2(model_dir):
+    """Read a Hugging Face GPT-2 folder (config.json + model.safetensors) -> (hparams, params).
+
+    Works for folders written by GPT2LMHeadModel.save_pretrained (names start with "transformer.") and for
+    the hub's gpt2 files (no prefix). F32, F16 and BF16 weights all come out float32.
+    """
+    model_dir = Path(model_dir)
+    hparams = read_hf_hparams(model_dir / "config.json")
+    safetensors_path = model_dir / "model.safetensors"
+    arrays = {}
+    for hf_name, array in read_safetensors(safetensors_path).items():
+        name = hf_name_to_openai_name(hf_name)
+        if name is not None:
+            arrays[name] = array
+    check_names_and_shapes({name: array.shape for name, array in arrays.items()}, hparams, safetensors_path)
+    return hparams, nest_params(arrays, hparams["n_layer"])
+

@@ -1,0 +1,169 @@
+"""Loading weights from a Hugging Face folder (safetensors, by hand) and through the main entry point.
+
+The safetensors files here are written by the test itself (`write_safetensors`, following the format's
+spec: 8-byte little-endian header length, JSON header, raw bytes), from random parameters in OpenAI's
+names, so the expected values are known exactly. The entry point is tested on the tiny TensorFlow
+checkpoint in tests/fixtures/tf_ckpt/ and on a folder "downloaded" from a local HTTP server.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from utils import (
+    CheckpointError,
+    gpt2_param_shapes,
+    hf_name_to_openai_name,
+    load_hf_gpt2,
+)
+
+TF_CKPT_DIR = Path(__file__).resolve().parent / "fixtures" / "tf_ckpt"
+HPARAMS = {"n_vocab": 50, "n_ctx": 16, "n_embd": 8, "n_head": 2, "n_layer": 2}
+
+
+def random_flat_params(hparams, rng):
+    """{"h0/attn/c_attn/w": array, ...}: random float32 values for every GPT-2 parameter."""
+    return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in gpt2_param_shapes(hparams).items()}
+
+
+def hf_name(openai_name, prefix):
+    """"h3/attn/c_attn/w" -> prefix + "h.3.attn.c_attn.weight": the inverse of hf_name_to_openai_name."""
+    *modules, leaf = openai_name.split("/")
+    if modules and modules[0][0] == "h" and modules[0][1:].isdigit():
+        modules = ["h", modules[0][1:]] + modules[1:]
+    kind = "bias" if leaf == "b" else "weight"
+    return prefix + ".".join(modules + ([kind] if modules else [leaf, "weight"]))
+
+
+def to_stored_dtype(array, dtype):
+    """What `array` becomes when stored as `dtype` and read back as float32 (BF16: the top 16 bits)."""
+    if dtype == "F16":
+        return array.astype(np.float16).astype(np.float32)
+    if dtype == "BF16":
+        return (array.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+    return array
+
+
+def tensor_bytes(array, dtype):
+    if dtype == "F16":
+        return array.astype("<f2").tobytes()
+    if dtype == "BF16":
+        return (array.view(np.uint32) >> 16).astype("<u2").tobytes()
+    return array.astype("<f4").tobytes()
+
+
+def write_safetensors(path, tensors, dtype):
+    """Write {name: float32 array} as a safetensors file with every tensor stored as `dtype`."""
+    header, chunks, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, array in tensors.items():
+        data = tensor_bytes(array, dtype)
+        header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    header_bytes = json.dumps(header).encode()
+    header_bytes += b" " * (-len(header_bytes) % 8)  # the format pads the header to a multiple of 8
+    path.write_bytes(len(header_bytes).to_bytes(8, "little") + header_bytes + b"".join(chunks))
+
+
+def write_hf_folder(folder, flat_params, dtype="F32", prefix="transformer.", extra=None, config_changes=None):
+    """A Hugging Face GPT-2 folder: config.json + model.safetensors (+ the buffers HF saves along)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {
+        "model_type": "gpt2",
+        "vocab_size": HPARAMS["n_vocab"],
+        "n_positions": HPARAMS["n_ctx"],
+        "n_embd": HPARAMS["n_embd"],
+        "n_head": HPARAMS["n_head"],
+        "n_layer": HPARAMS["n_layer"],
+        "activation_function": "gelu_new",
+        "layer_norm_epsilon": 1e-05,
+        **(config_changes or {}),
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    tensors = {hf_name(name, prefix): array for name, array in flat_params.items()}
+    write_safetensors(folder / "model.safetensors", {**tensors, **(extra or {})}, dtype)
+    return folder
+
+
+def assert_params_equal(params, flat_expected):
+    for name, expected in flat_expected.items():
+        first, *rest = name.split("/")  # "h1/attn/c_attn/w" -> params["blocks"][1]["attn"]["c_attn"]["w"]
+        array = params["blocks"][int(first[1:])] if first[1:].isdigit() else params[first]
+        for key in rest:
+            array = array[key]
+        assert array.dtype == np.float32, name
+        assert np.array_equal(array, expected), name
+
+
+# --- Hugging Face folders ----------------------------------------------------------------------------------
+
+
+def test_hf_names_translate_to_the_checkpoint_names():
+    assert hf_name_to_openai_name("transformer.h.3.attn.c_attn.weight") == "h3/attn/c_attn/w"
+    assert hf_name_to_openai_name("h.0.ln_1.weight") == "h0/ln_1/g"
+    assert hf_name_to_openai_name("h.11.mlp.c_proj.bias") == "h11/mlp/c_proj/b"
+    assert hf_name_to_openai_name("transformer.ln_f.bias") == "ln_f/b"
+    assert hf_name_to_openai_name("wte.weight") == "wte"
+    assert hf_name_to_openai_name("transformer.wpe.weight") == "wpe"
+    assert hf_name_to_openai_name("h.0.attn.bias") is None  # the causal mask buffer
+    assert hf_name_to_openai_name("h.0.attn.masked_bias") is None
+    assert hf_name_to_openai_name("lm_head.weight") is None  # tied to wte
+    assert all(hf_name_to_openai_name(hf_name(name, "")) == name for name in gpt2_param_shapes(HPARAMS))
+
+
+def test_an_f32_folder_saved_by_GPT2LMHeadModel_loads_exactly(tmp_path):
+    """Names prefixed "transformer.", plus the mask buffers and a tied lm_head.weight, which are ignored."""
+    flat = random_flat_params(HPARAMS, np.random.default_rng(0))
+    extra = {
+        "transformer.h.0.attn.bias": np.ones((1, 1, 16, 16), np.float32),
+        "transformer.h.1.attn.masked_bias": np.full((), -1e4, np.float32),
+        "lm_head.weight": flat["wte"],
+    }
+    folder = write_hf_folder(tmp_path / "hf", flat, "F32", "transformer.", extra)
+
+    hparams, params = load_hf_gpt2(folder)
+
+    assert hparams == HPARAMS
+    assert_params_equal(params, flat)
+    assert len(params["blocks"]) == 2
+    assert params["blocks"][1]["mlp"]["c_fc"]["w"].shape == (8, 32)  # [n_in, n_out], as in OpenAI's layout
+
+
+@pytest.mark.parametrize("dtype", ["F16", "BF16"])
+def test_half_precision_weights_come_out_as_float32(tmp_path, dtype):
+    """Hub-style names (no prefix); each value is the float32 that the half-precision one stands for."""
+    flat = random_flat_params(HPARAMS, np.random.default_rng(1))
+    folder = write_hf_folder(tmp_path / "hf", flat, dtype, prefix="")
+
+    _hparams, params = load_hf_gpt2(folder)
+
+    assert_params_equal(params, {name: to_stored_dtype(array, dtype) for name, array in flat.items()})
+    assert not np.array_equal(params["wte"], flat["wte"])  # the rounding did happen: the test can tell
+
+
+def test_a_safetensors_file_missing_a_tensor_is_a_CheckpointError_naming_it(tmp_path):
+    flat = random_flat_params(HPARAMS, np.random.default_rng(2))
+    del flat["h1/mlp/c_fc/b"]
+    folder = write_hf_folder(tmp_path / "hf", flat)
+    with pytest.raises(CheckpointError, match="h1/mlp/c_fc/b") as error:
+        load_hf_gpt2(folder)
+    assert str(folder / "model.safetensors") in str(error.value)
+
+
+def test_a_truncated_safetensors_file_is_a_CheckpointError_naming_it(tmp_path):
+    folder = write_hf_folder(tmp_path / "hf", random_flat_params(HPARAMS, np.random.default_rng(3)))
+    path = folder / "model.safetensors"
+    path.write_bytes(path.read_bytes()[:-4])
+    with pytest.raises(CheckpointError, match="runs past the end") as error:
+        load_hf_gpt2(folder)
+    assert str(path) in str(error.value)
+
+
+def test_a_config_for_a_different_activation_is_refused(tmp_path):
+    flat = random_flat_params(HPARAMS, np.random.default_rng(4))
+    folder = write_hf_folder(tmp_path / "hf", flat, config_changes={"activation_function": "relu"})
+    with pytest.raises(ValueError, match="activation_function"):
+        load_hf_gpt2(folder)
+
