@@ -35,6 +35,8 @@ import numpy as np
 import requests
 from tqdm import tqdm
 
+from encoder import get_encoder
+
 MODEL_SIZES = ("124M", "355M", "774M", "1558M")
 
 OPENAI_BASE_URL = "https://openaipublic.blob.core.windows.net/gpt-2/models"
@@ -636,3 +638,52 @@ def load_hf_gpt2(model_dir):
     check_names_and_shapes({name: array.shape for name, array in arrays.items()}, hparams, safetensors_path)
     return hparams, nest_params(arrays, hparams["n_layer"])
 
+
+# ----------------------------------------------------------------------------------------------------------
+# 4. The entry point for main.py
+# ----------------------------------------------------------------------------------------------------------
+
+
+def openai_checkpoint_prefix(folder):
+    """The checkpoint prefix named by the folder's `checkpoint` file (model_checkpoint_path: "model.ckpt").
+
+    Only the file name is kept, so a folder that was moved still works; "model.ckpt" if there is no such file.
+    """
+    checkpoint_file = Path(folder) / "checkpoint"
+    text = checkpoint_file.read_text() if checkpoint_file.is_file() else ""
+    match = re.search(r'^model_checkpoint_path: "(.*)"', text, flags=re.MULTILINE)
+    return Path(folder) / Path(match.group(1) if match else "model.ckpt").name
+
+
+def load_encoder_hparams_and_params(model_size, models_dir="models"):
+    """(encoder, hparams, params) for a model size or a local folder.
+
+    - One of MODEL_SIZES ("124M", ...): OpenAI's release, downloaded into models_dir/model_size first if any
+      file is missing.
+    - A path to a folder: either OpenAI's layout (hparams.json + model.ckpt.index + model.ckpt.data-...)
+      or a Hugging Face GPT-2 folder (config.json + model.safetensors). The tokenizer files sit beside them
+      (encoder.json + vocab.bpe, or vocab.json + merges.txt).
+    """
+    if model_size in MODEL_SIZES:
+        folder = Path(models_dir) / model_size
+        download_gpt2_files(model_size, folder)
+    elif Path(model_size).is_dir():
+        folder = Path(model_size)
+    else:
+        raise ValueError(
+            f"model_size must be one of {', '.join(MODEL_SIZES)} (downloaded into {models_dir}/) or the path "
+            f"of a local folder with GPT-2 weights (OpenAI's or Hugging Face's layout); got {model_size!r}"
+        )
+
+    if (folder / "hparams.json").is_file():
+        hparams = json.loads((folder / "hparams.json").read_text())
+        params = load_gpt2_params_from_tf_ckpt(openai_checkpoint_prefix(folder), hparams)
+    elif (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
+        hparams, params = load_hf_gpt2(folder)
+    else:
+        raise ValueError(
+            f"{folder} holds neither OpenAI's GPT-2 files (hparams.json + model.ckpt.*) "
+            f"nor a Hugging Face GPT-2 folder (config.json + model.safetensors)"
+        )
+    encoder = get_encoder(folder.name, str(folder.parent))
+    return encoder, hparams, params

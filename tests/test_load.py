@@ -7,15 +7,19 @@ checkpoint in tests/fixtures/tf_ckpt/ and on a folder "downloaded" from a local 
 """
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from test_download import FlakyFileServer
 from utils import (
+    MODEL_SIZES,
     CheckpointError,
     gpt2_param_shapes,
     hf_name_to_openai_name,
+    load_encoder_hparams_and_params,
     load_hf_gpt2,
 )
 
@@ -167,3 +171,75 @@ def test_a_config_for_a_different_activation_is_refused(tmp_path):
     with pytest.raises(ValueError, match="activation_function"):
         load_hf_gpt2(folder)
 
+
+# --- the entry point ------------------------------------------------------------------------------------------
+
+
+def copy_tokenizer(release_124M_dir, folder, hf_names=False):
+    """Put OpenAI's tokenizer files into `folder`: as released, or under Hugging Face's names."""
+    names = {"encoder.json": "vocab.json", "vocab.bpe": "merges.txt"} if hf_names else {}
+    for name in ("encoder.json", "vocab.bpe"):
+        shutil.copy(release_124M_dir / name, folder / names.get(name, name))
+
+
+def test_a_folder_in_openais_layout_gives_encoder_hparams_and_params(release_124M_dir, tmp_path):
+    folder = tmp_path / "tiny"
+    shutil.copytree(TF_CKPT_DIR, folder)
+    copy_tokenizer(release_124M_dir, folder)
+
+    encoder, hparams, params = load_encoder_hparams_and_params(str(folder))
+
+    assert encoder.encode("Hello world") == [15496, 995]  # GPT-2's ids, as tiktoken's "gpt2" gives them
+    assert hparams == HPARAMS
+    expected = np.load(TF_CKPT_DIR / "expected.npz")
+    assert np.array_equal(params["blocks"][1]["attn"]["c_attn"]["w"], expected["model/h1/attn/c_attn/w"][0])
+    assert np.array_equal(params["wte"], expected["model/wte"])
+
+
+def test_a_folder_in_hugging_faces_layout_gives_encoder_hparams_and_params(release_124M_dir, tmp_path):
+    flat = random_flat_params(HPARAMS, np.random.default_rng(5))
+    folder = write_hf_folder(tmp_path / "hf", flat)
+    copy_tokenizer(release_124M_dir, folder, hf_names=True)
+
+    encoder, hparams, params = load_encoder_hparams_and_params(str(folder))
+
+    assert encoder.decode([15496, 995]) == "Hello world"
+    assert hparams == HPARAMS
+    assert_params_equal(params, flat)
+
+
+def test_a_model_size_downloads_what_is_missing_then_loads_it(release_124M_dir, tmp_path, monkeypatch):
+    """A local server plays OpenAI's bucket, serving the tiny TF checkpoint as "124M"."""
+    release = {name: (TF_CKPT_DIR / name).read_bytes() for name in ("checkpoint", "hparams.json", "model.ckpt.index")}
+    release["model.ckpt.data-00000-of-00001"] = (TF_CKPT_DIR / "model.ckpt.data-00000-of-00001").read_bytes()
+    release["model.ckpt.meta"] = b"(the graph; never read)"
+    release["encoder.json"] = (release_124M_dir / "encoder.json").read_bytes()
+    release["vocab.bpe"] = (release_124M_dir / "vocab.bpe").read_bytes()
+    models_dir = tmp_path / "models"
+    server = FlakyFileServer({f"/124M/{name}": data for name, data in release.items()}, models_dir / "124M")
+    server.thread.start()
+    try:
+        monkeypatch.setenv("GPT2_BASE_URL", server.url)
+        encoder, hparams, params = load_encoder_hparams_and_params("124M", str(models_dir))
+        _, _, params_again = load_encoder_hparams_and_params("124M", str(models_dir))
+    finally:
+        server.http.shutdown()
+        server.http.server_close()
+    assert len(server.requests) == 7  # the second call found every file in place
+    assert encoder.encode("Hello world") == [15496, 995]
+    assert hparams == HPARAMS
+    assert np.array_equal(params["wpe"], np.load(TF_CKPT_DIR / "expected.npz")["model/wpe"])
+    assert np.array_equal(params_again["wpe"], params["wpe"])
+
+
+def test_anything_else_is_a_ValueError_listing_the_sizes_and_mentioning_folders(tmp_path):
+    with pytest.raises(ValueError) as error:
+        load_encoder_hparams_and_params("gpt2-medium", str(tmp_path))
+    for size in MODEL_SIZES:
+        assert size in str(error.value)
+    assert "local folder" in str(error.value)
+
+
+def test_a_folder_without_weights_is_a_ValueError_saying_what_it_should_hold(tmp_path):
+    with pytest.raises(ValueError, match="hparams.json.*config.json"):
+        load_encoder_hparams_and_params(str(tmp_path))
