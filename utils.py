@@ -523,7 +523,7 @@ def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
         if verify_checksums and masked_crc32c(tensor_bytes.tobytes()) != entry["crc32c"]:
             raise _checkpoint_error(data_path, f"the bytes of {name} fail their crc32c check")
         short_name = name.removeprefix("model/")
-        arrays[short_name] = tensor_bytes.view("<f4").astype(np.float32).reshape(shapes[short_name])
+        arrays[short_name] = np.array(tensor_bytes.view("<f4"), dtype=np.float32).reshape(shapes[short_name])
     del data
     return nest_params(arrays, hparams["n_layer"])
 
@@ -570,6 +570,8 @@ def read_safetensors(path):
     for name, info in header.items():
         if name == "__metadata__":
             continue
+        if not (isinstance(info, dict) and {"dtype", "shape", "data_offsets"} <= info.keys()):
+            raise _checkpoint_error(path, f"its header entry for {name} lacks dtype, shape or data_offsets")
         if info["dtype"] not in SAFETENSORS_DTYPES:
             raise _checkpoint_error(path, f"{name} has dtype {info['dtype']}; supported: {list(SAFETENSORS_DTYPES)}")
         begin, end = info["data_offsets"]
@@ -579,7 +581,7 @@ def read_safetensors(path):
         values = data[begin:end].view(stored)
         if info["dtype"] == "BF16":
             values = (values.astype(np.uint32) << 16).view(np.float32)  # bfloat16 = a float32's top half
-        arrays[name] = values.astype(np.float32).reshape(info["shape"])
+        arrays[name] = np.array(values, dtype=np.float32).reshape(info["shape"])  # a copy in memory
     del raw, data
     return arrays
 

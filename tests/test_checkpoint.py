@@ -144,6 +144,7 @@ def test_every_loaded_array_is_float32_with_the_shape_gpt2_uses():
         array = params
         for key in name.split("/"):
             array = array["blocks"][int(key[1:])] if key[0] == "h" and key[1:].isdigit() else array[key]
+        assert type(array) is np.ndarray, name  # an array in memory, not a view into the file
         assert array.dtype == np.float32, name
         assert array.shape == shape, name
 
