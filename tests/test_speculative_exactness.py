@@ -1,0 +1,210 @@
+"""Speculative sampling is EXACT: its tokens have the target's distribution, not an approximation of it.
+
+The models here are hand-built second-order Markov chains over a 3-token vocabulary: the next-token
+distribution depends on the last TWO tokens, so reading the wrong row (an off-by-one in the prefix) changes
+the distribution. The draft is deliberately bad in both directions: it puts mass on tokens the target never
+produces after some contexts, and gives probability 0 to tokens the target does produce. With N = 5 new
+tokens there are 3**5 = 243 possible outputs, whose exact probabilities we compute by enumeration from the
+target table, and we compare the empirical distribution of S sampled outputs with them.
+
+The bound. For S independent samples from a distribution P over M outcomes with empirical distribution
+P^, the total-variation distance TV = 1/2 sum_i |P^_i - P_i| satisfies
+  - E[TV] <= 1/2 sum_i sqrt(P_i (1 - P_i) / S), because E|P^_i - P_i| <= sqrt(Var P^_i) (Jensen) and
+    S P^_i is Binomial(S, P_i);
+  - changing one of the S samples moves TV by at most 1/S, so McDiarmid's inequality gives
+    Pr[TV >= E[TV] + eps] <= exp(-2 S eps^2); with eps = sqrt(ln(1/delta) / (2 S)) that is <= delta.
+So a correct sampler exceeds  bound = 1/2 sum_i sqrt(P_i (1 - P_i) / S) + sqrt(ln(1/delta) / (2 S))  with
+probability at most delta = 1e-9 for ANY seed: a correct implementation never flakes (and the seeds are fixed
+anyway). With S = 5000 samples the bound is about 0.105 and a correct sampler measures 0.03 - 0.05.
+
+A wrong rule samples from some other distribution P' at a fixed distance D = TV(P', P) (estimated with
+100 000 samples: (a) 0.21 - 0.24, (b) 0.61 - 0.63, (c) 0.91 - 0.93). Its empirical TV from P is at least
+D - TV(P^, P'), so it passes only if its own sampling noise TV(P^, P') reaches D - bound. That noise has
+mean <= 1/2 sum_i sqrt(P'_i / S) <= 1/2 sqrt(M / S) (Cauchy-Schwarz; M = 243 outcomes), and by McDiarmid
+again it exceeds that mean by eps with probability <= exp(-2 S eps^2). The wrong-rule tests use S = 10 000
+samples (bound 0.074, 1/2 sqrt(M / S) = 0.078), so even for (a) eps >= 0.21 - 0.074 - 0.078 = 0.058 and a
+wrong rule passes with probability below exp(-67) ~ 1e-29: the same check always fails for it.
+
+The wrong rules are small replacements for the step functions of sampling.py, swapped in with pytest's
+monkeypatch, so the production code stays the one readable implementation:
+  (a) on a rejection, resample from the target q instead of the residual (q - p)_+;
+  (b) draft the draft's argmax (a greedy draft) but keep using the draft's full probability p in min(1, q/p);
+  (c) compare each draft token with the target row one position too early (the prefix without the last token).
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import sampling
+from sampling import SpeculativeStats, autoregressive_sampling, speculative_sampling
+
+# next-token distributions of a second-order Markov chain: TABLE[a, b] = distribution after the tokens a, b
+TARGET_TABLE = np.array(
+    [
+        [[0.6, 0.4, 0.0], [0.1, 0.2, 0.7], [0.0, 0.5, 0.5]],  # after (0, 0), (0, 1), (0, 2)
+        [[0.3, 0.0, 0.7], [0.8, 0.1, 0.1], [0.2, 0.6, 0.2]],  # after (1, 0), (1, 1), (1, 2)
+        [[0.5, 0.5, 0.0], [0.0, 0.3, 0.7], [0.4, 0.2, 0.4]],  # after (2, 0), (2, 1), (2, 2)
+    ]
+)
+DRAFT_TABLE = np.array(
+    [
+        [[0.2, 0.3, 0.5], [0.5, 0.5, 0.0], [0.3, 0.3, 0.4]],  # (0,0): mass on 2, which the target never
+        [[0.3, 0.4, 0.3], [0.2, 0.2, 0.6], [0.6, 0.2, 0.2]],  # gives; (0,1): misses 2, the target's favourite
+        [[0.1, 0.1, 0.8], [0.6, 0.4, 0.0], [0.4, 0.2, 0.4]],  # (2,2): the one row where draft = target
+    ]
+)
+PROMPT = [2, 0, 1]  # three tokens, so that even the off-by-one variant (c) has two tokens of context
+N = 5  # 3**5 = 243 possible outputs; N > K + 1 for K = 1, 2, 3, so rounds end inside the output
+DELTA = 1e-9
+N_SAMPLES = 5_000  # per test of a correct sampler: bound ~0.105, about 0.5 s each
+WRONG_RULE_SAMPLES = 10_000  # per wrong rule: bound ~0.074, so that wrong rules fail by a wide margin
+
+
+def markov_model(table):
+    """A model function (the sampling.py contract) reading a second-order Markov table: row i of
+    model(x, n) is table[last two tokens of x[:len(x) - n + 1 + i]]."""
+
+    def model(x, n=1):
+        ends = range(len(x) - n + 1, len(x) + 1)  # prefix lengths of the n rows
+        return np.array([table[x[end - 2], x[end - 1]] for end in ends])  # [n, n_vocab]
+
+    model.n_vocab = table.shape[-1]
+    return model
+
+
+def exact_distribution(table, prompt, n_tokens, stop_token=None):
+    """{tuple of new tokens: probability} of autoregressive sampling from `table`, by enumeration.
+
+    With a stop token, every full sequence is cut after its first stop token (the tokens before it are drawn
+    the same way whether or not sampling would go on), and the probabilities of equal cuts add up.
+    """
+    n_vocab = table.shape[-1]
+    distribution = {}
+    for tokens in itertools.product(range(n_vocab), repeat=n_tokens):
+        x = list(prompt) + list(tokens)
+        probability = np.prod([table[x[j - 2], x[j - 1], x[j]] for j in range(len(prompt), len(x))])
+        if stop_token in tokens:
+            tokens = tokens[: tokens.index(stop_token) + 1]
+        distribution[tokens] = distribution.get(tokens, 0.0) + probability
+    return distribution
+
+
+def tv_bound(exact, n_samples, delta=DELTA):
+    """1/2 sum_i sqrt(P_i (1 - P_i) / S) + sqrt(ln(1/delta) / (2 S)): see the module docstring."""
+    p = np.array(list(exact.values()))
+    return 0.5 * np.sum(np.sqrt(p * (1 - p) / n_samples)) + np.sqrt(np.log(1 / delta) / (2 * n_samples))
+
+
+def total_variation(samples, exact):
+    """1/2 sum over outcomes of |empirical frequency - exact probability| (outcomes never sampled included)."""
+    counts = {}
+    for sample in samples:
+        counts[sample] = counts.get(sample, 0) + 1
+    outcomes = set(exact) | set(counts)
+    return 0.5 * sum(abs(counts.get(o, 0) / len(samples) - exact.get(o, 0.0)) for o in outcomes)
+
+
+def speculative_tv(K, n_samples, seed, stop_token=None):
+    """(TV of n_samples speculative outputs from the exact target distribution, the bound)."""
+    rng = np.random.default_rng(seed)
+    draft, target = markov_model(DRAFT_TABLE), markov_model(TARGET_TABLE)
+    samples = [
+        tuple(speculative_sampling(PROMPT, draft, target, N, K, rng, stop_token=stop_token)[len(PROMPT) :])
+        for _ in range(n_samples)
+    ]
+    exact = exact_distribution(TARGET_TABLE, PROMPT, N, stop_token)
+    return total_variation(samples, exact), tv_bound(exact, n_samples)
+
+
+def test_the_tables_are_distributions_and_the_draft_disagrees_in_both_directions():
+    """The premises of the exactness tests: rows sum to 1; somewhere the draft has mass where the target has
+    none and misses a token the target can produce; and every row depends on the context."""
+    assert np.allclose(TARGET_TABLE.sum(-1), 1) and np.allclose(DRAFT_TABLE.sum(-1), 1)
+    assert np.any((DRAFT_TABLE > 0) & (TARGET_TABLE == 0))
+    assert np.any((DRAFT_TABLE == 0) & (TARGET_TABLE > 0))
+    # the distribution changes with the older token a as well as with the last token b
+    assert not np.allclose(TARGET_TABLE[0], TARGET_TABLE[1]) and not np.allclose(TARGET_TABLE[:, 0], TARGET_TABLE[:, 1])
+
+
+def test_autoregressive_sampling_matches_the_exact_distribution():
+    """The reference sampler itself: 5 000 samples of 5 tokens are within the TV bound of enumeration."""
+    rng = np.random.default_rng(0)
+    target = markov_model(TARGET_TABLE)
+    samples = [tuple(autoregressive_sampling(PROMPT, target, N, rng)[len(PROMPT) :]) for _ in range(N_SAMPLES)]
+    exact = exact_distribution(TARGET_TABLE, PROMPT, N)
+    tv, bound = total_variation(samples, exact), tv_bound(exact, N_SAMPLES)
+    assert tv < bound, f"TV {tv:.4f} >= bound {bound:.4f}"
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 4, 7])
+def test_speculative_sampling_has_the_target_distribution_for_every_lookahead(K):
+    """For K = 1, 2, 3 the 5 tokens span several rounds (N > K + 1); K = 4 is one full round with the free
+    extra token; K = 7 > N drafts only what fits. Every case is within the TV bound of the exact
+    distribution, with a draft that is wrong in both directions."""
+    tv, bound = speculative_tv(K, n_samples=N_SAMPLES, seed=100 + K)
+    assert tv < bound, f"K={K}: TV {tv:.4f} >= bound {bound:.4f}"
+
+
+def test_speculative_sampling_with_a_stop_token_has_the_target_distribution():
+    """With stop token 2, outputs are cut right after the first 2; their distribution is the target's
+    autoregressive one cut the same way (a stop inside an accepted run of drafts drops the rest)."""
+    tv, bound = speculative_tv(K=3, n_samples=N_SAMPLES, seed=7, stop_token=2)
+    assert tv < bound, f"TV {tv:.4f} >= bound {bound:.4f}"
+
+
+# --- the same test fails for wrong rules ----------------------------------------------------------------------
+
+
+def resample_from_target(q_row, p_row):
+    """Wrong rule (a): on a rejection draw from q itself, forgetting that q's overlap with p was already
+    offered through the accepted drafts; tokens both models like come out too often."""
+    return q_row
+
+
+def argmax_draft(draft_model, x, k, rng, n_vocab):
+    """Wrong rule (b): draft the draft's most likely token, but report the full distribution p as the
+    proposal. The token was proposed with probability 1, not p(token), so min(1, q/p) is the wrong ratio."""
+    drafts, rows = [], []
+    for _ in range(k):
+        p_next = draft_model(x + drafts, 1)[0]  # [n_vocab]
+        drafts.append(int(np.argmax(p_next)))
+        rows.append(p_next)
+    return drafts, np.array(rows) if rows else np.zeros((0, n_vocab))
+
+
+def target_rows_one_too_early(target_model, x, drafts, n_vocab):
+    """Wrong rule (c): row t is the target's distribution after x + drafts[:t - 1] (the prefix one token
+    short) instead of after x + drafts[:t]."""
+    k = len(drafts)
+    return target_model(x + drafts, k + 2)[: k + 1]  # [k + 1, n_vocab], every row one prefix too early
+
+
+WRONG_RULES = {
+    "a_resample_from_target": ("_residual", resample_from_target),
+    "b_argmax_draft_full_p_ratio": ("_draft", argmax_draft),
+    "c_target_row_off_by_one": ("_score", target_rows_one_too_early),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(WRONG_RULES))
+def test_the_exactness_test_fails_for_a_wrong_rule(rule, monkeypatch):
+    """Swap one step of sampling.py for a wrong version and run the same check as above (K = 2, so N = 5
+    spans two rounds): the empirical TV from the exact distribution is above the bound that a correct
+    sampler stays under (with more samples, so a smaller bound: see the module docstring)."""
+    name, wrong = WRONG_RULES[rule]
+    monkeypatch.setattr(sampling, name, wrong)
+    tv, bound = speculative_tv(K=2, n_samples=WRONG_RULE_SAMPLES, seed=3)
+    assert tv > bound, f"{rule}: TV {tv:.4f} is not above the bound {bound:.4f}"
+
+
+def test_draft_equal_to_target_accepts_every_draft_token():
+    """q/p = 1 for every token when draft = target, and r < 1 always: acceptance rate 1, and N = 3 (K + 1)
+    tokens in 3 rounds of K = 3 drafts plus the free extra token; (K + 1) tokens per target pass."""
+    target = markov_model(TARGET_TABLE)
+    stats = SpeculativeStats()
+    speculative_sampling(PROMPT, markov_model(TARGET_TABLE), target, 12, 3, np.random.default_rng(5), stats=stats)
+    assert stats.acceptance_rate == 1.0 and stats.acceptance_rate_at == [1.0, 1.0, 1.0]
+    assert (stats.rounds, stats.tokens, stats.target_passes, stats.draft_passes) == (3, 12, 3, 9)
+    assert stats.tokens_per_target_pass == 4.0
