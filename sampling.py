@@ -122,7 +122,8 @@ def logits_to_probs(logits, temperature=1.0, top_k=None, top_p=None):
       like np.argmax). There is no division by a tiny epsilon, and top_k / top_p do not matter.
     - top_k: keep the logits >= the k-th largest (HF's rule: a tie with the k-th largest is kept too).
     - top_p: keep the smallest set of most likely tokens whose probabilities sum to >= top_p (HF's rule: a
-      token is kept if the tokens more likely than it sum to < top_p), then renormalise.
+      token is kept if the tokens ahead of it sum to < top_p), then renormalise. Tokens exactly as likely as
+      the last one kept are kept too (HF breaks such ties by its sort order).
 
     Worked example (the test checks it): logits [2, 1, 0, -1] at temperature 0.5 are [4, 2, 0, -2], with
     softmax [0.8650, 0.1171, 0.0158, 0.0021]. top_k=2 keeps [4, 2]: [0.8808, 0.1192, 0, 0]. Adding
@@ -131,21 +132,21 @@ def logits_to_probs(logits, temperature=1.0, top_k=None, top_p=None):
     logits = np.asarray(logits, dtype=np.float64)  # [n, n_vocab]
     if temperature == 0:
         greedy = np.argmax(logits, axis=-1)  # [n]
-        return np.eye(logits.shape[-1])[greedy]  # [n, n_vocab], one-hot rows
+        one_hot = np.zeros_like(logits)  # [n, n_vocab]
+        one_hot[np.arange(len(logits)), greedy] = 1.0
+        return one_hot
     logits = logits / temperature  # [n, n_vocab]
     if top_k is not None and top_k < logits.shape[-1]:
         kth_largest = np.partition(logits, -top_k, axis=-1)[:, -top_k:].min(axis=-1)  # [n]
         logits = np.where(logits < kth_largest[:, None], -np.inf, logits)  # [n, n_vocab]
     probs = softmax64(logits)  # [n, n_vocab]
     if top_p is not None and top_p < 1:
-        order = np.argsort(-probs, axis=-1, kind="stable")  # [n, n_vocab], most likely first
-        sorted_probs = np.take_along_axis(probs, order, axis=-1)  # [n, n_vocab]
-        mass_before = np.cumsum(sorted_probs, axis=-1)  # [n, n_vocab], then shifted right by one:
-        mass_before = np.concatenate([np.zeros_like(mass_before[:, :1]), mass_before[:, :-1]], axis=-1)
-        keep_sorted = mass_before < top_p  # [n, n_vocab], always keeps the most likely token
-        keep = np.zeros_like(keep_sorted)
-        np.put_along_axis(keep, order, keep_sorted, axis=-1)  # back to vocabulary order
-        probs = np.where(keep, probs, 0.0)  # [n, n_vocab]
+        sorted_probs = np.sort(probs, axis=-1)[:, ::-1]  # [n, n_vocab], most likely first
+        mass_ahead = np.cumsum(sorted_probs, axis=-1)[:, :-1]  # [n, n_vocab - 1]: mass of tokens 0 .. i
+        mass_before = np.concatenate([np.zeros((len(probs), 1)), mass_ahead], axis=-1)  # [n, n_vocab]: 0 .. i-1
+        n_keep = np.sum(mass_before < top_p, axis=-1)  # [n], >= 1: the most likely one is always kept
+        smallest_kept = sorted_probs[np.arange(len(probs)), n_keep - 1]  # [n]
+        probs = np.where(probs >= smallest_kept[:, None], probs, 0.0)  # [n, n_vocab] (ties with it stay)
         probs = probs / probs.sum(axis=-1, keepdims=True)  # [n, n_vocab]
     return probs
 

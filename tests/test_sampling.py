@@ -76,6 +76,12 @@ def test_temperature_zero_is_an_exact_one_hot_at_the_first_argmax():
     assert probs.tolist() == [[0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]]
 
 
+def test_temperature_zero_works_at_gpt2_vocabulary_size():
+    """50 257 logits per row, all equal: one-hot at index 0 (cheaply: no [n_vocab, n_vocab] identity)."""
+    probs = logits_to_probs(np.zeros((3, 50257), dtype=np.float32), 0)
+    assert probs.shape == (3, 50257) and (probs[:, 0] == 1).all() and probs.sum() == 3
+
+
 def test_top_k_and_top_p_give_the_hand_computed_distributions():
     """logits [2, 1, 0, -1] at temperature 0.5 are [4, 2, 0, -2]; softmax: e^4, e^2, 1, e^-2 over their sum
     63.1217 = [0.864955, 0.117059, 0.015842, 0.002144].
@@ -103,10 +109,15 @@ def test_top_k_and_top_p_give_the_hand_computed_distributions():
 
 
 def test_top_p_keeps_the_smallest_set_reaching_top_p_exactly_at_the_boundary():
-    """Logits [0, -ln 2, -ln 2] give exactly [0.5, 0.25, 0.25]. With top_p=0.75 the first two already sum
-    to 0.75 >= top_p, so the third is dropped (HF's rule): [2/3, 1/3, 0]."""
-    probs = logits_to_probs(np.array([[0.0, -np.log(2), -np.log(2)]]), 1.0, top_p=0.75)
-    np.testing.assert_allclose(probs[0], [2 / 3, 1 / 3, 0], atol=1e-12)
+    """Logits [0, -ln 2, -2 ln 2, -2 ln 2] give exactly [0.5, 0.25, 0.125, 0.125]. With top_p=0.75 the
+    first two already sum to 0.75 >= top_p, so the others are dropped (HF's rule): [2/3, 1/3, 0, 0].
+    With top_p=0.7 the same two are needed; with top_p=0.76 the third is needed, and the fourth, tied
+    with it, is kept too: all four, the input unchanged."""
+    ln2 = np.log(2)
+    logits = np.array([[0.0, -ln2, -2 * ln2, -2 * ln2]])
+    np.testing.assert_allclose(logits_to_probs(logits, 1.0, top_p=0.75)[0], [2 / 3, 1 / 3, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(logits_to_probs(logits, 1.0, top_p=0.7)[0], [2 / 3, 1 / 3, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(logits_to_probs(logits, 1.0, top_p=0.76)[0], [0.5, 0.25, 0.125, 0.125], atol=1e-12)
 
 
 def test_top_k_keeps_ties_with_the_kth_largest_logit():
