@@ -1,0 +1,288 @@
+"""main.py end to end, as a learner runs it: `python main.py ...` in a subprocess, on tiny random models.
+
+OpenAI's weights cannot be downloaded here, so the models are tiny random GPT-2s (n_embd 8, 2 layers) saved as
+Hugging Face folders (config.json + model.safetensors, written with NumPy below) next to the real tokenizer
+files (encoder.json + vocab.bpe from the `release_124M_dir` fixture). The real tokenizer has 50257 tokens, so
+the tiny models do too: 50257 * 8 floats = 1.6 MB per model, written into tmp_path only.
+
+The peer for the texts is a greedy decoder written here from `gpt2.gpt2` alone: the whole sequence, no cache,
+argmax of the last row. At temperature 0 both of main.py's samplers must print its text.
+"""
+
+import json
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from encoder import get_encoder
+from gpt2 import gpt2, random_params
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures"
+
+PROMPT = "Alan Turing theorized that computers"
+TINY_HPARAMS = {"n_vocab": 50257, "n_ctx": 64, "n_embd": 8, "n_head": 2, "n_layer": 2}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Tiny models as Hugging Face folders, and running main.py
+# ------------------------------------------------------------------------------------------------------------
+
+
+def hf_tensors(params):
+    """picoGPT's nested params -> {Hugging Face name: array}: "h.0.attn.c_attn.weight", "wte.weight", ...
+
+    The inverse of utils.hf_name_to_openai_name: g and w become "weight", b becomes "bias".
+    """
+    leaf_names = {"g": "weight", "w": "weight", "b": "bias"}
+    tensors = {"wte.weight": params["wte"], "wpe.weight": params["wpe"]}
+    tensors.update({f"ln_f.{leaf_names[k]}": v for k, v in params["ln_f"].items()})
+    for i, block in enumerate(params["blocks"]):
+        for module, weights in [("ln_1", block["ln_1"]), ("ln_2", block["ln_2"])] + [
+            (f"{outer}.{inner}", block[outer][inner]) for outer in ("attn", "mlp") for inner in block[outer]
+        ]:
+            tensors.update({f"h.{i}.{module}.{leaf_names[k]}": v for k, v in weights.items()})
+    return tensors
+
+
+def write_safetensors(path, tensors):
+    """8 bytes little-endian header length, the JSON header, then the float32 bytes one tensor after another."""
+    header, offset = {}, 0
+    for name, array in tensors.items():
+        header[name] = {"dtype": "F32", "shape": list(array.shape), "data_offsets": [offset, offset + array.nbytes]}
+        offset += array.nbytes
+    header_bytes = json.dumps(header).encode("utf-8")
+    with open(path, "wb") as file:
+        file.write(len(header_bytes).to_bytes(8, "little"))
+        file.write(header_bytes)
+        for array in tensors.values():
+            file.write(np.ascontiguousarray(array, dtype="<f4").tobytes())
+
+
+def write_hf_folder(folder, params, hparams, tokenizer_dir):
+    """A Hugging Face GPT-2 folder: config.json + model.safetensors + OpenAI's tokenizer files."""
+    folder.mkdir(parents=True)
+    config = {"model_type": "gpt2", "vocab_size": hparams["n_vocab"], "n_positions": hparams["n_ctx"],
+              "n_embd": hparams["n_embd"], "n_head": hparams["n_head"], "n_layer": hparams["n_layer"],
+              "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5}
+    (folder / "config.json").write_text(json.dumps(config))
+    write_safetensors(folder / "model.safetensors", hf_tensors(params))
+    for name in ("encoder.json", "vocab.bpe"):
+        shutil.copy(Path(tokenizer_dir) / name, folder / name)
+    return folder
+
+
+def tiny_params(seed):
+    # std 0.5 rather than GPT-2's 0.02: logits far apart, so no float32 near-tie decides a greedy token
+    return random_params(TINY_HPARAMS, np.random.default_rng(seed), std=0.5)
+
+
+@pytest.fixture
+def target_dir(tmp_path, release_124M_dir):
+    return write_hf_folder(tmp_path / "target", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir)
+
+
+@pytest.fixture
+def draft_dir(tmp_path, release_124M_dir):
+    """A different random model: its guesses are mostly wrong, which must cost speed but never change the text."""
+    return write_hf_folder(tmp_path / "draft", tiny_params(seed=2), TINY_HPARAMS, release_124M_dir)
+
+
+def run_main(*flags, cwd, env=None):
+    """`python main.py *flags` in a subprocess; returns the CompletedProcess (text stdout and stderr)."""
+    return subprocess.run(
+        [sys.executable, str(REPO_ROOT / "main.py"), *map(str, flags)],
+        cwd=cwd, capture_output=True, text=True, encoding="utf-8", timeout=120,
+        env={**(env or {}), **_base_env()},
+    )
+
+
+def _base_env():
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "GPT2_BASE_URL"}
+    env["PYTHONIOENCODING"] = "utf-8"
+    return env
+
+
+def greedy_text(folder, params, n_new):
+    """The peer: greedy decoding of PROMPT by full passes of gpt2 (no cache, no sampling.py), as prompt + text."""
+    encoder = get_encoder(folder.name, str(folder.parent))
+    ids = encoder.encode(PROMPT)
+    n_prompt = len(ids)
+    for _ in range(n_new):
+        logits = gpt2(ids, **params, n_head=TINY_HPARAMS["n_head"])  # [len(ids), n_vocab]
+        ids.append(int(np.argmax(logits[-1])))
+    return PROMPT + encoder.decode(ids[n_prompt:])
+
+
+def one_error_line(result):
+    """The single `error: ...` line a bad run writes to stderr (and nothing that looks like a traceback)."""
+    assert result.returncode != 0, result.stdout
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The head to head
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_the_run_prints_both_greedy_texts_times_speedup_acceptance_and_target_passes(tmp_path, target_dir, draft_dir):
+    """Temperature 0, N = 12, K = 3, a draft that is a different random model.
+
+    Both samplers must print the peer's greedy text (speculative sampling is exact, whatever the draft), and
+    the summary lines must be there. Autoregressive sampling makes one target pass per token: 12. Speculative
+    sampling writes 1 to K + 1 = 4 tokens per target pass, so between ceil(12 / 4) = 3 and 12 passes.
+    """
+    result = run_main("--prompt", PROMPT, "--n_tokens_to_generate", 12, "--K", 3, "--temperature", 0,
+                      "--draft_model_size", draft_dir, "--target_model_size", target_dir, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    expected = greedy_text(target_dir, tiny_params(seed=1), n_new=12)
+
+    ar_part, sp_part = out.split("speculative sampling, draft")
+    assert expected in ar_part and expected in sp_part
+    for part in (ar_part, sp_part):
+        assert re.search(r"12 tokens in \d+\.\d\d s = \d+\.\d\d tokens/s", part)
+    assert re.search(r"^speedup: \d+\.\d\dx", out, flags=re.MULTILINE)
+    assert re.search(r"^acceptance rate: [01]\.\d\d ", out, flags=re.MULTILINE)
+    passes = re.search(r"^target forward passes: autoregressive (\d+), speculative (\d+)", out, flags=re.MULTILINE)
+    assert passes and int(passes.group(1)) == 12 and 3 <= int(passes.group(2)) <= 12
+    assert "the two texts are identical: yes" in out
+
+
+def test_a_draft_equal_to_the_target_has_every_guess_accepted(tmp_path, target_dir):
+    """Draft = target (the same folder), temperature 0: every guess is the target's own greedy token.
+
+    So the acceptance rate is 1.00 and every round writes K + 1 = 4 tokens: 12 tokens take 12 / 4 = 3 target
+    passes (the last round also has room for all 3 guesses + 1, since 8 + 4 = 12).
+    """
+    result = run_main("--prompt", PROMPT, "--n_tokens_to_generate", 12, "--K", 3,
+                      "--draft_model_size", target_dir, "--target_model_size", target_dir, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"^acceptance rate: 1\.00 ", result.stdout, flags=re.MULTILINE)
+    assert "target forward passes: autoregressive 12, speculative 3 " in result.stdout
+    assert "the two texts are identical: yes" in result.stdout
+
+
+def test_without_the_cache_both_samplers_recompute_and_still_print_the_greedy_text(tmp_path, target_dir, draft_dir):
+    """--kv_cache False (picoGPT's way) changes the cost of a pass, never the tokens: same peer text, twice."""
+    result = run_main("--prompt", PROMPT, "--n_tokens_to_generate", 8, "--K", 2, "--kv_cache", False,
+                      "--draft_model_size", draft_dir, "--target_model_size", target_dir, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "KV cache OFF" in result.stdout
+    assert result.stdout.count(greedy_text(target_dir, tiny_params(seed=1), n_new=8)) == 2
+    assert "the two texts are identical: yes" in result.stdout
+
+
+def test_sampling_with_temperature_top_k_and_top_p_is_reproducible_from_the_seed(tmp_path, target_dir, draft_dir):
+    """At temperature 0.8 with top_k and top_p the texts are samples; the same --seed must print the same ones."""
+    flags = ("--prompt", PROMPT, "--n_tokens_to_generate", 6, "--K", 2, "--temperature", 0.8, "--top_k", 40,
+             "--top_p", 0.9, "--seed", 7, "--draft_model_size", draft_dir, "--target_model_size", target_dir)
+    first, second = run_main(*flags, cwd=tmp_path), run_main(*flags, cwd=tmp_path)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    texts = [[line for line in run.stdout.splitlines() if line.startswith(PROMPT)] for run in (first, second)]
+    assert len(texts[0]) == 2 and texts[0] == texts[1]
+    assert "temperature 0.8: the two texts are two samples from the same distribution" in first.stdout
+
+
+def test_help_explains_every_flag(tmp_path):
+    """Every parameter of main.main shows up in --help as a flag with a line of its own explanation.
+
+    Fire writes the help to stderr when it is not a terminal; each flag is a line `--name=NAME`, followed by
+    `Type: ...` / `Default: ...` lines (a long default is cut to `D...`) and then the docstring's words.
+    """
+    import inspect
+
+    import main
+
+    result = run_main("--help", cwd=tmp_path)
+    assert result.returncode == 0
+    help_text = result.stdout + result.stderr
+    for name in inspect.signature(main.main).parameters:
+        assert f"--{name}=" in help_text, f"--{name} is not in --help:\n{help_text}"
+        after_flag = help_text.split(f"--{name}=", 1)[1].splitlines()[1:]
+        explanation = [line.strip() for line in after_flag[:4]
+                       if not line.strip().startswith(("Type:", "Default:", "D..."))][0]
+        assert len(explanation) > 10 and "--" not in explanation[:2], f"--{name} has no explanation:\n{help_text}"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Failures: one clear line, a non-zero exit code, no traceback
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_offline_the_download_error_names_the_url_and_the_folder_without_a_traceback(tmp_path):
+    """$GPT2_BASE_URL points at a closed port on 127.0.0.1 (bound, then released: nobody listens there)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    models_dir = tmp_path / "empty_models"
+    result = run_main("--models_dir", models_dir, "--download_retries", 0, cwd=tmp_path,
+                      env={"GPT2_BASE_URL": f"http://127.0.0.1:{port}"})
+    line = one_error_line(result)
+    assert result.returncode == 1
+    assert f"http://127.0.0.1:{port}/124M/" in line
+    assert str(models_dir / "124M") in line
+    assert "by hand" in line
+
+
+def test_the_base_url_flag_overrides_the_environment(tmp_path):
+    """--base_url wins over $GPT2_BASE_URL: the message names the flag's URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = run_main("--models_dir", tmp_path / "m", "--download_retries", 0, "--base_url",
+                      f"http://127.0.0.1:{port}/mirror", cwd=tmp_path, env={"GPT2_BASE_URL": "http://127.0.0.1:9"})
+    assert f"http://127.0.0.1:{port}/mirror/124M/" in one_error_line(result)
+
+
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        (("--target_model_size", "7B"), "--target_model_size must be one of 124M, 355M, 774M, 1558M"),
+        (("--draft_model_size", "no/such/folder"), "--draft_model_size must be one of"),
+        (("--K", 0), "--K (draft tokens per round) must be a whole number >= 1; got 0"),
+        (("--n_tokens_to_generate", 2000), "more than GPT-2's context of 1024 tokens"),
+        (("--temperature", -1), "--temperature must be a number >= 0"),
+        (("--top_p", 1.5), "--top_p must be a number in (0, 1]"),
+    ],
+)
+def test_a_bad_flag_gets_one_clear_line_before_any_download(tmp_path, flags, expected):
+    """Checked before anything is downloaded: models_dir stays empty, the exit code is 2 (bad input)."""
+    result = run_main("--models_dir", tmp_path / "models", *flags, cwd=tmp_path,
+                      env={"GPT2_BASE_URL": "http://127.0.0.1:9"})
+    assert expected in one_error_line(result)
+    assert result.returncode == 2
+    assert not (tmp_path / "models").exists()
+
+
+def test_a_prompt_and_n_longer_than_the_context_get_one_clear_line(tmp_path, target_dir, draft_dir):
+    """The tiny models have n_ctx 64: a 5-token prompt + 100 new tokens does not fit."""
+    result = run_main("--prompt", PROMPT, "--n_tokens_to_generate", 100,
+                      "--draft_model_size", draft_dir, "--target_model_size", target_dir, cwd=tmp_path)
+    line = one_error_line(result)
+    assert "is more than the models' context of 64" in line and result.returncode == 2
+
+
+def test_a_draft_with_another_vocabulary_gets_one_clear_line(tmp_path, target_dir, release_124M_dir):
+    """The TensorFlow fixture (OpenAI's layout, n_vocab 50) as the draft of a 50257-token target."""
+    draft = tmp_path / "tf_draft"
+    shutil.copytree(FIXTURES_DIR / "tf_ckpt", draft)
+    for name in ("encoder.json", "vocab.bpe"):
+        shutil.copy(release_124M_dir / name, draft / name)
+    result = run_main("--prompt", PROMPT, "--draft_model_size", draft, "--target_model_size", target_dir,
+                      cwd=tmp_path)
+    line = one_error_line(result)
+    assert "different vocabularies" in line and "n_vocab 50)" in line and "n_vocab 50257)" in line
+    assert result.returncode == 2
