@@ -74,11 +74,13 @@ probability 0 to tokens the target can produce (the residual (q - p)_+ supplies 
 
 Cost of a round (with the KV cache of `create_model_fn`)
 ---------------------------------------------------------
-- draft: K forward passes of one new position each (two after a round in which all K guesses were kept: the
-  K-th guess was never fed to the draft, because nobody needed the distribution after it);
+- draft: K forward passes of one new position each; the first pass of a round computes two positions after a
+  round in which all K guesses were kept (the K-th guess was never fed to the draft, because nobody needed
+  the distribution after it). Guesses thrown away after a rejection are rolled back out of the cache.
 - target: ONE forward pass computing K + 1 positions: the last token written in the previous round (its
   keys and values are not cached yet, because it was sampled from the target's output rather than fed in) and
   the K guesses. Its logits are computed for those K + 1 rows only.
+- the very first round also computes the prompt, in both models.
 - result: between 1 and K + 1 tokens. If every guess is kept independently with probability alpha, a round
   yields (1 - alpha^(K + 1)) / (1 - alpha) tokens on average (Leviathan et al., equation 1).
 
