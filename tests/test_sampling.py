@@ -306,7 +306,8 @@ def test_a_stop_token_ends_both_samplers_right_after_it_identically():
     for K in (1, 2, 4, 8):
         draft = create_model_fn(NOISY_DRAFT_PARAMS, TARGET_HPARAMS, temperature=0)
         stats = SpeculativeStats()
-        got = speculative_sampling(PROMPT, draft, target_fn(temperature=0), 30, K, np.random.default_rng(0), stop, stats)
+        rng = np.random.default_rng(0)
+        got = speculative_sampling(PROMPT, draft, target_fn(temperature=0), 30, K, rng, stop_token=stop, stats=stats)
         assert got == expected and stats.tokens == len(expected) - len(PROMPT)
 
 
@@ -358,10 +359,11 @@ def test_an_empty_prompt_a_negative_n_or_k_below_1_is_a_value_error(x, N, K, mes
 
 def test_draft_and_target_with_different_vocabularies_are_a_value_error():
     """Said by the n_vocab attributes up front, or found from the widths of the returned rows."""
+    rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="different vocabularies"):
-        speculative_sampling([0, 1], table_model([1.0, 0, 0], 3), table_model([1.0, 0], 2), 5, 2, np.random.default_rng(0))
+        speculative_sampling([0, 1], table_model([1.0, 0, 0], 3), table_model([1.0, 0], 2), 5, 2, rng)
     with pytest.raises(ValueError, match="do not share a vocabulary"):
-        speculative_sampling([0, 1], table_model([1.0, 0, 0]), table_model([1.0, 0]), 5, 2, np.random.default_rng(0))
+        speculative_sampling([0, 1], table_model([1.0, 0, 0]), table_model([1.0, 0]), 5, 2, rng)
 
 
 @pytest.mark.parametrize(
@@ -386,7 +388,12 @@ def test_rows_off_by_less_than_1e_3_are_accepted():
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [(dict(temperature=-1), "temperature"), (dict(top_k=0), "top_k"), (dict(top_p=0), "top_p"), (dict(top_p=1.5), "top_p")],
+    [
+        (dict(temperature=-1), "temperature"),
+        (dict(top_k=0), "top_k"),
+        (dict(top_p=0), "top_p"),
+        (dict(top_p=1.5), "top_p"),
+    ],
 )
 def test_bad_sampling_settings_are_a_value_error(kwargs, message):
     with pytest.raises(ValueError, match=message):
