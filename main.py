@@ -61,13 +61,28 @@ def check_whole_number(value, flag, minimum):
         raise ValueError(f"{flag} must be a whole number >= {minimum}; got {value!r}")
 
 
-def check_flags(n_tokens_to_generate, draft_model_size, target_model_size, K, temperature, top_k, top_p):
-    """One clear ValueError for the first bad flag, before anything is downloaded."""
+def check_model_names(draft_model_size, target_model_size):
+    """ValueError unless each model is a released size or an existing folder."""
     for flag, name in (("--draft_model_size", draft_model_size), ("--target_model_size", target_model_size)):
         if name not in MODEL_SIZES and not Path(name).is_dir():
             raise ValueError(
                 f"{flag} must be one of {', '.join(MODEL_SIZES)} or a local folder with GPT-2 weights; got {name!r}"
             )
+
+
+def check_sampling_flags(temperature, top_k, top_p):
+    """ValueError unless temperature >= 0, top_k is None or >= 1, top_p is None or in (0, 1]."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
+        raise ValueError(f"--temperature must be a number >= 0 (0 is greedy decoding); got {temperature!r}")
+    if top_k is not None:
+        check_whole_number(top_k, "--top_k", 1)
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
+        raise ValueError(f"--top_p must be a number in (0, 1]; got {top_p!r}")
+
+
+def check_flags(n_tokens_to_generate, draft_model_size, target_model_size, K, temperature, top_k, top_p):
+    """One clear ValueError for the first bad flag, before anything is downloaded."""
+    check_model_names(draft_model_size, target_model_size)
     check_whole_number(K, "--K (draft tokens per round)", 1)
     check_whole_number(n_tokens_to_generate, "--n_tokens_to_generate", 1)
     both_released = draft_model_size in MODEL_SIZES and target_model_size in MODEL_SIZES
@@ -76,12 +91,7 @@ def check_flags(n_tokens_to_generate, draft_model_size, target_model_size, K, te
             f"--n_tokens_to_generate {n_tokens_to_generate} plus the prompt is more than GPT-2's context of "
             f"{RELEASED_N_CTX} tokens: generate fewer tokens"
         )
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
-        raise ValueError(f"--temperature must be a number >= 0 (0 is greedy decoding); got {temperature!r}")
-    if top_k is not None:
-        check_whole_number(top_k, "--top_k", 1)
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
-        raise ValueError(f"--top_p must be a number in (0, 1]; got {top_p!r}")
+    check_sampling_flags(temperature, top_k, top_p)
 
 
 def check_models_fit(draft, target, prompt_ids, n_tokens_to_generate, names):

@@ -1,0 +1,548 @@
+"""When does speculative sampling pay off? Acceptance, costs and speedup for a draft/target pair and each K.
+
+    python benchmark.py                                    # 124M drafts for 355M, K = 1..8, real weights
+    python benchmark.py --kv_cache False                   # the same, picoGPT's way (no cache)
+    python benchmark.py --random_weights                   # no checkpoint needed: cost figures only
+    python benchmark.py --random_weights --target_model_size 1558M --Ks 1,2,4,8
+
+The model of the cost (Leviathan et al. 2022, "Fast Inference from Transformers via Speculative Decoding")
+-----------------------------------------------------------------------------------------------------------
+Measure time in target steps: one autoregressive step (a target forward pass over 1 new token) costs 1.
+A speculative round costs K draft steps and one target pass over the K + 1 new positions:
+
+    c = time of a 1-token draft step / time of a 1-token target step
+    r = time of a (K + 1)-token target pass / time of a 1-token target pass
+    round = c K + r   target steps
+
+If each draft token is kept with probability alpha (independently), a round writes on average
+
+    1 + alpha + alpha^2 + ... + alpha^K = (1 - alpha^(K+1)) / (1 - alpha)   tokens,
+
+so the speedup over autoregressive sampling is tokens per round / cost of a round:
+
+    Leviathan et al.:   (1 - alpha^(K+1)) / ((1 - alpha) (c K + 1))     (their equation, with r = 1)
+    accounting for r:   (1 - alpha^(K+1)) / ((1 - alpha) (c K + r))
+
+Leviathan et al. assume r = 1: on an accelerator a pass over K + 1 tokens takes as long as a pass over 1,
+because the hardware is idle waiting for the weights either way. On a CPU with NumPy's OpenBLAS it is not so:
+with the KV cache a 1-token step is a matrix-VECTOR product per weight matrix (memory-bound), but K + 1 rows
+make it a matrix-MATRIX product, and OpenBLAS packs the whole weight matrix into its own layout first. A
+(K + 1)-token pass measured 2-3x a 1-token pass on our 2-core machines, and that eats most of the gain.
+Without a cache (picoGPT's way: `--kv_cache False`) every pass recomputes the whole sequence anyway, so the
+K + 1 extra rows of a verification pass barely show (r = (L + K) / L-ish for an L-token sequence), the
+draft steps are full recomputes too, and speculative sampling wins more. Both tables are worth seeing.
+
+The speedup in target forward passes (LMFlow's "gamma" table) is just tokens per target pass: what speculative
+sampling would give if draft steps were free and r were 1.
+
+What is measured
+----------------
+c and r are measured through the same model functions the samplers call (sampling.create_model_fn, so the
+turning of logits into probabilities is included), at a prefix of --prefix_length tokens: with the cache,
+"a pass over n tokens" feeds n new tokens after a cached prefix; without it, it recomputes prefix + n
+tokens. Each is the fastest of --repeats calls (the machine is shared, and noise only ever adds time).
+Then each sampler runs over the prompts with fresh model functions (empty caches), after an untimed warm-up;
+autoregressive sampling once, speculative sampling once per K.
+
+--random_weights: random weights of the real shapes, for when no checkpoint is present. Their distributions
+are nothing like each other's, so the acceptance rate means nothing (at temperature 0 it is about 0: every
+guess is rejected and a round writes one token). What is real is the cost: c, r, the ms/token of
+autoregressive sampling, and the ms of a speculative round. So instead of a measured alpha, the table gives
+the predicted speedup for a list of alphas (--alphas), and the alpha at which speculative sampling breaks
+even, for the cache setting of --kv_cache and for the other one.
+
+Plots (written into --img_dir if matplotlib is installed: `pip install -r requirements-plots.txt`):
+    speedup_DRAFT_TARGET_cache.png                 speedup (wall, passes, both predictions) and alpha vs K
+    ms_per_token_DRAFT_TARGET_cache.png            ms/token of autoregressive and speculative sampling vs K
+    predicted_speedup_random_DRAFT_TARGET.png      --random_weights: predicted speedup vs K for each alpha,
+                                                   with and without the cache
+    ms_per_token_random_DRAFT_TARGET_cache.png     --random_weights: measured ms/token (alpha ~ 0) and the
+                                                   predicted ms/token for each alpha
+(`nocache` instead of `cache` with --kv_cache False.)
+"""
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import fire
+import numpy as np
+from tqdm import tqdm
+
+from gpt2 import HPARAMS, random_params
+from main import check_model_names, check_models_fit, check_sampling_flags, check_whole_number
+from sampling import (
+    AutoregressiveStats,
+    SpeculativeStats,
+    autoregressive_sampling,
+    create_model_fn,
+    speculative_sampling,
+)
+from utils import (
+    MODEL_SIZES,
+    CheckpointError,
+    DownloadError,
+    download_gpt2_files,
+    load_encoder_hparams_and_params,
+    read_hf_hparams,
+)
+
+DEFAULT_PROMPTS = (
+    "Alan Turing theorized that computers would one day become",
+    "The capital of France is Paris. The capital of Germany is",
+    "Once upon a time, in a small village by the sea, there lived",
+    "The most important thing to remember when writing software is",
+    "In 1969, the first humans walked on the moon. The mission was called",
+)
+DEFAULT_ALPHAS = (0.5, 0.7, 0.8, 0.9)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The model of the cost
+# ------------------------------------------------------------------------------------------------------------
+
+
+def tokens_per_round(alpha, K):
+    """Expected tokens a round writes: 1 + alpha + ... + alpha^K (= (1 - alpha^(K+1)) / (1 - alpha) for alpha < 1).
+
+    tokens_per_round(0.8, 4) = 1 + 0.8 + 0.64 + 0.512 + 0.4096 = 3.3616; alpha = 1 gives K + 1.
+    """
+    return sum(alpha**i for i in range(K + 1))
+
+
+def predicted_speedup(alpha, K, c, r=1.0):
+    """(1 - alpha^(K+1)) / ((1 - alpha) (c K + r)); r = 1 is Leviathan et al.'s formula.
+
+    Example: alpha 0.8, K 4, c 0.4: Leviathan 3.3616 / 2.6 = 1.29x; with r = 2.5: 3.3616 / 4.1 = 0.82x.
+    """
+    return tokens_per_round(alpha, K) / (c * K + r)
+
+
+def break_even_alpha(K, c, r=1.0):
+    """The alpha at which the predicted speedup is 1 (bisection; it grows with alpha), or None if it never is.
+
+    At alpha = 1 the speedup is (K + 1) / (c K + r): if that is <= 1, no alpha wins.
+    """
+    if predicted_speedup(1.0, K, c, r) <= 1:
+        return None
+    low, high = 0.0, 1.0
+    for _ in range(50):
+        middle = (low + high) / 2
+        low, high = (middle, high) if predicted_speedup(middle, K, c, r) < 1 else (low, middle)
+    return (low + high) / 2
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Measuring c and r
+# ------------------------------------------------------------------------------------------------------------
+
+
+def timed(fn):
+    """(what fn() returns, its wall time in seconds)."""
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start
+
+
+def pass_time(model, x, n, repeats):
+    """Seconds of model(x, n): the fastest of `repeats` calls, after one untimed call.
+
+    With the cache, the first call caches all of x; each later call keeps x[:len(x) - n] and feeds the last
+    n tokens again: a pass over n new tokens after a cached prefix. Without it, every call recomputes all of x.
+    """
+    model(x, n)
+    return min(timed(lambda: model(x, n))[1] for _ in range(repeats))
+
+
+@dataclass
+class Costs:
+    """Measured pass times in seconds (see the module docstring), and c and r derived from them."""
+
+    kv_cache: bool
+    prefix_length: int
+    draft_step: float  # a 1-token draft pass
+    target_step: float  # a 1-token target pass
+    target_pass: dict = field(default_factory=dict)  # {K: a (K + 1)-token target pass}
+
+    @property
+    def c(self):
+        return self.draft_step / self.target_step
+
+    def r(self, K):
+        return self.target_pass[K] / self.target_step
+
+
+def measure_costs(draft, target, Ks, prefix_length, kv_cache, settings, repeats, rng, progress):
+    """Costs of one cache setting. draft and target are (params, hparams); settings: temperature, top_k, top_p."""
+    n_vocab = target[1]["n_vocab"]
+    tokens = rng.integers(0, n_vocab, prefix_length + max(Ks) + 1).tolist()  # any tokens: the cost is the same
+    one_token = tokens[: prefix_length + 1]  # a 1-token pass after prefix_length tokens
+
+    def model(params_hparams):
+        return create_model_fn(*params_hparams, **settings, kv_cache=kv_cache)
+
+    costs = Costs(kv_cache, prefix_length, pass_time(model(draft), one_token, 1, repeats), 0.0)
+    progress.update()
+    costs.target_step = pass_time(model(target), one_token, 1, repeats)
+    progress.update()
+    for K in Ks:
+        costs.target_pass[K] = pass_time(model(target), tokens[: prefix_length + K + 1], K + 1, repeats)
+        progress.update()
+    return costs
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Running the samplers
+# ------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """What one sampler did over all the prompts: wall time, and the sampler's stats (summed over prompts)."""
+
+    seconds: float = 0.0
+    stats: object = None
+    texts: list = field(default_factory=list)  # the token lists, to compare greedy runs
+
+    @property
+    def ms_per_token(self):
+        return 1e3 * self.seconds / self.stats.tokens
+
+
+def run_samplers(prompts, draft, target, Ks, N, settings, kv_cache, seed, progress):
+    """Autoregressive sampling once and speculative sampling once per K, over every prompt: (Run, {K: Run}).
+
+    draft, target: (params, hparams). Each run gets fresh model functions (empty caches) and a fresh
+    np.random.default_rng(seed); an untimed pass of each model over the first prompt comes first (warm-up).
+    """
+
+    def new(params_hparams):
+        return create_model_fn(*params_hparams, **settings, kv_cache=kv_cache)
+
+    new(draft)(prompts[0])  # warm-up, not timed
+    new(target)(prompts[0])
+
+    autoregressive = Run(stats=AutoregressiveStats())
+    for prompt in prompts:
+        rng = np.random.default_rng(seed)
+        ids, seconds = timed(lambda: autoregressive_sampling(prompt, new(target), N, rng, stats=autoregressive.stats))
+        autoregressive.seconds += seconds
+        autoregressive.texts.append(ids)
+        progress.update()
+
+    speculative = {}
+    for K in Ks:
+        speculative[K] = run = Run(stats=SpeculativeStats())
+        for prompt in prompts:
+            rng = np.random.default_rng(seed)
+            ids, seconds = timed(
+                lambda: speculative_sampling(prompt, new(draft), new(target), N, K, rng, stats=run.stats)
+            )
+            run.seconds += seconds
+            run.texts.append(ids)
+            progress.update()
+    return autoregressive, speculative
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Tables
+# ------------------------------------------------------------------------------------------------------------
+
+
+def print_measured_table(costs, autoregressive, speculative, Ks):
+    """The table for real weights: measured alpha and speedups beside the two predictions."""
+    print(f"autoregressive: {autoregressive.ms_per_token:.1f} ms/token ({autoregressive.stats.tokens} tokens, "
+          f"{autoregressive.stats.target_passes} target passes)")
+    print(f"costs at a {costs.prefix_length}-token prefix: c = {costs.c:.2f} (draft step "
+          f"{1e3 * costs.draft_step:.1f} ms / target step {1e3 * costs.target_step:.1f} ms)\n")
+    header = ("K", "alpha", "speedup", "speedup", "c", "r", "spec", "predicted", "predicted")
+    header2 = ("", "", "(wall)", "(passes)", "", "", "ms/token", "(cK+1)", "(cK+r)")
+    row_format = "{:>3} {:>6} {:>8} {:>9} {:>5} {:>5} {:>9} {:>10} {:>10}"
+    print(row_format.format(*header))
+    print(row_format.format(*header2))
+    for K in Ks:
+        run, alpha = speculative[K], speculative[K].stats.acceptance_rate
+        row = (K, f"{alpha:.2f}", f"{autoregressive.ms_per_token / run.ms_per_token:.2f}x",
+               f"{run.stats.tokens_per_target_pass:.2f}x", f"{costs.c:.2f}", f"{costs.r(K):.2f}",
+               f"{run.ms_per_token:.1f}", f"{predicted_speedup(alpha, K, costs.c):.2f}x",
+               f"{predicted_speedup(alpha, K, costs.c, costs.r(K)):.2f}x")
+        print(row_format.format(*row))
+
+
+def print_random_table(costs, alphas, Ks, autoregressive=None, speculative=None):
+    """The table for random weights: measured costs, predicted speedups for each alpha, break-even alphas.
+
+    autoregressive, speculative: the sampler runs in this cache setting, or None if there were none.
+    """
+    mode = "with the KV cache" if costs.kv_cache else "without a cache (picoGPT's way: full recompute)"
+    print(f"\n{mode}: c = {costs.c:.2f} (draft step {1e3 * costs.draft_step:.1f} ms / target step "
+          f"{1e3 * costs.target_step:.1f} ms, at a {costs.prefix_length}-token prefix)")
+    if autoregressive is not None:
+        print(f"autoregressive sampling: {autoregressive.ms_per_token:.1f} ms/token; speculative sampling "
+              f"below at the alpha of random weights ({_random_alpha(speculative):.2f}: one token per round)")
+    n = len(alphas)
+    group = 6 * n - 1  # the width of n columns of 5 characters
+    row_format = "{:>3} {:>5} {:>5} {:>9} {:>6} {:>5} | " + " ".join(["{:>5}"] * n) + " | " + " ".join(
+        ["{:>5}"] * n) + " | {:>11}"
+    print(" " * 39 + f"| {'predicted speedup, cK+1':^{group}} | {'predicted, with r: cK+r':^{group}} |")
+    alpha_names = [f"a={alpha:g}" for alpha in alphas]
+    print(row_format.format("K", "c", "r", "spec", "round/", "cK+r", *alpha_names, *alpha_names, "break-even"))
+    print(row_format.format("", "", "", "ms/token", "step", "", *[""] * (2 * n), "alpha(cK+r)"))
+    for K in Ks:
+        c, r = costs.c, costs.r(K)
+        if autoregressive is not None:
+            spec_ms = f"{speculative[K].ms_per_token:.1f}"
+            round_ms = 1e3 * speculative[K].seconds / speculative[K].stats.rounds
+            round_over_step = f"{round_ms / autoregressive.ms_per_token:.2f}"
+        else:
+            spec_ms = round_over_step = "-"
+        alpha = break_even_alpha(K, c, r)
+        row = (K, f"{c:.2f}", f"{r:.2f}", spec_ms, round_over_step, f"{c * K + r:.2f}",
+               *(f"{predicted_speedup(a, K, c):.2f}" for a in alphas),
+               *(f"{predicted_speedup(a, K, c, r):.2f}" for a in alphas),
+               "never" if alpha is None else f"{alpha:.2f}")
+        print(row_format.format(*row))
+
+
+def _random_alpha(speculative):
+    stats = [run.stats for run in speculative.values()]
+    checked = sum(s.checked for s in stats)
+    return sum(s.accepted for s in stats) / checked if checked else 0.0
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Plots (matplotlib is optional: requirements-plots.txt)
+# ------------------------------------------------------------------------------------------------------------
+
+
+def import_pyplot():
+    """matplotlib.pyplot (drawing into files, no window), or None with a note on how to install it."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("\nmatplotlib is not installed, so no plots were written. To get them: "
+              "pip install -r requirements-plots.txt")
+        return None
+    return plt
+
+
+def save(plt, fig, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
+def plot_measured(plt, costs, autoregressive, speculative, Ks, title, paths):
+    """speedup (measured and predicted) and alpha vs K; ms/token of both samplers vs K."""
+    alphas = [speculative[K].stats.acceptance_rate for K in Ks]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot(Ks, [autoregressive.ms_per_token / speculative[K].ms_per_token for K in Ks], "o-", label="measured (wall time)")
+    left.plot(Ks, [speculative[K].stats.tokens_per_target_pass for K in Ks], "s--", label="target passes saved")
+    left.plot(Ks, [predicted_speedup(a, K, costs.c) for a, K in zip(alphas, Ks)], ":", label="predicted, cK+1")
+    left.plot(Ks, [predicted_speedup(a, K, costs.c, costs.r(K)) for a, K in zip(alphas, Ks)], "-.",
+              label="predicted, cK+r")
+    left.axhline(1, color="gray", linewidth=0.8)
+    left.set(xlabel="K (draft tokens per round)", ylabel="speedup over autoregressive", title="speedup")
+    left.legend()
+    right.plot(Ks, alphas, "o-")
+    right.set(xlabel="K (draft tokens per round)", ylabel="acceptance rate alpha", ylim=(0, 1.05),
+              title="acceptance rate")
+    fig.suptitle(title)
+    save(plt, fig, paths[0])
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.axhline(autoregressive.ms_per_token, color="C0", label="autoregressive")
+    ax.plot(Ks, [speculative[K].ms_per_token for K in Ks], "o-", color="C1", label="speculative")
+    ax.set(xlabel="K (draft tokens per round)", ylabel="ms per token", ylim=(0, None), title=title)
+    ax.legend()
+    save(plt, fig, paths[1])
+
+
+def plot_random(plt, costs_by_mode, alphas, Ks, kv_cache, autoregressive, speculative, title, paths):
+    """Predicted speedup vs K for each alpha, with and without the cache; ms/token measured and predicted."""
+    fig, axes = plt.subplots(1, len(costs_by_mode), figsize=(5 * len(costs_by_mode), 4), sharey=True)
+    for ax, costs in zip(np.atleast_1d(axes), costs_by_mode):
+        for i, alpha in enumerate(alphas):
+            ax.plot(Ks, [predicted_speedup(alpha, K, costs.c, costs.r(K)) for K in Ks], "o-", color=f"C{i}",
+                    label=f"alpha={alpha:g}")
+            ax.plot(Ks, [predicted_speedup(alpha, K, costs.c) for K in Ks], ":", color=f"C{i}")
+        ax.axhline(1, color="gray", linewidth=0.8)
+        mode = "with KV cache" if costs.kv_cache else "without cache (full recompute)"
+        ax.set(xlabel="K (draft tokens per round)", title=f"{mode}: c={costs.c:.2f}")
+    np.atleast_1d(axes)[0].set_ylabel("predicted speedup (solid: cK+r, dotted: cK+1)")
+    np.atleast_1d(axes)[0].legend()
+    fig.suptitle(title)
+    save(plt, fig, paths[0])
+
+    costs = next(c for c in costs_by_mode if c.kv_cache == kv_cache)  # the setting the samplers ran in
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.axhline(autoregressive.ms_per_token, color="gray", label="autoregressive (measured)")
+    ax.plot(Ks, [speculative[K].ms_per_token for K in Ks], "kx-", label="speculative, alpha~0 (measured)")
+    for i, alpha in enumerate(alphas):
+        predicted = [autoregressive.ms_per_token / predicted_speedup(alpha, K, costs.c, costs.r(K)) for K in Ks]
+        ax.plot(Ks, predicted, "o--", color=f"C{i}", label=f"speculative, alpha={alpha:g} (predicted)")
+    ax.set(xlabel="K (draft tokens per round)", ylabel="ms per token", ylim=(0, None), title=title)
+    ax.legend(fontsize="small")
+    save(plt, fig, paths[1])
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The command line
+# ------------------------------------------------------------------------------------------------------------
+
+
+def as_list(value, name, kind):
+    """Fire gives "1,2,4" as a tuple, "4" as an int, "[0.5]" as a list: always a list of `kind`."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    try:
+        return [kind(v) for v in values]
+    except (TypeError, ValueError):
+        raise ValueError(f"--{name} must be a comma-separated list like 1,2,4; got {value!r}") from None
+
+
+def hparams_of(name, models_dir):
+    """The shapes of a released size, or of a local folder (hparams.json or a Hugging Face config.json)."""
+    if name in HPARAMS:
+        return HPARAMS[name]
+    folder = Path(name)
+    if (folder / "hparams.json").is_file():
+        return json.loads((folder / "hparams.json").read_text())
+    if (folder / "config.json").is_file():
+        return read_hf_hparams(folder / "config.json")
+    raise ValueError(f"{name!r} is neither one of {', '.join(MODEL_SIZES)} nor a folder with GPT-2 hyperparameters")
+
+
+def model_name(name):
+    """A short name for titles and file names: '124M', or the last part of a folder's path."""
+    return name if name in MODEL_SIZES else Path(name).name
+
+
+def main(
+    draft_model_size="124M",
+    target_model_size="355M",
+    Ks=(1, 2, 3, 4, 5, 6, 7, 8),
+    prompts=DEFAULT_PROMPTS,
+    n_tokens_to_generate=40,
+    temperature=0.0,
+    top_k=None,
+    top_p=None,
+    seed=0,
+    kv_cache=True,
+    random_weights=False,
+    alphas=DEFAULT_ALPHAS,
+    prefix_length=32,
+    repeats=5,
+    models_dir="models",
+    img_dir="img",
+):
+    """Print the table of acceptance, costs and speedups for each K (see the module docstring), and plot it.
+
+    Args:
+        draft_model_size: the draft model: 124M, 355M, 774M, 1558M (downloaded into models_dir), or a local folder.
+        target_model_size: the target model: a size or a local folder.
+        Ks: the lookaheads to try, comma-separated: 1,2,4,8.
+        prompts: the prompts (one string, or a list); each sampler continues each of them. With --random_weights one random 10-token prompt is used instead.
+        n_tokens_to_generate: new tokens per prompt and run.
+        temperature: 0 is greedy decoding (then both samplers must give the same texts, which is checked).
+        top_k: keep only the top_k most likely tokens (default: all).
+        top_p: keep only the nucleus of probability top_p (default: all).
+        seed: seed of the np.random.Generator of each run (and of the random weights).
+        kv_cache: True keeps the keys and values of earlier tokens; False recomputes the whole sequence in every pass, as picoGPT does.
+        random_weights: use random weights of the models' shapes: cost figures only (no checkpoint needed).
+        alphas: with --random_weights, the acceptance rates to predict the speedup for, comma-separated.
+        prefix_length: tokens before the pass whose time gives c and r.
+        repeats: timed calls per cost measurement; the fastest counts.
+        models_dir: where released sizes are downloaded to.
+        img_dir: where the plots go (needs matplotlib: pip install -r requirements-plots.txt).
+    """
+    try:
+        Ks, alphas = as_list(Ks, "Ks", int), as_list(alphas, "alphas", float)
+        prompts = [prompts] if isinstance(prompts, str) else as_list(prompts, "prompts", str)
+        for K in Ks:
+            check_whole_number(K, "every K in --Ks", 1)
+        for flag, value in (("--n_tokens_to_generate", n_tokens_to_generate), ("--prefix_length", prefix_length),
+                            ("--repeats", repeats)):
+            check_whole_number(value, flag, 1)
+        check_sampling_flags(temperature, top_k, top_p)
+        settings = dict(temperature=temperature, top_k=top_k, top_p=top_p)
+        if random_weights:
+            rng = np.random.default_rng(seed)
+            draft_hparams, target_hparams = hparams_of(draft_model_size, models_dir), hparams_of(target_model_size, models_dir)
+            if draft_hparams["n_vocab"] != target_hparams["n_vocab"]:
+                raise ValueError(f"the draft and target have different vocabularies (n_vocab {draft_hparams['n_vocab']} "
+                                 f"and {target_hparams['n_vocab']})")
+            prompt_ids = [rng.integers(0, target_hparams["n_vocab"], 10).tolist()]
+            print(f"making random weights of the shapes of {draft_model_size} and {target_model_size} ...", flush=True)
+            draft = (random_params(draft_hparams, rng), draft_hparams)
+            target = (random_params(target_hparams, rng), target_hparams)
+        else:
+            check_model_names(draft_model_size, target_model_size)
+            for name in (draft_model_size, target_model_size):
+                if name in MODEL_SIZES:
+                    download_gpt2_files(name, Path(models_dir) / name)
+            print(f"loading the draft {draft_model_size} and the target {target_model_size} ...", flush=True)
+            draft_loaded = load_encoder_hparams_and_params(draft_model_size, models_dir)
+            target_loaded = load_encoder_hparams_and_params(target_model_size, models_dir)
+            prompt_ids = [target_loaded[0].encode(prompt) for prompt in prompts]
+            for ids in prompt_ids:
+                check_models_fit(draft_loaded, target_loaded, ids, n_tokens_to_generate,
+                                 (draft_model_size, target_model_size))
+            draft, target = (draft_loaded[2], draft_loaded[1]), (target_loaded[2], target_loaded[1])
+        if prefix_length + max(Ks) + 1 > min(draft[1]["n_ctx"], target[1]["n_ctx"]):
+            raise ValueError(f"--prefix_length {prefix_length} + the largest K + 1 does not fit in the context")
+    except (DownloadError, CheckpointError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+    # From here on the input has been checked: any exception is a bug and keeps its traceback.
+    names = model_name(draft_model_size), model_name(target_model_size)
+    cache_word = "cache" if kv_cache else "nocache"
+    modes = (kv_cache, not kv_cache) if random_weights else (kv_cache,)
+    rng = np.random.default_rng(seed + 1)
+    n_runs = len(prompt_ids) * (1 + len(Ks))
+    with tqdm(total=len(modes) * (2 + len(Ks)) + n_runs, desc="benchmark", leave=False) as progress:
+        costs_by_mode = [measure_costs(draft, target, Ks, prefix_length, mode, settings, repeats, rng, progress)
+                         for mode in modes]
+        autoregressive, speculative = run_samplers(prompt_ids, draft, target, Ks, n_tokens_to_generate, settings,
+                                                   kv_cache, seed, progress)
+
+    title = f"{names[0]} drafts for {names[1]}, KV cache {'on' if kv_cache else 'off'}"
+    weights = "RANDOM weights (acceptance is meaningless: cost figures only)" if random_weights else "real weights"
+    print(f"\n{title}, {weights}; temperature {temperature}, {len(prompt_ids)} prompt(s) x "
+          f"{n_tokens_to_generate} tokens per run")
+    if random_weights:
+        print_random_table(costs_by_mode[0], alphas, Ks, autoregressive, speculative)
+        print_random_table(costs_by_mode[1], alphas, Ks)
+    else:
+        print_measured_table(costs_by_mode[0], autoregressive, speculative, Ks)
+        if temperature == 0:
+            same = all(run.texts == autoregressive.texts for run in speculative.values())
+            print(f"\ntemperature 0: every speculative text is the autoregressive (greedy) one: {'yes' if same else 'NO'}")
+
+    plt = import_pyplot()
+    if plt is None:
+        return
+    img_dir = Path(img_dir)
+    if random_weights:
+        plot_random(plt, sorted(costs_by_mode, key=lambda c: not c.kv_cache), alphas, Ks, kv_cache, autoregressive,
+                    speculative, f"{names[0]} drafts for {names[1]}, random weights: costs measured",
+                    [img_dir / f"predicted_speedup_random_{names[0]}_{names[1]}.png",
+                     img_dir / f"ms_per_token_random_{names[0]}_{names[1]}_{cache_word}.png"])
+    else:
+        plot_measured(plt, costs_by_mode[0], autoregressive, speculative, Ks, title,
+                      [img_dir / f"speedup_{names[0]}_{names[1]}_{cache_word}.png",
+                       img_dir / f"ms_per_token_{names[0]}_{names[1]}_{cache_word}.png"])
+
+
+if __name__ == "__main__":
+    fire.Fire(main)

@@ -1,0 +1,174 @@
+"""benchmark.py: the cost model's formulas by hand, what the cost measurement times, and the tables end to end.
+
+The end-to-end runs use the tiny random models of tests/test_main.py (Hugging Face folders with the real
+50257-token tokenizer). No test asserts a timing: the machine is shared and has 2 cores. What the tests
+check is what does not depend on the clock: with a draft equal to the target, every guess is accepted, so
+alpha and the target passes per round are known exactly, and the predictions printed beside them must follow
+from the printed c and r by the formulas.
+"""
+
+import re
+import sys
+
+import numpy as np
+import pytest
+
+import benchmark
+from benchmark import break_even_alpha, pass_time, predicted_speedup, tokens_per_round
+from gpt2 import random_params
+from sampling import create_model_fn
+from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
+
+# ------------------------------------------------------------------------------------------------------------
+# The formulas
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_tokens_per_round_is_the_geometric_sum_of_leviathans_equation_1():
+    """1 + a + ... + a^K = (1 - a^(K+1)) / (1 - a); K + 1 at a = 1 (every guess kept); 1 at a = 0."""
+    assert tokens_per_round(0.8, 4) == pytest.approx(1 + 0.8 + 0.64 + 0.512 + 0.4096)  # 3.3616
+    assert tokens_per_round(0.7, 5) == pytest.approx((1 - 0.7**6) / (1 - 0.7))
+    assert tokens_per_round(1.0, 3) == 4
+    assert tokens_per_round(0.0, 3) == 1
+
+
+def test_predicted_speedup_is_tokens_per_round_over_the_cost_of_a_round():
+    """alpha 0.8, K 4, c 0.4: Leviathan 3.3616 / (0.4 * 4 + 1) = 1.2929; with r 2.5: 3.3616 / 4.1 = 0.8199."""
+    assert predicted_speedup(0.8, 4, c=0.4) == pytest.approx(3.3616 / 2.6)
+    assert predicted_speedup(0.8, 4, c=0.4, r=2.5) == pytest.approx(3.3616 / 4.1)
+    assert predicted_speedup(0.0, 1, c=0.0) == 1.0  # a free draft that is always wrong: one token per pass
+
+
+def test_break_even_alpha_solves_predicted_speedup_equal_to_one():
+    """K 1, c 0.5: (1 + a) / 1.5 = 1 at a = 0.5. With r 1.5 a round costs 2 steps and writes at most 2 tokens:
+    the speedup reaches 1 only at a = 1, so it never wins. K 2, c 0.1, r 1: 1 + a + a^2 = 1.2, a = 0.1708."""
+    assert break_even_alpha(1, c=0.5) == pytest.approx(0.5, abs=1e-9)
+    assert break_even_alpha(1, c=0.5, r=1.5) is None
+    assert break_even_alpha(2, c=0.1) == pytest.approx((-1 + np.sqrt(1 + 4 * 0.2)) / 2, abs=1e-9)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# What the cost measurement times
+# ------------------------------------------------------------------------------------------------------------
+
+SMALL = {"n_vocab": 20, "n_ctx": 32, "n_embd": 8, "n_head": 2, "n_layer": 1}
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_a_timed_pass_with_the_cache_feeds_exactly_n_new_tokens(n):
+    """pass_time(model, x, n, 3) makes one untimed call (all 10 tokens) and 3 timed ones of n tokens each."""
+    model = create_model_fn(random_params(SMALL, np.random.default_rng(0)), SMALL, kv_cache=True)
+    pass_time(model, list(range(10)), n, repeats=3)
+    assert (model.stats.calls, model.stats.positions) == (4, 10 + 3 * n)
+
+
+def test_a_timed_pass_without_the_cache_recomputes_the_whole_sequence():
+    model = create_model_fn(random_params(SMALL, np.random.default_rng(0)), SMALL, kv_cache=False)
+    pass_time(model, list(range(10)), 4, repeats=3)
+    assert (model.stats.calls, model.stats.positions) == (4, 4 * 10)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# End to end on tiny models
+# ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tiny_dir(tmp_path, release_124M_dir):
+    return write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir)
+
+
+def table_rows(out, n_columns):
+    """The rows of a printed table that start with K: lists of strings."""
+    return [line.split() for line in out.splitlines() if re.match(r"^\s*\d+\s+\S", line)
+            and len(line.split()) >= n_columns]
+
+
+@pytest.mark.parametrize("kv_cache", [True, False])
+def test_a_draft_equal_to_the_target_gives_alpha_1_and_k_plus_1_tokens_per_target_pass(
+        tmp_path, tiny_dir, capsys, kv_cache):
+    """Draft = target, temperature 0: every guess is kept, alpha = 1.00.
+
+    Each of the 2 prompts gets N = 8 tokens in ceil(8 / (K + 1)) rounds: K = 1: 4 rounds, 2.00x fewer target
+    passes; K = 2: 3 rounds (3 + 3 + 2 tokens), 2.67x; K = 3: 2 rounds, 4.00x. At alpha = 1 the predictions
+    are (K + 1) / (c K + 1) and (K + 1) / (c K + r), from the printed c and r (rounded to 2 decimals, which
+    moves a prediction by less than 0.02).
+    """
+    benchmark.main(draft_model_size=str(tiny_dir), target_model_size=str(tiny_dir), Ks=(1, 2, 3),
+                   prompts=["Alan Turing theorized that", "The capital of France is"], n_tokens_to_generate=8,
+                   repeats=2, kv_cache=kv_cache, img_dir=str(tmp_path / "img"))
+    out = capsys.readouterr().out
+    rows = {int(row[0]): row for row in table_rows(out, 9)}
+    assert sorted(rows) == [1, 2, 3]
+    for K, passes_speedup in [(1, "2.00x"), (2, "2.67x"), (3, "4.00x")]:
+        _, alpha, _, speedup_passes, c, r, _, predicted, predicted_r = rows[K]
+        assert alpha == "1.00" and speedup_passes == passes_speedup
+        assert float(predicted[:-1]) == pytest.approx((K + 1) / (float(c) * K + 1), abs=0.02)
+        assert float(predicted_r[:-1]) == pytest.approx((K + 1) / (float(c) * K + float(r)), abs=0.02)
+    assert "every speculative text is the autoregressive (greedy) one: yes" in out
+    assert "2 prompt(s) x 8 tokens" in out and ("KV cache on" if kv_cache else "KV cache off") in out
+
+
+def test_random_weights_print_costs_and_predictions_for_each_alpha_in_both_cache_settings(tmp_path, tiny_dir, capsys):
+    """With random weights the table has no measured alpha: it predicts the speedup for each of --alphas.
+
+    Each row's predictions must follow from its printed c and r: alpha 0.5, K: (1 - 0.5^(K+1)) / 0.5 / (cK + 1).
+    The sampler columns are filled for the cache setting that ran (--kv_cache) and "-" for the other one.
+    """
+    benchmark.main(draft_model_size=str(tiny_dir), target_model_size=str(tiny_dir), Ks=(1, 2), alphas=(0.5, 0.9),
+                   n_tokens_to_generate=6, repeats=2, random_weights=True, img_dir=str(tmp_path / "img"))
+    out = capsys.readouterr().out
+    assert "RANDOM weights (acceptance is meaningless: cost figures only)" in out
+    with_cache, without_cache = out.split("with the KV cache:")[1].split("without a cache")
+    for section, sampler_ran in ((with_cache, True), (without_cache, False)):
+        rows = table_rows(section, 12)
+        assert [int(row[0]) for row in rows] == [1, 2]
+        for row in rows:
+            K, c, r, spec_ms, round_over_step = int(row[0]), float(row[1]), float(row[2]), row[3], row[4]
+            assert (spec_ms != "-") == sampler_ran and (round_over_step != "-") == sampler_ran
+            numbers = [cell for cell in row[5:] if cell != "|"]  # cK+r, 2 x Leviathan, 2 x with r, break-even
+            assert float(numbers[0]) == pytest.approx(c * K + r, abs=0.02)
+            for alpha, leviathan, with_r in zip((0.5, 0.9), numbers[1:3], numbers[3:5]):
+                assert float(leviathan) == pytest.approx(predicted_speedup(alpha, K, c), abs=0.02)
+                assert float(with_r) == pytest.approx(predicted_speedup(alpha, K, c, r), abs=0.02)
+
+
+def test_the_plots_are_small_pngs_in_img_dir(tmp_path, tiny_dir, capsys):
+    """With matplotlib (requirements-plots.txt) a random-weights run writes its two figures, each < 200 KB."""
+    pytest.importorskip("matplotlib")
+    benchmark.main(draft_model_size=str(tiny_dir), target_model_size=str(tiny_dir), Ks=(1, 2),
+                   n_tokens_to_generate=4, repeats=1, random_weights=True, img_dir=str(tmp_path / "img"))
+    paths = sorted((tmp_path / "img").iterdir())
+    assert [p.name for p in paths] == ["ms_per_token_random_tiny_tiny_cache.png", "predicted_speedup_random_tiny_tiny.png"]
+    for path in paths:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size < 200_000
+
+
+def test_without_matplotlib_the_run_says_how_to_install_it_and_writes_no_plots(tmp_path, tiny_dir, capsys,
+                                                                                monkeypatch):
+    """matplotlib is an optional extra: `import matplotlib` failing must cost the plots, nothing else."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
+    benchmark.main(draft_model_size=str(tiny_dir), target_model_size=str(tiny_dir), Ks=(1,),
+                   n_tokens_to_generate=4, repeats=1, random_weights=True, img_dir=str(tmp_path / "img"))
+    out = capsys.readouterr().out
+    assert "matplotlib is not installed" in out and "pip install -r requirements-plots.txt" in out
+    assert "RANDOM weights" in out
+    assert not (tmp_path / "img").exists()
+
+
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        (dict(Ks=(1, 0)), "every K in --Ks must be a whole number >= 1; got 0"),
+        (dict(alphas="x"), "--alphas must be a comma-separated list"),
+        (dict(random_weights=True, target_model_size="7B"), "'7B' is neither one of 124M, 355M, 774M, 1558M"),
+        (dict(target_model_size="7B"), "--target_model_size must be one of"),
+        (dict(top_p=0), "--top_p must be a number in (0, 1]"),
+    ],
+)
+def test_a_bad_flag_gets_one_error_line_and_exit_code_2(tmp_path, capsys, flags, expected):
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main(models_dir=str(tmp_path / "models"), **flags)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and expected in err and len(err.strip().splitlines()) == 1
