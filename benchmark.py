@@ -40,9 +40,14 @@ What is measured
 c and r are measured through the same model functions the samplers call (sampling.create_model_fn, so the
 turning of logits into probabilities is included), at a prefix of --prefix_length tokens: with the cache,
 "a pass over n tokens" feeds n new tokens after a cached prefix; without it, it recomputes prefix + n
-tokens. Each is the fastest of --repeats calls (the machine is shared, and noise only ever adds time).
+tokens. Each is the fastest of --repeats calls (the machine is shared, and noise only ever adds time),
+and the passes are timed in turns, so that noise hits them alike.
 Then each sampler runs over the prompts with fresh model functions (empty caches), after an untimed warm-up;
 autoregressive sampling once, speculative sampling once per K.
+
+Run it on a quiet machine. OpenBLAS starts one thread per core and its threads spin while they wait for each
+other, so when another process keeps one of the 2 cores busy, a 124M step can take 2-3x longer (49 ms
+instead of 19 ms measured so), and unevenly. On a busy machine, OPENBLAS_NUM_THREADS=1 gives steadier numbers.
 
 --random_weights: random weights of the real shapes, for when no checkpoint is present. Their distributions
 are nothing like each other's, so the acceptance rate means nothing (at temperature 0 it is about 0: every
@@ -146,14 +151,24 @@ def timed(fn):
     return result, time.perf_counter() - start
 
 
-def pass_time(model, x, n, repeats):
-    """Seconds of model(x, n): the fastest of `repeats` calls, after one untimed call.
+def pass_times(passes, repeats, progress=None):
+    """Seconds of each pass (model, x, n), i.e. of model(x, n): the fastest of `repeats` timed calls.
 
-    With the cache, the first call caches all of x; each later call keeps x[:len(x) - n] and feeds the last
-    n tokens again: a pass over n new tokens after a cached prefix. Without it, every call recomputes all of x.
+    Each model first gets one untimed call, which caches all of x; with the cache, each later call keeps
+    x[:len(x) - n] and feeds the last n tokens again: a pass over n new tokens after a cached prefix. Without
+    it, every call recomputes all of x. The passes are timed in turns (A B C, A B C, ...), not one after the
+    other (A A A, B B B), so that a burst of load from another process hits them alike and their ratios, c
+    and r, stay steadier than the times themselves.
     """
-    model(x, n)
-    return min(timed(lambda: model(x, n))[1] for _ in range(repeats))
+    for model, x, n in passes:
+        model(x, n)
+    best = [float("inf")] * len(passes)
+    for _ in range(repeats):
+        for i, (model, x, n) in enumerate(passes):
+            best[i] = min(best[i], timed(lambda: model(x, n))[1])
+        if progress is not None:
+            progress.update()
+    return best
 
 
 @dataclass
@@ -183,14 +198,10 @@ def measure_costs(draft, target, Ks, prefix_length, kv_cache, settings, repeats,
     def model(params_hparams):
         return create_model_fn(*params_hparams, **settings, kv_cache=kv_cache)
 
-    costs = Costs(kv_cache, prefix_length, pass_time(model(draft), one_token, 1, repeats), 0.0)
-    progress.update()
-    costs.target_step = pass_time(model(target), one_token, 1, repeats)
-    progress.update()
-    for K in Ks:
-        costs.target_pass[K] = pass_time(model(target), tokens[: prefix_length + K + 1], K + 1, repeats)
-        progress.update()
-    return costs
+    passes = [(model(draft), one_token, 1), (model(target), one_token, 1)]  # 1-token steps
+    passes += [(model(target), tokens[: prefix_length + K + 1], K + 1) for K in Ks]  # (K + 1)-token passes
+    draft_step, target_step, *target_passes = pass_times(passes, repeats, progress)
+    return Costs(kv_cache, prefix_length, draft_step, target_step, dict(zip(Ks, target_passes)))
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -281,7 +292,8 @@ def print_random_table(costs, alphas, Ks, autoregressive=None, speculative=None)
           f"{1e3 * costs.target_step:.1f} ms, at a {costs.prefix_length}-token prefix)")
     if autoregressive is not None:
         print(f"autoregressive sampling: {autoregressive.ms_per_token:.1f} ms/token; speculative sampling "
-              f"below at the alpha of random weights ({_random_alpha(speculative):.2f}: one token per round)")
+              f"below at the acceptance rate of random weights ({_random_alpha(speculative):.2f}; at 0 each round "
+              f"writes one token, so 'round/step' is the measured cost of a round, to compare with cK+r)")
     n = len(alphas)
     group = 6 * n - 1  # the width of n columns of 5 characters
     row_format = "{:>3} {:>5} {:>5} {:>9} {:>6} {:>5} | " + " ".join(["{:>5}"] * n) + " | " + " ".join(
@@ -377,7 +389,7 @@ def plot_random(plt, costs_by_mode, alphas, Ks, kv_cache, autoregressive, specul
         mode = "with KV cache" if costs.kv_cache else "without cache (full recompute)"
         ax.set(xlabel="K (draft tokens per round)", title=f"{mode}: c={costs.c:.2f}")
     np.atleast_1d(axes)[0].set_ylabel("predicted speedup (solid: cK+r, dotted: cK+1)")
-    np.atleast_1d(axes)[0].legend()
+    np.atleast_1d(axes)[0].legend(fontsize="small")
     fig.suptitle(title)
     save(plt, fig, paths[0])
 
@@ -388,7 +400,8 @@ def plot_random(plt, costs_by_mode, alphas, Ks, kv_cache, autoregressive, specul
     for i, alpha in enumerate(alphas):
         predicted = [autoregressive.ms_per_token / predicted_speedup(alpha, K, costs.c, costs.r(K)) for K in Ks]
         ax.plot(Ks, predicted, "o--", color=f"C{i}", label=f"speculative, alpha={alpha:g} (predicted)")
-    ax.set(xlabel="K (draft tokens per round)", ylabel="ms per token", ylim=(0, None), title=title)
+    mode = "KV cache on" if kv_cache else "KV cache off"
+    ax.set(xlabel="K (draft tokens per round)", ylabel="ms per token", ylim=(0, None), title=f"{title}, {mode}")
     ax.legend(fontsize="small")
     save(plt, fig, paths[1])
 
@@ -407,7 +420,7 @@ def as_list(value, name, kind):
         raise ValueError(f"--{name} must be a comma-separated list like 1,2,4; got {value!r}") from None
 
 
-def hparams_of(name, models_dir):
+def hparams_of(name):
     """The shapes of a released size, or of a local folder (hparams.json or a Hugging Face config.json)."""
     if name in HPARAMS:
         return HPARAMS[name]
@@ -474,7 +487,7 @@ def main(
         settings = dict(temperature=temperature, top_k=top_k, top_p=top_p)
         if random_weights:
             rng = np.random.default_rng(seed)
-            draft_hparams, target_hparams = hparams_of(draft_model_size, models_dir), hparams_of(target_model_size, models_dir)
+            draft_hparams, target_hparams = hparams_of(draft_model_size), hparams_of(target_model_size)
             if draft_hparams["n_vocab"] != target_hparams["n_vocab"]:
                 raise ValueError(f"the draft and target have different vocabularies (n_vocab {draft_hparams['n_vocab']} "
                                  f"and {target_hparams['n_vocab']})")
@@ -510,7 +523,7 @@ def main(
     modes = (kv_cache, not kv_cache) if random_weights else (kv_cache,)
     rng = np.random.default_rng(seed + 1)
     n_runs = len(prompt_ids) * (1 + len(Ks))
-    with tqdm(total=len(modes) * (2 + len(Ks)) + n_runs, desc="benchmark", leave=False) as progress:
+    with tqdm(total=len(modes) * repeats + n_runs, desc="benchmark", leave=False) as progress:
         costs_by_mode = [measure_costs(draft, target, Ks, prefix_length, mode, settings, repeats, rng, progress)
                          for mode in modes]
         autoregressive, speculative = run_samplers(prompt_ids, draft, target, Ks, n_tokens_to_generate, settings,
@@ -535,7 +548,7 @@ def main(
     img_dir = Path(img_dir)
     if random_weights:
         plot_random(plt, sorted(costs_by_mode, key=lambda c: not c.kv_cache), alphas, Ks, kv_cache, autoregressive,
-                    speculative, f"{names[0]} drafts for {names[1]}, random weights: costs measured",
+                    speculative, f"{names[0]} drafts for {names[1]}, random weights",
                     [img_dir / f"predicted_speedup_random_{names[0]}_{names[1]}.png",
                      img_dir / f"ms_per_token_random_{names[0]}_{names[1]}_{cache_word}.png"])
     else:

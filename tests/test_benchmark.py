@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import benchmark
-from benchmark import break_even_alpha, pass_time, predicted_speedup, tokens_per_round
+from benchmark import break_even_alpha, pass_times, predicted_speedup, tokens_per_round
 from gpt2 import random_params
 from sampling import create_model_fn
 from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
@@ -56,15 +56,16 @@ SMALL = {"n_vocab": 20, "n_ctx": 32, "n_embd": 8, "n_head": 2, "n_layer": 1}
 
 @pytest.mark.parametrize("n", [1, 4])
 def test_a_timed_pass_with_the_cache_feeds_exactly_n_new_tokens(n):
-    """pass_time(model, x, n, 3) makes one untimed call (all 10 tokens) and 3 timed ones of n tokens each."""
+    """pass_times makes one untimed call (all 10 tokens cached) and 3 timed ones that feed n tokens each."""
     model = create_model_fn(random_params(SMALL, np.random.default_rng(0)), SMALL, kv_cache=True)
-    pass_time(model, list(range(10)), n, repeats=3)
+    (seconds,) = pass_times([(model, list(range(10)), n)], repeats=3)
+    assert seconds > 0
     assert (model.stats.calls, model.stats.positions) == (4, 10 + 3 * n)
 
 
 def test_a_timed_pass_without_the_cache_recomputes_the_whole_sequence():
     model = create_model_fn(random_params(SMALL, np.random.default_rng(0)), SMALL, kv_cache=False)
-    pass_time(model, list(range(10)), 4, repeats=3)
+    pass_times([(model, list(range(10)), 4)], repeats=3)
     assert (model.stats.calls, model.stats.positions) == (4, 4 * 10)
 
 
