@@ -77,7 +77,7 @@ import numpy as np
 from tqdm import tqdm
 
 from gpt2 import HPARAMS, random_params
-from main import check_model_names, check_models_fit, check_sampling_flags, check_whole_number
+from main import check_model_names, check_same_tokenizer, check_sampling_flags, check_whole_number
 from sampling import (
     AutoregressiveStats,
     SpeculativeStats,
@@ -437,6 +437,40 @@ def model_name(name):
     return name if name in MODEL_SIZES else Path(name).name
 
 
+def random_pair(draft_model_size, target_model_size, seed):
+    """Random weights of the two models' shapes and one random 10-token prompt: (draft, target, [prompt_ids]).
+
+    draft and target are (params, hparams).
+    """
+    draft_hparams, target_hparams = hparams_of(draft_model_size), hparams_of(target_model_size)
+    if draft_hparams["n_vocab"] != target_hparams["n_vocab"]:
+        raise ValueError(f"the draft and target have different vocabularies (n_vocab {draft_hparams['n_vocab']} "
+                         f"and {target_hparams['n_vocab']})")
+    rng = np.random.default_rng(seed)
+    prompt_ids = rng.integers(0, target_hparams["n_vocab"], 10).tolist()
+    print(f"making random weights of the shapes of {draft_model_size} and {target_model_size} ...", flush=True)
+    draft = (random_params(draft_hparams, rng), draft_hparams)
+    target = (random_params(target_hparams, rng), target_hparams)
+    return draft, target, [prompt_ids]
+
+
+def load_pair(draft_model_size, target_model_size, prompts, models_dir):
+    """The two models (downloaded first if missing) and the encoded prompts: (draft, target, [prompt_ids, ...]).
+
+    draft and target are (params, hparams). Raises ValueError unless they share a tokenizer.
+    """
+    check_model_names(draft_model_size, target_model_size)
+    for name in (draft_model_size, target_model_size):  # download both before loading either
+        if name in MODEL_SIZES:
+            download_gpt2_files(name, Path(models_dir) / name)
+    print(f"loading the draft {draft_model_size} and the target {target_model_size} ...", flush=True)
+    draft = load_encoder_hparams_and_params(draft_model_size, models_dir)  # (encoder, hparams, params)
+    target = load_encoder_hparams_and_params(target_model_size, models_dir)
+    check_same_tokenizer(draft, target, (draft_model_size, target_model_size))
+    prompt_ids = [target[0].encode(prompt) for prompt in prompts]
+    return (draft[2], draft[1]), (target[2], target[1]), prompt_ids
+
+
 def main(
     draft_model_size="124M",
     target_model_size="355M",
@@ -484,32 +518,16 @@ def main(
                             ("--repeats", repeats)):
             check_whole_number(value, flag, 1)
         check_sampling_flags(temperature, top_k, top_p)
-        settings = dict(temperature=temperature, top_k=top_k, top_p=top_p)
         if random_weights:
-            rng = np.random.default_rng(seed)
-            draft_hparams, target_hparams = hparams_of(draft_model_size), hparams_of(target_model_size)
-            if draft_hparams["n_vocab"] != target_hparams["n_vocab"]:
-                raise ValueError(f"the draft and target have different vocabularies (n_vocab {draft_hparams['n_vocab']} "
-                                 f"and {target_hparams['n_vocab']})")
-            prompt_ids = [rng.integers(0, target_hparams["n_vocab"], 10).tolist()]
-            print(f"making random weights of the shapes of {draft_model_size} and {target_model_size} ...", flush=True)
-            draft = (random_params(draft_hparams, rng), draft_hparams)
-            target = (random_params(target_hparams, rng), target_hparams)
+            draft, target, prompt_ids = random_pair(draft_model_size, target_model_size, seed)
         else:
-            check_model_names(draft_model_size, target_model_size)
-            for name in (draft_model_size, target_model_size):
-                if name in MODEL_SIZES:
-                    download_gpt2_files(name, Path(models_dir) / name)
-            print(f"loading the draft {draft_model_size} and the target {target_model_size} ...", flush=True)
-            draft_loaded = load_encoder_hparams_and_params(draft_model_size, models_dir)
-            target_loaded = load_encoder_hparams_and_params(target_model_size, models_dir)
-            prompt_ids = [target_loaded[0].encode(prompt) for prompt in prompts]
-            for ids in prompt_ids:
-                check_models_fit(draft_loaded, target_loaded, ids, n_tokens_to_generate,
-                                 (draft_model_size, target_model_size))
-            draft, target = (draft_loaded[2], draft_loaded[1]), (target_loaded[2], target_loaded[1])
-        if prefix_length + max(Ks) + 1 > min(draft[1]["n_ctx"], target[1]["n_ctx"]):
-            raise ValueError(f"--prefix_length {prefix_length} + the largest K + 1 does not fit in the context")
+            draft, target, prompt_ids = load_pair(draft_model_size, target_model_size, prompts, models_dir)
+        n_ctx = min(draft[1]["n_ctx"], target[1]["n_ctx"])
+        if max(len(ids) for ids in prompt_ids) + n_tokens_to_generate > n_ctx:
+            raise ValueError(f"the longest prompt + --n_tokens_to_generate {n_tokens_to_generate} is more than the "
+                             f"models' context of {n_ctx} tokens: generate fewer tokens")
+        if prefix_length + max(Ks) + 1 > n_ctx:
+            raise ValueError(f"--prefix_length {prefix_length} + the largest K + 1 is more than the context of {n_ctx}")
     except (DownloadError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(1) from None
@@ -524,6 +542,7 @@ def main(
     rng = np.random.default_rng(seed + 1)
     n_runs = len(prompt_ids) * (1 + len(Ks))
     with tqdm(total=len(modes) * repeats + n_runs, desc="benchmark", leave=False) as progress:
+        settings = dict(temperature=temperature, top_k=top_k, top_p=top_p)
         costs_by_mode = [measure_costs(draft, target, Ks, prefix_length, mode, settings, repeats, rng, progress)
                          for mode in modes]
         autoregressive, speculative = run_samplers(prompt_ids, draft, target, Ks, n_tokens_to_generate, settings,

@@ -94,8 +94,8 @@ def check_flags(n_tokens_to_generate, draft_model_size, target_model_size, K, te
     check_sampling_flags(temperature, top_k, top_p)
 
 
-def check_models_fit(draft, target, prompt_ids, n_tokens_to_generate, names):
-    """ValueError unless the two models share a tokenizer and prompt + N fits in both contexts."""
+def check_same_tokenizer(draft, target, names):
+    """ValueError unless the two models, each (encoder, hparams, params), share one tokenizer."""
     (draft_encoder, draft_hparams, _), (target_encoder, target_hparams, _) = draft, target
     if draft_hparams["n_vocab"] != target_hparams["n_vocab"] or draft_encoder.encoder != target_encoder.encoder:
         raise ValueError(
@@ -103,7 +103,12 @@ def check_models_fit(draft, target, prompt_ids, n_tokens_to_generate, names):
             f"(n_vocab {target_hparams['n_vocab']}) have different vocabularies: speculative sampling needs a "
             f"draft and a target that share one tokenizer"
         )
-    n_ctx = min(draft_hparams["n_ctx"], target_hparams["n_ctx"])
+
+
+def check_models_fit(draft, target, prompt_ids, n_tokens_to_generate, names):
+    """ValueError unless the two models share a tokenizer and prompt + N fits in both contexts."""
+    check_same_tokenizer(draft, target, names)
+    n_ctx = min(draft[1]["n_ctx"], target[1]["n_ctx"])
     if len(prompt_ids) + n_tokens_to_generate > n_ctx:
         raise ValueError(
             f"the prompt ({len(prompt_ids)} tokens) + --n_tokens_to_generate {n_tokens_to_generate} = "

@@ -173,3 +173,14 @@ def test_a_bad_flag_gets_one_error_line_and_exit_code_2(tmp_path, capsys, flags,
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and expected in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("random_weights", [True, False])
+def test_prompts_and_n_longer_than_the_context_get_one_error_line(tmp_path, tiny_dir, capsys, random_weights):
+    """The tiny models have n_ctx 64: 100 new tokens after any prompt do not fit, with real or random weights."""
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main(draft_model_size=str(tiny_dir), target_model_size=str(tiny_dir), n_tokens_to_generate=100,
+                       random_weights=random_weights, img_dir=str(tmp_path / "img"))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "is more than the models' context of 64 tokens" in err
