@@ -356,15 +356,15 @@ def plot_measured(plt, costs, autoregressive, speculative, Ks, title, paths):
     alphas = [speculative[K].stats.acceptance_rate for K in Ks]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     left.plot(Ks, [autoregressive.ms_per_token / speculative[K].ms_per_token for K in Ks], "o-", label="measured (wall time)")
-    left.plot(Ks, [speculative[K].stats.tokens_per_target_pass for K in Ks], "s--", label="target passes saved")
+    left.plot(Ks, [speculative[K].stats.tokens_per_target_pass for K in Ks], "s--", label="in target passes (tokens per pass)")
     left.plot(Ks, [predicted_speedup(a, K, costs.c) for a, K in zip(alphas, Ks)], ":", label="predicted, cK+1")
     left.plot(Ks, [predicted_speedup(a, K, costs.c, costs.r(K)) for a, K in zip(alphas, Ks)], "-.",
               label="predicted, cK+r")
     left.axhline(1, color="gray", linewidth=0.8)
-    left.set(xlabel="K (draft tokens per round)", ylabel="speedup over autoregressive", title="speedup")
+    left.set(xlabel="K (draft tokens per round)", xticks=Ks, ylabel="speedup over autoregressive", title="speedup")
     left.legend()
     right.plot(Ks, alphas, "o-")
-    right.set(xlabel="K (draft tokens per round)", ylabel="acceptance rate alpha", ylim=(0, 1.05),
+    right.set(xlabel="K (draft tokens per round)", xticks=Ks, ylabel="acceptance rate alpha", ylim=(0, 1.05),
               title="acceptance rate")
     fig.suptitle(title)
     save(plt, fig, paths[0])
@@ -372,7 +372,7 @@ def plot_measured(plt, costs, autoregressive, speculative, Ks, title, paths):
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.axhline(autoregressive.ms_per_token, color="C0", label="autoregressive")
     ax.plot(Ks, [speculative[K].ms_per_token for K in Ks], "o-", color="C1", label="speculative")
-    ax.set(xlabel="K (draft tokens per round)", ylabel="ms per token", ylim=(0, None), title=title)
+    ax.set(xlabel="K (draft tokens per round)", xticks=Ks, ylabel="ms per token", ylim=(0, None), title=title)
     ax.legend()
     save(plt, fig, paths[1])
 
@@ -387,7 +387,7 @@ def plot_random(plt, costs_by_mode, alphas, Ks, kv_cache, autoregressive, specul
             ax.plot(Ks, [predicted_speedup(alpha, K, costs.c) for K in Ks], ":", color=f"C{i}")
         ax.axhline(1, color="gray", linewidth=0.8)
         mode = "with KV cache" if costs.kv_cache else "without cache (full recompute)"
-        ax.set(xlabel="K (draft tokens per round)", title=f"{mode}: c={costs.c:.2f}")
+        ax.set(xlabel="K (draft tokens per round)", xticks=Ks, title=f"{mode}: c={costs.c:.2f}")
     np.atleast_1d(axes)[0].set_ylabel("predicted speedup (solid: cK+r, dotted: cK+1)")
     np.atleast_1d(axes)[0].legend(fontsize="small")
     fig.suptitle(title)
@@ -401,7 +401,7 @@ def plot_random(plt, costs_by_mode, alphas, Ks, kv_cache, autoregressive, specul
         predicted = [autoregressive.ms_per_token / predicted_speedup(alpha, K, costs.c, costs.r(K)) for K in Ks]
         ax.plot(Ks, predicted, "o--", color=f"C{i}", label=f"speculative, alpha={alpha:g} (predicted)")
     mode = "KV cache on" if kv_cache else "KV cache off"
-    ax.set(xlabel="K (draft tokens per round)", ylabel="ms per token", ylim=(0, None), title=f"{title}, {mode}")
+    ax.set(xlabel="K (draft tokens per round)", xticks=Ks, ylabel="ms per token", ylim=(0, None), title=f"{title}, {mode}")
     ax.legend(fontsize="small")
     save(plt, fig, paths[1])
 
