@@ -36,6 +36,7 @@ import requests
 from tqdm import tqdm
 
 from encoder import get_encoder
+from gpt2 import column_major
 
 MODEL_SIZES = ("124M", "355M", "774M", "1558M")
 
@@ -665,6 +666,8 @@ def load_encoder_hparams_and_params(model_size, models_dir="models"):
     - A path to a folder: either OpenAI's layout (hparams.json + model.ckpt.index + model.ckpt.data-...)
       or a Hugging Face GPT-2 folder (config.json + model.safetensors). The tokenizer files sit beside them
       (encoder.json + vocab.bpe, or vocab.json + merges.txt).
+
+    The weight matrices come back column-major (`gpt2.column_major`): same shapes and values, faster decoding.
     """
     if model_size in MODEL_SIZES:
         folder = Path(models_dir) / model_size
@@ -688,4 +691,4 @@ def load_encoder_hparams_and_params(model_size, models_dir="models"):
             f"nor a Hugging Face GPT-2 folder (config.json + model.safetensors)"
         )
     encoder = get_encoder(folder.name, str(folder.parent))
-    return encoder, hparams, params
+    return encoder, hparams, column_major(params)  # the layout one-row products stream fastest (gpt2.py)
