@@ -611,17 +611,19 @@ def hf_name_to_openai_name(hf_name):
 def read_hf_hparams(config_path):
     """config.json -> OpenAI's hparams, after checking the settings gpt2.py assumes (HF_CONFIG_ASSUMED)."""
     config_path = Path(config_path)
-    config = json.loads(config_path.read_text())
+    if not config_path.is_file():
+        raise _checkpoint_error(config_path, "file not found")
+    try:
+        config = json.loads(config_path.read_text())
+        sizes = [config[key] for key in ("vocab_size", "n_embd", "n_head", "n_layer")]
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
+        raise _checkpoint_error(config_path, f"not a GPT-2 config.json ({type(error).__name__}: {error})") from None
     for key, assumed in HF_CONFIG_ASSUMED.items():
         if key in config and config[key] != assumed:
             raise ValueError(f"{config_path}: {key} is {config[key]!r}, but this GPT-2 implements {assumed!r}")
-    return {
-        "n_vocab": config["vocab_size"],
-        "n_ctx": config.get("n_positions", config.get("n_ctx")),
-        "n_embd": config["n_embd"],
-        "n_head": config["n_head"],
-        "n_layer": config["n_layer"],
-    }
+    n_vocab, n_embd, n_head, n_layer = sizes
+    n_ctx = config.get("n_positions", config.get("n_ctx"))
+    return {"n_vocab": n_vocab, "n_ctx": n_ctx, "n_embd": n_embd, "n_head": n_head, "n_layer": n_layer}
 
 
 def load_hf_gpt2(model_dir):

@@ -165,6 +165,26 @@ def test_a_truncated_safetensors_file_is_a_CheckpointError_naming_it(tmp_path):
     assert str(path) in str(error.value)
 
 
+@pytest.mark.parametrize(
+    "damage, problem",
+    [("delete", "file not found"), ("not json", "not a GPT-2 config.json"), ("no n_layer", "n_layer")],
+)
+def test_a_missing_or_malformed_config_json_is_a_CheckpointError_naming_it(tmp_path, damage, problem):
+    folder = write_hf_folder(tmp_path / "hf", random_flat_params(HPARAMS, np.random.default_rng(5)))
+    config_path = folder / "config.json"
+    if damage == "delete":
+        config_path.unlink()
+    elif damage == "not json":
+        config_path.write_text("{ this is not json")
+    else:
+        config = json.loads(config_path.read_text())
+        del config["n_layer"]
+        config_path.write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=problem) as error:
+        load_hf_gpt2(folder)
+    assert str(config_path) in str(error.value) and "delete it" in str(error.value)
+
+
 def test_a_config_for_a_different_activation_is_refused(tmp_path):
     flat = random_flat_params(HPARAMS, np.random.default_rng(4))
     folder = write_hf_folder(tmp_path / "hf", flat, config_changes={"activation_function": "relu"})
