@@ -141,7 +141,8 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
 
         row = (size, f"{n_bytes(params) / 1e6:.0f} MB", f"{min(bandwidths) / 1e9:.0f}-{bandwidth / 1e9:.0f}",
                f"{floor * 1e3:.1f}", f"{cached * 1e3:.1f}", f"{cached / floor:.2f}x", f"{median_ratio:.2f}x",
-               f"{full_f32 * 1e3:.0f}", f"{full_f32 / cached:.1f}x", f"{full_f64 * 1e3:.0f}", f"{full_f64 / cached:.1f}x")
+               f"{full_f32 * 1e3:.0f}", f"{full_f32 / cached:.1f}x", f"{full_f64 * 1e3:.0f}",
+               f"{full_f64 / cached:.1f}x")
         print("{:>6} {:>9} {:>9} {:>7} {:>7} {:>8} {:>9} {:>13} {:>8} {:>13} {:>8}".format(*row), flush=True)
 
 

@@ -231,5 +231,6 @@ def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02) ->
         }
         for _ in range(n_layer)
     ]
-    params = {"wte": normal(n_vocab, n_embd), "wpe": normal(n_ctx, n_embd, scale=0.01), "blocks": blocks, "ln_f": norm()}
+    wte, wpe = normal(n_vocab, n_embd), normal(n_ctx, n_embd, scale=0.01)
+    params = {"wte": wte, "wpe": wpe, "blocks": blocks, "ln_f": norm()}
     return column_major(params)
