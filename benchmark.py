@@ -67,8 +67,6 @@ Plots (written into --img_dir if matplotlib is installed: `pip install -r requir
 """
 
 import json
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,7 +75,15 @@ import numpy as np
 from tqdm import tqdm
 
 from gpt2 import HPARAMS, random_params
-from main import check_model_names, check_same_tokenizer, check_sampling_flags, check_whole_number
+from main import (
+    check_model_names,
+    check_same_tokenizer,
+    check_sampling_flags,
+    check_whole_number,
+    download_and_load,
+    errors_as_one_line,
+    timed,
+)
 from sampling import (
     AutoregressiveStats,
     SpeculativeStats,
@@ -85,14 +91,7 @@ from sampling import (
     create_model_fn,
     speculative_sampling,
 )
-from utils import (
-    MODEL_SIZES,
-    CheckpointError,
-    DownloadError,
-    download_gpt2_files,
-    load_encoder_hparams_and_params,
-    read_hf_hparams,
-)
+from utils import MODEL_SIZES, read_hf_hparams
 
 DEFAULT_PROMPTS = (
     "Alan Turing theorized that computers would one day become",
@@ -142,13 +141,6 @@ def break_even_alpha(K, c, r=1.0):
 # ------------------------------------------------------------------------------------------------------------
 # Measuring c and r
 # ------------------------------------------------------------------------------------------------------------
-
-
-def timed(fn):
-    """(what fn() returns, its wall time in seconds)."""
-    start = time.perf_counter()
-    result = fn()
-    return result, time.perf_counter() - start
 
 
 def pass_times(passes, repeats, progress=None):
@@ -460,12 +452,7 @@ def load_pair(draft_model_size, target_model_size, prompts, models_dir):
     draft and target are (params, hparams). Raises ValueError unless they share a tokenizer.
     """
     check_model_names(draft_model_size, target_model_size)
-    for name in (draft_model_size, target_model_size):  # download both before loading either
-        if name in MODEL_SIZES:
-            download_gpt2_files(name, Path(models_dir) / name)
-    print(f"loading the draft {draft_model_size} and the target {target_model_size} ...", flush=True)
-    draft = load_encoder_hparams_and_params(draft_model_size, models_dir)  # (encoder, hparams, params)
-    target = load_encoder_hparams_and_params(target_model_size, models_dir)
+    draft, target = download_and_load(draft_model_size, target_model_size, models_dir)  # (encoder, hparams, params)
     check_same_tokenizer(draft, target, (draft_model_size, target_model_size))
     prompt_ids = [target[0].encode(prompt) for prompt in prompts]
     return (draft[2], draft[1]), (target[2], target[1]), prompt_ids
@@ -509,7 +496,7 @@ def main(
         models_dir: where released sizes are downloaded to.
         img_dir: where the plots go (needs matplotlib: pip install -r requirements-plots.txt).
     """
-    try:
+    with errors_as_one_line():
         Ks, alphas = as_list(Ks, "Ks", int), as_list(alphas, "alphas", float)
         prompts = [prompts] if isinstance(prompts, str) else as_list(prompts, "prompts", str)
         for K in Ks:
@@ -528,12 +515,6 @@ def main(
                              f"models' context of {n_ctx} tokens: generate fewer tokens")
         if prefix_length + max(Ks) + 1 > n_ctx:
             raise ValueError(f"--prefix_length {prefix_length} + the largest K + 1 is more than the context of {n_ctx}")
-    except (DownloadError, CheckpointError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(1) from None
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
 
     # From here on the input has been checked: any exception is a bug and keeps its traceback.
     names = model_name(draft_model_size), model_name(target_model_size)

@@ -25,19 +25,11 @@ absolute times.
     python benchmark_forward.py --sizes 124M --n_new 8  # quicker
 """
 
-import time
-
 import fire
 import numpy as np
 
 from gpt2 import HPARAMS, empty_cache, gpt2, random_params
-
-
-def timed(fn):
-    """(what fn() returns, its wall time in seconds)."""
-    start = time.perf_counter()
-    result = fn()
-    return result, time.perf_counter() - start
+from main import timed
 
 
 def measure_bandwidth(w, v, n_bytes_to_read: int) -> float:
@@ -109,7 +101,7 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
     w = rng.standard_normal((8192, 8192), dtype=np.float32)  # [8192, 8192]: 256 MiB, 8x the largest cache
     v = rng.standard_normal(8192, dtype=np.float32)  # [8192]
     print(f"greedy decoding of {n_new} tokens after a {n_prompt}-token prompt, random weights, ms per token.")
-    print(f"floor = bytes of the weights / bandwidth, where the bandwidth is that of float32 [8192, 8192] @ [8192]")
+    print("floor = bytes of the weights / bandwidth, where the bandwidth is that of float32 [8192, 8192] @ [8192]")
     print(f"products reading as many bytes as a decoding run ({n_new} x the weights), measured right before each")
     print(f"of the {repeats} cached runs; the best of each is kept.\n")
     header = ("size", "weights", "GB/s", "floor", "cached", "x floor", "(median)", "no cache f32", "speedup",

@@ -33,6 +33,7 @@ input) or 1 (download or checkpoint).
 
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import fire
@@ -117,6 +118,38 @@ def check_models_fit(draft, target, prompt_ids, n_tokens_to_generate, names):
         )
 
 
+def download_and_load(draft_model_size, target_model_size, models_dir, **download_options):
+    """Download what is missing of both models, then load both: (draft, target), each (encoder, hparams, params).
+
+    Both are downloaded before either is loaded, so a broken download shows before minutes of loading.
+    download_options go to utils.download_gpt2_files (base_url, retries).
+    """
+    for name in (draft_model_size, target_model_size):
+        if name in MODEL_SIZES:
+            download_gpt2_files(name, Path(models_dir) / name, **download_options)
+    print(f"loading the draft {draft_model_size} and the target {target_model_size} ...", flush=True)
+    draft = load_encoder_hparams_and_params(draft_model_size, models_dir)
+    target = load_encoder_hparams_and_params(target_model_size, models_dir)
+    return draft, target
+
+
+@contextmanager
+def errors_as_one_line():
+    """Inside: the documented errors of bad input become one line `error: ...` on stderr and an exit code.
+
+    DownloadError and CheckpointError (a broken download or file) exit with 1; any other ValueError (a bad
+    flag) with 2. Nothing else is caught: any other exception is a bug and keeps its traceback.
+    """
+    try:
+        yield
+    except (DownloadError, CheckpointError) as error:  # CheckpointError first: it is also a ValueError
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def load_and_check(prompt, n_tokens_to_generate, draft_model_size, target_model_size, K, temperature, top_k,
                    top_p, models_dir, base_url, download_retries):
     """Check the flags, download and load both models, encode the prompt: (draft, target, prompt_ids).
@@ -125,12 +158,9 @@ def load_and_check(prompt, n_tokens_to_generate, draft_model_size, target_model_
     CheckpointError (a subclass of ValueError), each with a message that says what to do.
     """
     check_flags(n_tokens_to_generate, draft_model_size, target_model_size, K, temperature, top_k, top_p)
-    for name in (draft_model_size, target_model_size):  # download both before loading either
-        if name in MODEL_SIZES:
-            download_gpt2_files(name, Path(models_dir) / name, base_url=base_url, retries=download_retries)
-    print(f"loading the draft {draft_model_size} and the target {target_model_size} ...", flush=True)
-    draft = load_encoder_hparams_and_params(draft_model_size, models_dir)  # (encoder, hparams, params)
-    target = load_encoder_hparams_and_params(target_model_size, models_dir)
+    draft, target = download_and_load(
+        draft_model_size, target_model_size, models_dir, base_url=base_url, retries=download_retries
+    )
     prompt_ids = target[0].encode(prompt)  # the target's tokenizer; check_models_fit makes sure they agree
     if not prompt_ids:
         raise ValueError("--prompt is empty: give some text to continue")
@@ -191,17 +221,11 @@ def main(
         download_retries: how often a failed download is retried (waiting 1, 2, 4, ... s) before giving up.
     """
     prompt = str(prompt)  # fire turns `--prompt 42` into an int
-    try:
+    with errors_as_one_line():
         draft, target, prompt_ids = load_and_check(
             prompt, n_tokens_to_generate, draft_model_size, target_model_size, K, temperature, top_k, top_p,
             models_dir, base_url, download_retries,
         )
-    except (DownloadError, CheckpointError) as error:  # CheckpointError first: it is also a ValueError
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(1) from None
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
 
     # From here on the input has been checked: any exception is a bug and keeps its traceback.
     encoder, draft_hparams, draft_params = draft
