@@ -496,6 +496,14 @@ def main(
         models_dir: where released sizes are downloaded to.
         img_dir: where the plots go (needs matplotlib: pip install -r requirements-plots.txt).
     """
+    run(**locals())
+
+
+def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6, 7, 8), prompts=DEFAULT_PROMPTS,
+        n_tokens_to_generate=40, temperature=0.0, top_k=None, top_p=None, seed=0, kv_cache=True,
+        random_weights=False, alphas=DEFAULT_ALPHAS, prefix_length=32, repeats=5, models_dir="models", img_dir="img"):
+    """`main` (same arguments), returning what it measured: {"costs": [Costs per cache setting, --kv_cache's
+    first], "autoregressive": Run, "speculative": {K: Run}} (make_readme_figures.py builds on it)."""
     with errors_as_one_line():
         Ks, alphas = as_list(Ks, "Ks", int), as_list(alphas, "alphas", float)
         prompts = [prompts] if isinstance(prompts, str) else as_list(prompts, "prompts", str)
@@ -542,9 +550,10 @@ def main(
             same = all(run.texts == autoregressive.texts for run in speculative.values())
             print(f"\ntemperature 0: every speculative text is the autoregressive (greedy) one: {'yes' if same else 'NO'}")
 
+    results = {"costs": costs_by_mode, "autoregressive": autoregressive, "speculative": speculative}
     plt = import_pyplot()
     if plt is None:
-        return
+        return results
     img_dir = Path(img_dir)
     if random_weights:
         plot_random(plt, sorted(costs_by_mode, key=lambda c: not c.kv_cache), alphas, Ks, kv_cache, autoregressive,
@@ -555,6 +564,7 @@ def main(
         plot_measured(plt, costs_by_mode[0], autoregressive, speculative, Ks, title,
                       [img_dir / f"speedup_{names[0]}_{names[1]}_{cache_word}.png",
                        img_dir / f"ms_per_token_{names[0]}_{names[1]}_{cache_word}.png"])
+    return results
 
 
 if __name__ == "__main__":

@@ -199,6 +199,7 @@ def plot_caches(plt, path):
 
 
 def save(plt, fig, path):
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -80,3 +80,77 @@ def test_exercises_quote_the_number_of_texts_the_tiktoken_comparison_runs():
     test_encoder = pytest.importorskip("test_encoder")
     assert f"on {len(test_encoder.CORPUS)} texts" in EXERCISES
     assert f"compared on {len(test_encoder.CORPUS)} cases" in README
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The parts make_readme_figures.py writes: one command, one run, internally consistent
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_every_generated_part_names_the_one_command_that_wrote_it():
+    commands = set(re.findall(r"<!-- [\w-]+: begin \(([^)]*)\) -->", README))
+    assert commands == {"python make_readme_figures.py --random_weights"}, commands
+    machine = generated_block(README, "machine")
+    assert machine.startswith("Made by `python make_readme_figures.py --random_weights`") and "cores" in machine
+
+
+def markdown_rows(block):
+    """The cells of a markdown table's rows (header first, the --- line left out)."""
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in block.splitlines()
+            if line.startswith("|")]
+    return [rows[0]] + [row for row in rows[1:] if not set("".join(row)) <= set("- ")]
+
+
+def test_the_cost_tables_predictions_follow_from_its_own_c_and_r_at_one_alpha():
+    """Each prediction is (1 - a^(K+1)) / ((1 - a)(cK + r)) of the c and r printed beside it (c to 3 digits,
+    r to 2: a prediction moves by less than 0.02), at the ONE alpha the header names; each break-even alpha
+    solves prediction = 1, and "never" means even alpha = 1 does not reach 1."""
+    from benchmark import break_even_alpha, predicted_speedup
+
+    header, *rows = markdown_rows(generated_block(README, "cost-table"))
+    alphas = set(re.findall(r"α = ([\d.]+)", " ".join(header)))
+    assert len(alphas) == 1, f"one alpha per table, got {alphas}"
+    alpha = float(alphas.pop())
+    assert rows
+    for row in rows:
+        K, groups = int(row[0]), [row[i : i + 4] for i in range(1, len(row), 4)]
+        for c, r, predictions, even in groups:
+            assert re.fullmatch(r"\d\.\d{3}", c), f"c to three digits, got {c}"
+            c, r = float(c), float(r)
+            leviathan, with_r = (float(v.strip(" ×")) for v in predictions.split("/"))
+            assert leviathan == pytest.approx(predicted_speedup(alpha, K, c), abs=0.02)
+            assert with_r == pytest.approx(predicted_speedup(alpha, K, c, r), abs=0.02)
+            if even == "never":
+                assert predicted_speedup(1.0, K, c, r) <= 1.02
+            else:
+                assert predicted_speedup(float(even), K, c, r) == pytest.approx(1, abs=0.03)
+
+
+def test_the_sentences_that_read_the_cost_table_quote_its_numbers():
+    """The summary's c and r ranges are the table's."""
+    header, *rows = markdown_rows(generated_block(README, "cost-table"))
+    summary = generated_block(README, "cost-summary")
+    for group, label in ((0, "With the cache"), (1, "Without the cache")):
+        cs = {row[1 + 4 * group] for row in rows}
+        rs = sorted(float(row[2 + 4 * group]) for row in rows)
+        span = f"{rs[0]:.2f}" if rs[0] == rs[-1] else f"{rs[0]:.2f}–{rs[-1]:.2f}"
+        assert f"**{label}, r = {span}** and c = {cs.pop()}" in summary
+
+
+def test_replace_block_rewrites_only_between_the_marks():
+    from make_readme_figures import replace_block
+
+    text = "intro\n<!-- t: begin (old) -->\nold\n<!-- t: end -->\noutro\n"
+    assert replace_block(text, "t", "new\n", "cmd") == "intro\n<!-- t: begin (cmd) -->\nnew\n<!-- t: end -->\noutro\n"
+    with pytest.raises(ValueError, match="no <!-- u: begin -->"):
+        replace_block(text, "u", "new", "cmd")
+
+
+def test_fix_line_links_moves_a_stale_link_to_its_code(tmp_path):
+    from make_readme_figures import fix_line_links
+
+    (tmp_path / "m.py").write_text("x = 1\n\ndef f():\n    pass\n\ndef g():\n    f()\n")
+    text = "[`def f`](m.py#L1) and [`f()`](m.py#L7) and [`def g`, here](m.py#L2)"
+    assert fix_line_links(text, tmp_path) == "[`def f`](m.py#L3) and [`f()`](m.py#L7) and [`def g`, here](m.py#L6)"
+    with pytest.raises(ValueError, match="no line of m.py holds"):
+        fix_line_links("[`def h`](m.py#L1)", tmp_path)
