@@ -274,18 +274,19 @@ def plot_rounds(rounds, token_bytes, path, title=""):
     total_width = max([sum(row) + 0.05 * len(row) for row in widths] + [1.0])
     figure = Figure(figsize=(max(6.5, 1.3 + total_width), 1.3 + 0.28 * max(len(rows), 1)))
     FigureCanvasAgg(figure)
-    width, height = figure.get_size_inches()
-    axes = figure.add_axes([1.0 / width, 0.8 / height, 1 - 1.3 / width, 1 - 1.2 / height])  # margins in inches
+    figure_width, figure_height = figure.get_size_inches()
+    axes = figure.add_axes([1.0 / figure_width, 0.8 / figure_height, 1 - 1.3 / figure_width,
+                            1 - 1.2 / figure_height])  # margins in inches
     for r, (row, row_widths) in enumerate(zip(rows, widths)):
         x, y = 0.0, -r
-        for (token, style), width in zip(row, row_widths):
+        for (token, style), box_width in zip(row, row_widths):
             faded = style in ("rejected", "unchecked")
-            axes.add_patch(Rectangle((x, y - 0.4), width, 0.8, facecolor=BOX_COLORS[style],
+            axes.add_patch(Rectangle((x, y - 0.4), box_width, 0.8, facecolor=BOX_COLORS[style],
                                      edgecolor="#999999" if faded else "white", linewidth=0.5))
-            axes.text(x + width / 2, y, box_label(token, token_bytes), ha="center", va="center", fontsize=7,
+            axes.text(x + box_width / 2, y, box_label(token, token_bytes), ha="center", va="center", fontsize=7,
                       color="#777777" if faded else "white")
-            x += width + 0.05
-    axes.set_xlim(-0.05, max(total_width, width - 1.3))
+            x += box_width + 0.05
+    axes.set_xlim(-0.05, max(total_width, figure_width - 1.3))
     axes.set_ylim(-len(rows) + 0.4, 0.6)
     axes.set_yticks([-r for r in range(len(rows))], [f"round {rnd.index}" for rnd in rounds], fontsize=7)
     axes.set_xticks([])
