@@ -247,24 +247,104 @@ def test_the_base_url_flag_overrides_the_environment(tmp_path):
     assert f"http://127.0.0.1:{port}/mirror/124M/" in one_error_line(result)
 
 
-@pytest.mark.parametrize(
-    "flags, expected",
-    [
-        (("--target_model_size", "7B"), "--target_model_size must be one of 124M, 355M, 774M, 1558M"),
-        (("--draft_model_size", "no/such/folder"), "--draft_model_size must be one of"),
-        (("--K", 0), "--K (draft tokens per round) must be a whole number >= 1; got 0"),
-        (("--n_tokens_to_generate", 2000), "more than GPT-2's context of 1024 tokens"),
-        (("--temperature", -1), "--temperature must be a number >= 0"),
-        (("--top_p", 1.5), "--top_p must be a number in (0, 1]"),
-    ],
-)
-def test_a_bad_flag_gets_one_clear_line_before_any_download(tmp_path, flags, expected):
-    """Checked before anything is downloaded: models_dir stays empty, the exit code is 2 (bad input)."""
-    result = run_main("--models_dir", tmp_path / "models", *flags, cwd=tmp_path,
-                      env={"GPT2_BASE_URL": "http://127.0.0.1:9"})
-    assert expected in one_error_line(result)
-    assert result.returncode == 2
-    assert not (tmp_path / "models").exists()
+BAD_FLAGS = [
+    # (flags, what the one error line must say); each is refused before anything is downloaded
+    (("--target_model_size", "7B"), "--target_model_size must be one of 124M, 355M, 774M, 1558M"),
+    (("--draft_model_size", "no/such/folder"), "--draft_model_size must be one of"),
+    (("--draft_model_size", "124"), "--draft_model_size must be one of"),  # fire would have made it the int 124
+    (("--K", 0), "--K (draft tokens per round) must be a whole number >= 1 or auto; got '0'"),
+    (("--K", "2.5"), "--K (draft tokens per round) must be a whole number >= 1 or auto"),
+    (("--K", 1_000_000_000), "--K 1000000000 is more draft tokens than GPT-2's context of 1024 tokens can hold"),
+    (("--n_tokens_to_generate", 2000), "more than GPT-2's context of 1024 tokens"),
+    (("--temperature", -1), "--temperature must be a number >= 0"),
+    (("--temperature", "1e-320"), "--temperature 1e-320 is too small: logits / temperature overflows float64"),
+    (("--temperature", "nan"), "--temperature must be a finite number"),
+    (("--top_p", 1.5), "--top_p must be a number in (0, 1]"),
+    (("--top_k", "0"), "--top_k must be a whole number >= 1"),
+    (("--temprature", 0.7), "unknown flag --temprature (did you mean --temperature?)"),
+    (("--kv-cach", "false"), "unknown flag --kv-cach (did you mean --kv_cache?)"),
+    (("--kv_cache", "maybe"), "--kv_cache must be true or false; got 'maybe'"),
+    (("--trace", "1"), "--trace must be true or false; got '1'"),
+    (("--seed", -1), "--seed must be a whole number >= 0; got -1"),
+    (("--seed", "abc"), "--seed must be a whole number >= 0; got 'abc'"),
+    (("--download_retries", "abc"), "--download_retries must be a whole number >= 0; got 'abc'"),
+    (("--download_retries", 10_000), "--download_retries must be a whole number from 0 to 20"),
+    (("--base_url", 123), "--base_url must be a web address starting http:// or https://; got '123'"),
+    (("--drafter", "lokup"), "--drafter must be one of model, lookup, staged; got 'lokup' (did you mean lookup?)"),
+    (("--drafter", "lookup", "--max_ngram", 0), "--max_ngram must be a whole number >= 1; got 0"),
+    (("--drafter", "lookup", "--min_ngram", 4), "--min_ngram 4 is more than --max_ngram 3"),
+    (("--tree", ""), "--tree is empty"),
+    (("--tree", "2,0,1"), "--tree: every branching must be >= 1"),
+    (("--tree", "2,x"), "--tree must be whole numbers separated by commas"),
+    (("--tree", ",".join(["2"] * 40)), "has more than 1023 nodes: it does not fit in GPT-2's context of 1024"),
+    (("--tree", "2,2", "--drafter", "lookup"), "--tree needs --drafter model"),
+    (("--color", "sometimes"), "--color must be one of auto, always, never"),
+    (("--plot", "no/such/folder/rounds.png"), "--plot must name a file in an existing folder"),
+    (("--prompt",), "--prompt needs a value"),
+    (("--K", 3, "--K", 4), "--K is given twice"),
+    (("-t", 1), "-t is ambiguous"),
+    (("one", "two", "three", *["x"] * 20), "unexpected argument"),
+]
+
+
+@pytest.mark.parametrize("flags, expected", BAD_FLAGS, ids=[" ".join(map(str, f)) for f, _ in BAD_FLAGS])
+def test_a_bad_flag_gets_one_clear_line_before_any_download(tmp_path, monkeypatch, capsys, flags, expected):
+    """main.py's command line, run in this process (fast): one `error:` line, exit code 2, nothing downloaded.
+
+    In-process is as strict as a subprocess here: an exception other than the SystemExit of the one-line
+    report would fail the test with its traceback.
+    """
+    import main
+
+    monkeypatch.setenv("GPT2_BASE_URL", "http://127.0.0.1:9")  # nobody listens: a download could not succeed
+    with pytest.raises(SystemExit) as exit_info:
+        main.run_command_line(["--models_dir", str(tmp_path / "models"), *map(str, flags)])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 2
+    assert err.startswith("error: ") and err.count("\n") == 1 and expected in err, err
+    assert "loading" not in out and not (tmp_path / "models").exists()
+
+
+def test_models_dir_naming_a_file_gets_one_clear_line(tmp_path, capsys):
+    import main
+
+    (tmp_path / "a_file").write_text("not a folder")
+    with pytest.raises(SystemExit) as exit_info:
+        main.run_command_line(["--models_dir", str(tmp_path / "a_file")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1
+    assert err.startswith(f"error: --models_dir {tmp_path / 'a_file'} is a file, not a folder")
+
+
+def test_a_misspelt_flag_stops_the_run_before_any_loading_in_a_subprocess_too(tmp_path, target_dir, draft_dir):
+    """fire alone would run the whole comparison and only then complain about --temprature."""
+    result = run_main("--prompt", PROMPT, "--draft_model_size", draft_dir, "--target_model_size", target_dir,
+                      "--temprature", 0.7, cwd=tmp_path)
+    assert "unknown flag --temprature (did you mean --temperature?)" in one_error_line(result)
+    assert result.returncode == 2 and result.stdout == ""
+
+
+def test_flags_take_fires_syntax_and_booleans_any_case(target_dir, draft_dir):
+    """--name value, --name=value, a bare --flag, --noflag, -x for a unique first letter, and values by position."""
+    import main
+
+    kwargs = main.parse_command_line(["Hello, world", "--K=3", "--nokv_cache", "--trace", "-s", "5", "--drafter",
+                                      "lookup"], main.main)
+    assert kwargs == {"prompt": "Hello, world", "K": "3", "kv_cache": False, "trace": True, "seed": "5",
+                      "drafter": "lookup"}
+    flags = main.check_flags(**{**main_defaults(), "kv_cache": "FALSE", "trace": "True", "K": "auto",
+                                "tree": "2,2,1", "prompt": "Hello, world", "target_model_size": str(target_dir),
+                                "draft_model_size": str(draft_dir)})
+    assert flags.kv_cache is False and flags.trace is True and flags.K == "auto" and flags.tree == (2, 2, 1)
+    assert flags.prompt == "Hello, world"  # fire would have made the tuple ("Hello", "world")
+
+
+def main_defaults():
+    import inspect
+
+    import main
+
+    return {name: p.default for name, p in inspect.signature(main.main).parameters.items()}
 
 
 def test_a_prompt_and_n_longer_than_the_context_get_one_clear_line(tmp_path, target_dir, draft_dir):
