@@ -517,11 +517,13 @@ def damage_as_one_line():
     """Inside (the decoding): a ValueError about NaN or infinite numbers becomes one `error:` line and exit 1.
 
     The weights were checked before (check_weights_finite), so this is a forward pass that overflowed on
-    finite weights: sampling.py's checks raise a ValueError whose message says NaN. Any other exception while
-    decoding is a bug and keeps its traceback.
+    finite weights: sampling.py's checks raise a ValueError whose message says NaN. NumPy's warnings about
+    the overflow are silenced here, since that error says it in one line. Any other exception while decoding
+    is a bug and keeps its traceback.
     """
     try:
-        yield
+        with np.errstate(over="ignore", invalid="ignore"):
+            yield
     except ValueError as error:
         if "NaN" not in str(error) and "inf" not in str(error):
             raise

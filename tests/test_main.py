@@ -159,6 +159,24 @@ def test_the_run_prints_both_greedy_texts_times_speedup_acceptance_and_target_pa
     passes = re.search(r"^target forward passes: autoregressive (\d+), speculative (\d+)", out, flags=re.MULTILINE)
     assert passes and int(passes.group(1)) == 12 and 3 <= int(passes.group(2)) <= 12
     assert "the two texts are identical: yes" in out
+    rounds = re.search(r"(\d+) rounds, (\d+) target forward passes", sp_part)
+    assert rounds and rounds.group(1) == rounds.group(2) == passes.group(2)  # a round is one target pass
+    assert re.search(rf"^drafter model, K=3: {rounds.group(1)} rounds, mean k [0-3]\.\d\d$", out, flags=re.MULTILINE)
+    assert "\x1b[" not in out  # --color auto and stdout is a pipe: no color codes
+
+
+def test_acceptance_by_position_says_n_a_where_no_guess_was_checked(tmp_path, target_dir, draft_dir):
+    """A position after the first is checked only once the guesses before it were kept. So when no guess at all
+    was kept (the random draft disagrees with the random target), positions 2 and 3 print n/a, not 0.00."""
+    result = run_main("--prompt", PROMPT, "--n_tokens_to_generate", 8, "--K", 3,
+                      "--draft_model_size", draft_dir, "--target_model_size", target_dir, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    line = re.search(r"^acceptance rate: .*$", result.stdout, flags=re.MULTILINE).group(0)
+    kept = int(re.search(r"\((\d+) of \d+ checked", line).group(1))
+    rates = line.split("by draft position 1..3: ")[1].rstrip(")").split(", ")
+    assert len(rates) == 3 and all(re.fullmatch(r"[01]\.\d\d|n/a", rate) for rate in rates)
+    if kept == 0:
+        assert rates == ["0.00", "n/a", "n/a"]
 
 
 def test_a_draft_equal_to_the_target_has_every_guess_accepted(tmp_path, target_dir):
@@ -194,6 +212,116 @@ def test_sampling_with_temperature_top_k_and_top_p_is_reproducible_from_the_seed
     texts = [[line for line in run.stdout.splitlines() if line.startswith(PROMPT)] for run in (first, second)]
     assert len(texts[0]) == 2 and texts[0] == texts[1]
     assert "temperature 0.8: the two texts are two samples from the same distribution" in first.stdout
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Drafters, trees, the stream, the trace and the picture
+# ------------------------------------------------------------------------------------------------------------
+
+
+def report_numbers(out):
+    """(rounds, kept guesses, checked guesses) as the report prints them."""
+    rounds = int(re.search(r"; (\d+) rounds, \d+ target forward passes", out).group(1))
+    kept, checked = map(int, re.search(r"^acceptance rate: [\d.]+ \((\d+) of (\d+) checked", out, re.M).groups())
+    return rounds, kept, checked
+
+
+def trace_lines(out):
+    return [line for line in out.splitlines() if line.startswith("round ")]
+
+
+@pytest.mark.parametrize("flags, report", [
+    (("--drafter", "lookup", "--draft_model_size", "no/such/folder"), r"drafter lookup, K=3: \d+ rounds, mean k "
+     r"[\d.]+; \d+ of \d+ rounds \(\d+%\) found a match"),
+    (("--drafter", "staged", "--max_ngram", 2), r"drafter staged, K=3: \d+ rounds, mean k [\d.]+; \d+ of \d+"),
+    (("--K", "auto"), r"drafter model, K=auto: \d+ rounds, mean k [\d.]+"),
+    (("--tree", "2,2,1"), r"tree: [\d.]+ nodes per target pass; accepted paths went [\d.]+ deep on average, \d+ at "
+     r"most \(rounds by depth: 0: \d+"),
+], ids=["lookup", "staged", "auto", "tree"])
+def test_every_drafter_prints_the_greedy_text_its_rounds_and_one_trace_line_per_round(tmp_path, target_dir,
+                                                                                     draft_dir, flags, report):
+    """Temperature 0: whatever proposes the guesses, speculative sampling prints the target's greedy text.
+
+    The trace has exactly one `round N:` line per round the report counts (N = 1, 2, ... in order), its guesses
+    marked kept add up to the report's kept guesses, and kept + rejected to the checked ones. With lookup no
+    draft model is loaded: --draft_model_size names a folder that does not exist, and nobody minds.
+    """
+    draft = () if "--draft_model_size" in flags else ("--draft_model_size", draft_dir)
+    K = () if "--K" in flags else ("--K", 3)
+    result = run_main("--prompt", PROMPT + PROMPT, "--n_tokens_to_generate", 12, "--trace", *K, *draft,
+                      "--target_model_size", target_dir, *flags, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "the two texts are identical: yes" in out
+    assert re.search(report, out), out
+    rounds, kept, checked = report_numbers(out)
+    lines = trace_lines(out)
+    assert [line.split(":")[0] for line in lines] == [f"round {i}" for i in range(1, rounds + 1)]
+    assert sum(line.count(" kept") for line in lines) == kept
+    assert sum(line.count(" rejected") for line in lines) == checked - kept
+    if "lookup" in flags:
+        assert "loading the target" in out and "loading the draft" not in out and "no draft model" in out
+
+
+def masked(out):
+    """The output without what changes from run to run: times, tokens/s and the speedup."""
+    out = re.sub(r"\d+\.\d\d s = \d+\.\d\d tokens/s", "T s = R tokens/s", out)
+    return re.sub(r"speedup: \d+\.\d\dx", "speedup: Sx", out)
+
+
+def test_stripped_of_its_colors_always_prints_exactly_what_never_prints(tmp_path, target_dir, draft_dir):
+    """--color always paints the speculative text and the trace; without the codes it is --color never's text."""
+    import show
+
+    flags = ("--prompt", PROMPT, "--n_tokens_to_generate", 8, "--K", 2, "--trace", "--draft_model_size", draft_dir,
+             "--target_model_size", target_dir)
+    always, never = run_main(*flags, "--color", "always", cwd=tmp_path), run_main(*flags, "--color", "never",
+                                                                                 cwd=tmp_path)
+    assert always.returncode == 0 and never.returncode == 0, always.stderr + never.stderr
+    assert "\x1b[3" in always.stdout and "\x1b[" not in never.stdout
+    assert masked(show.strip_colors(always.stdout)) == masked(never.stdout)
+    assert "colors: green = a draft guess the target kept, red = the target's token after a rejection" in never.stdout
+
+
+def run_on_a_terminal(flags, cwd, env):
+    """main.py with its stdout on a pseudo-terminal (so isatty() is True): everything it wrote there."""
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *map(str, flags)], cwd=cwd,
+                               stdout=follower, stderr=subprocess.PIPE, env={**_base_env(), **env})
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the process closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert process.wait(timeout=120) == 0, process.stderr.read()
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def test_auto_colors_a_terminal_unless_no_color_is_set(tmp_path, target_dir, draft_dir):
+    """On a terminal --color auto paints; with NO_COLOR=1 it does not (https://no-color.org). (A pipe: the tests
+    above.)"""
+    flags = ("--prompt", PROMPT, "--n_tokens_to_generate", 4, "--K", 2, "--draft_model_size", draft_dir,
+             "--target_model_size", target_dir)
+    assert "\x1b[3" in run_on_a_terminal(flags, tmp_path, {})
+    assert "\x1b[" not in run_on_a_terminal(flags, tmp_path, {"NO_COLOR": "1"})
+
+
+def test_the_picture_of_the_rounds_is_a_png(tmp_path, target_dir, draft_dir):
+    pytest.importorskip("matplotlib")
+    result = run_main("--prompt", PROMPT, "--n_tokens_to_generate", 6, "--K", 2, "--plot", tmp_path / "rounds.png",
+                      "--draft_model_size", draft_dir, "--target_model_size", target_dir, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "rounds.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"the rounds are drawn in {tmp_path / 'rounds.png'}" in result.stdout
 
 
 def test_help_explains_every_flag(tmp_path):
@@ -366,3 +494,23 @@ def test_a_draft_with_another_vocabulary_gets_one_clear_line(tmp_path, target_di
     line = one_error_line(result)
     assert "different vocabularies" in line and "n_vocab 50)" in line and "n_vocab 50257)" in line
     assert result.returncode == 2
+
+
+def test_nan_weights_are_reported_not_decoded(tmp_path, release_124M_dir):
+    """A NaN in one weight makes every logit NaN, and greedy decoding would print "!!!!!" (token 0) forever."""
+    params = tiny_params(seed=1)
+    params["blocks"][1]["mlp"]["c_fc"]["w"][3, 5] = np.nan
+    folder = write_hf_folder(tmp_path / "nan_target", params, TINY_HPARAMS, release_124M_dir)
+    result = run_main("--prompt", PROMPT, "--drafter", "lookup", "--target_model_size", folder, cwd=tmp_path)
+    line = one_error_line(result)
+    assert result.returncode == 1 and "NaN or infinite weights in blocks.1.mlp.c_fc.w (1 NaN" in line
+    assert "!!!" not in result.stdout
+
+
+def test_weights_that_overflow_in_the_forward_pass_are_reported_not_decoded(tmp_path, release_124M_dir):
+    """Finite weights of size 1e20: x * x in layer norm overflows float32 to inf, so the logits are NaN."""
+    params = random_params(TINY_HPARAMS, np.random.default_rng(1), std=1e20)
+    folder = write_hf_folder(tmp_path / "huge_target", params, TINY_HPARAMS, release_124M_dir)
+    result = run_main("--prompt", PROMPT, "--drafter", "lookup", "--target_model_size", folder, cwd=tmp_path)
+    assert "NaN" in one_error_line(result) and result.returncode == 1
+    assert "!!!" not in result.stdout
