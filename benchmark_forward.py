@@ -193,9 +193,11 @@ def measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, 
 def step_breakdown(model, params, ids, n_prompt, rounds, rng) -> dict:
     """Best seconds of the parts of one greedy decoding step, each timed on its own, in turns.
 
-    "model step" is a 1-position call of the model function (after n_prompt + half the decoded tokens);
-    "block products" and "LM head" are the same matrix products on random rows, alone; the rest of the
-    forward pass is what the model step spends beyond them and logits_to_probs.
+    "sampler step" is autoregressive_sampling of one token, and "model step" the model function's call
+    inside it: a 1-position pass after n_prompt + half the decoded tokens (the model keeps them cached, so
+    each call recomputes only the last position). "block products" and "LM head" are the same matrix
+    products on random rows, alone; the rest of the forward pass is what the model step spends beyond them
+    and logits_to_probs. Unlike the table's runs (a mean over n_new tokens), these are single steps.
     """
     step_ids = ids[: n_prompt + (len(ids) - n_prompt) // 2 + 1]
     n_embd = params["wte"].shape[1]
@@ -210,6 +212,7 @@ def step_breakdown(model, params, ids, n_prompt, rounds, rng) -> dict:
         return _sample(probs[0], rng)
 
     parts = {
+        "sampler step": lambda: autoregressive_sampling(step_ids[:-1], model, 1, rng),  # the same pass, + sampler
         "model step": lambda: model(step_ids, 1),
         "block products": lambda: [rows[m.shape[0]] @ m for m in matrices],
         "LM head": lambda: rows[n_embd] @ wte.T,
@@ -285,8 +288,8 @@ def breakdown_table(results) -> str:
         ("logits_to_probs (greedy)", lambda b, r: b["logits_to_probs"]),
         ("= model function step", lambda b, r: b["model step"]),
         ("_check_probs + _sample", lambda b, r: b["_check_probs + _sample"]),
-        ("sampler loop, the rest", lambda b, r: min(r.sampler_steps) - b["model step"] - b["_check_probs + _sample"]),
-        ("= step through the sampler", lambda b, r: min(r.sampler_steps)),
+        ("sampler loop, the rest", lambda b, r: b["sampler step"] - b["model step"] - b["_check_probs + _sample"]),
+        ("= step through the sampler", lambda b, r: b["sampler step"]),
         ("strict floor", lambda b, r: r.floor),
         ("sampled: logits_to_probs ...", lambda b, r: b["sampled"]),
     ]
@@ -296,7 +299,7 @@ def breakdown_table(results) -> str:
         cells = [name]
         for res in results:
             ms = part(res.breakdown, res) * 1e3
-            share = ms / (min(res.sampler_steps) * 1e3)
+            share = ms / (res.breakdown["sampler step"] * 1e3)
             cells.append(f"{ms:.2f} ({share:4.0%})" if not name.startswith(("=", "strict", "sampled")) else f"{ms:.2f}")
         rows.append(cells)
     rates = [("GB/s: block products", lambda r: r.block_bytes / r.breakdown["block products"]),
@@ -418,7 +421,8 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
           f"{BANDWIDTH_SHAPE[1]} matrix-vector products timed in turns with the runs (GB/s: their range); median's"
           f" x floor\nuses the median bandwidth. no cache and picoGPT's setting: one run each.\n")
     print(main_table(results))
-    print("\nOne step, part by part (bests of their own; shares of the step through the sampler):\n")
+    print(f"\nOne step, part by part (the best of {breakdown_rounds} single steps or parts, timed in turns; "
+          f"shares of the step through the sampler):\n")
     print(breakdown_table(results))
     print(f"(sampled: logits_to_probs + _check_probs + _sample at {SAMPLING_SETTINGS}, instead of greedy)")
     print("\nr(m) = time of an m-position pass / time of a 1-position pass, after the prompt (the cache rolled "
