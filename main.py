@@ -669,6 +669,8 @@ def round_report(flags, stats, rounds):
     return lines
 
 
+# The Args lines of main()'s docstring run past 120 columns on purpose: fire's --help shows only the first line
+# of each argument's text.
 def main(
     prompt="Alan Turing theorized that computers would one day become",
     n_tokens_to_generate=40,

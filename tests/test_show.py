@@ -132,7 +132,8 @@ def test_the_stripped_colored_stream_is_the_plain_stream_character_for_character
 
 def test_each_origin_has_its_color():
     """Round 1 writes " the" (kept: green) then "\\n" (residual: red); round 3's plain step is blue."""
-    assert stream_rounds([ROUND_REJECTED], True).startswith(paint(" the", "draft", True) + paint("\n", "residual", True))
+    first_round = paint(" the", "draft", True) + paint("\n", "residual", True)
+    assert stream_rounds([ROUND_REJECTED], True).startswith(first_round)
     assert stream_rounds([ROUND_PLAIN], True) == "\x1b[34m cat\x1b[0m\n"
     assert paint(" the", "draft", True) == "\x1b[32m the\x1b[0m"
     assert paint("x", "residual", True) == "\x1b[31mx\x1b[0m"
