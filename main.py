@@ -462,6 +462,14 @@ def check_models_fit(draft, target, prompt_ids, flags):
             f"use a shorter prompt or generate fewer tokens"
         )
     check_fits_context(flags, n_ctx, whose)
+    if flags.tree is not None:  # the last round's tree sits after the prompt and up to N - 1 new tokens
+        needed = len(prompt_ids) + flags.n_tokens_to_generate - 1 + tree_nodes(flags.tree, n_ctx)
+        if needed > n_ctx:
+            raise ValueError(
+                f"--tree {','.join(map(str, flags.tree))} ({tree_nodes(flags.tree, n_ctx)} nodes) after the prompt "
+                f"({len(prompt_ids)} tokens) and up to {flags.n_tokens_to_generate - 1} new tokens needs {needed} "
+                f"positions, more than {whose} of {n_ctx}: use a smaller tree or generate fewer tokens"
+            )
 
 
 def damaged_weights(params, prefix=""):

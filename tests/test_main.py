@@ -483,6 +483,16 @@ def test_a_prompt_and_n_longer_than_the_context_get_one_clear_line(tmp_path, tar
     assert "is more than the models' context of 64" in line and result.returncode == 2
 
 
+def test_a_tree_that_does_not_fit_after_the_prompt_and_n_gets_one_clear_line(tmp_path, target_dir, draft_dir):
+    """n_ctx 64: a 6-token prompt + 40 tokens leaves 64 - 6 - 39 = 19 positions for the last round's tree, and
+    the tree 4,4 has 4 + 16 = 20 nodes."""
+    result = run_main("--prompt", PROMPT, "--n_tokens_to_generate", 40, "--tree", "4,4",
+                      "--draft_model_size", draft_dir, "--target_model_size", target_dir, cwd=tmp_path)
+    line = one_error_line(result)
+    assert "--tree 4,4 (20 nodes)" in line and "needs 65 positions, more than the models' context of 64" in line
+    assert result.returncode == 2
+
+
 def test_a_draft_with_another_vocabulary_gets_one_clear_line(tmp_path, target_dir, release_124M_dir):
     """The TensorFlow fixture (OpenAI's layout, n_vocab 50) as the draft of a 50257-token target."""
     draft = tmp_path / "tf_draft"
