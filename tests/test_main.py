@@ -83,6 +83,16 @@ def tiny_params(seed):
     return random_params(TINY_HPARAMS, np.random.default_rng(seed), std=0.5)
 
 
+def near_params(params, rng, scale):
+    """params plus scale * standard normal noise on every array (in the nested order): a draft that agrees with
+    its target often but not always, so that a run shows kept guesses, rejections and bonus tokens."""
+    if isinstance(params, dict):
+        return {key: near_params(value, rng, scale) for key, value in params.items()}
+    if isinstance(params, list):
+        return [near_params(value, rng, scale) for value in params]
+    return (params + scale * rng.standard_normal(params.shape)).astype(params.dtype)
+
+
 @pytest.fixture
 def target_dir(tmp_path, release_124M_dir):
     return write_hf_folder(tmp_path / "target", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir)
@@ -269,18 +279,28 @@ def masked(out):
     return re.sub(r"speedup: \d+\.\d\dx", "speedup: Sx", out)
 
 
-def test_stripped_of_its_colors_always_prints_exactly_what_never_prints(tmp_path, target_dir, draft_dir):
-    """--color always paints the speculative text and the trace; without the codes it is --color never's text."""
+def test_stripped_of_its_colors_always_prints_exactly_what_never_prints(tmp_path, target_dir, release_124M_dir):
+    """--color always paints the speculative text and the trace; without the codes it is --color never's text.
+
+    The draft is the target plus noise (near_params) at temperature 1, so the run has all three colors: green
+    (a kept guess, code 32), red (a residual token, 31) and blue (a bonus token, 34).
+    """
     import show
 
-    flags = ("--prompt", PROMPT, "--n_tokens_to_generate", 8, "--K", 2, "--trace", "--draft_model_size", draft_dir,
-             "--target_model_size", target_dir)
+    near = write_hf_folder(tmp_path / "near", near_params(tiny_params(seed=1), np.random.default_rng(5), 0.2),
+                           TINY_HPARAMS, release_124M_dir)
+    flags = ("--prompt", PROMPT, "--n_tokens_to_generate", 30, "--K", 4, "--temperature", 1, "--trace",
+             "--draft_model_size", near, "--target_model_size", target_dir)
     always, never = run_main(*flags, "--color", "always", cwd=tmp_path), run_main(*flags, "--color", "never",
                                                                                  cwd=tmp_path)
     assert always.returncode == 0 and never.returncode == 0, always.stderr + never.stderr
-    assert "\x1b[3" in always.stdout and "\x1b[" not in never.stdout
+    assert all(f"\x1b[{code}m" in always.stdout for code in (32, 31, 34)) and "\x1b[" not in never.stdout
     assert masked(show.strip_colors(always.stdout)) == masked(never.stdout)
     assert "colors: green = a draft guess the target kept, red = the target's token after a rejection" in never.stdout
+    rounds, kept, checked = report_numbers(never.stdout)
+    lines = trace_lines(never.stdout)
+    assert len(lines) == rounds and sum(line.count(" kept") for line in lines) == kept > 0
+    assert sum(line.count(" rejected") for line in lines) == checked - kept > 0
 
 
 def run_on_a_terminal(flags, cwd, env):
