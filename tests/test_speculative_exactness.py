@@ -37,6 +37,7 @@ import itertools
 import numpy as np
 import pytest
 
+import drafters
 import sampling
 from sampling import SpeculativeStats, autoregressive_sampling, speculative_sampling
 
@@ -163,28 +164,28 @@ def resample_from_target(q_row, p_row):
     return q_row
 
 
-def argmax_draft(draft_model, x, k, rng, n_vocab):
+def argmax_draft(self, x, k, rng, n_vocab):
     """Wrong rule (b): draft the draft's most likely token, but report the full distribution p as the
     proposal. The token was proposed with probability 1, not p(token), so min(1, q/p) is the wrong ratio."""
-    drafts, rows = [], []
+    tokens, rows = [], []
     for _ in range(k):
-        p_next = draft_model(x + drafts, 1)[0]  # [n_vocab]
-        drafts.append(int(np.argmax(p_next)))
+        p_next = self.model(x + tokens, 1)[0]  # [n_vocab]
+        tokens.append(int(np.argmax(p_next)))
         rows.append(p_next)
-    return drafts, np.array(rows) if rows else np.zeros((0, n_vocab))
+    return drafters.Proposal(tokens, drafters.chain_parents(len(tokens)), np.array(rows).reshape(len(tokens), -1))
 
 
-def target_rows_one_too_early(target_model, x, drafts, n_vocab):
-    """Wrong rule (c): row t is the target's distribution after x + drafts[:t - 1] (the prefix one token
-    short) instead of after x + drafts[:t]."""
-    k = len(drafts)
-    return target_model(x + drafts, k + 2)[: k + 1]  # [k + 1, n_vocab], every row one prefix too early
+def target_rows_one_too_early(target_model, x, proposal, n_vocab):
+    """Wrong rule (c): row t is the target's distribution after x + tokens[:t - 1] (the prefix one token
+    short) instead of after x + tokens[:t]."""
+    m = len(proposal.tokens)
+    return target_model(x + proposal.tokens, m + 2)[: m + 1]  # [m + 1, n_vocab], every row one prefix too early
 
 
 WRONG_RULES = {
-    "a_resample_from_target": ("_residual", resample_from_target),
-    "b_argmax_draft_full_p_ratio": ("_draft", argmax_draft),
-    "c_target_row_off_by_one": ("_score", target_rows_one_too_early),
+    "a_resample_from_target": (sampling, "_residual", resample_from_target),
+    "b_argmax_draft_full_p_ratio": (drafters.ModelDrafter, "propose", argmax_draft),
+    "c_target_row_off_by_one": (sampling, "_score", target_rows_one_too_early),
 }
 
 
@@ -193,8 +194,8 @@ def test_the_exactness_test_fails_for_a_wrong_rule(rule, monkeypatch):
     """Swap one step of sampling.py for a wrong version and run the same check as above (K = 2, so N = 5
     spans two rounds): the empirical TV from the exact distribution is above the bound that a correct
     sampler stays under (with more samples, so a smaller bound: see the module docstring)."""
-    name, wrong = WRONG_RULES[rule]
-    monkeypatch.setattr(sampling, name, wrong)
+    where, name, wrong = WRONG_RULES[rule]
+    monkeypatch.setattr(where, name, wrong)
     tv, bound = speculative_tv(K=2, n_samples=WRONG_RULE_SAMPLES, seed=3)
     assert tv > bound, f"{rule}: TV {tv:.4f} is not above the bound {bound:.4f}"
 
