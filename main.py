@@ -51,7 +51,6 @@ whole comparison before complaining about a misspelt flag, and would read `--kv_
 
 import difflib
 import math
-import os
 import re
 import sys
 import time
