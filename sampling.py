@@ -522,8 +522,9 @@ def speculative_stream(x, draft, target_model, N, K, rng, stop_token=None, stats
 
     The tokens are distributed exactly as `autoregressive_sampling(x, target_model, N, ...)`'s (see the
     module docstring). draft: a model function or a drafter (drafters.py) over the target's vocabulary.
-    K: lookahead, the deepest a round's proposal may go (a whole number >= 1), or "auto": a drafters.AutoK
-    picks each round's k from the rounds before it. The last round proposes less if fewer tokens remain, so
+    K: lookahead, the deepest a round's proposal may go (a whole number >= 1); or "auto": drafters.AutoK picks
+    each round's k (0 allowed: a plain step) from the cost model and the rounds before it; or "hf": Hugging
+    Face's schedule (drafters.HFSchedule), for comparison. The last round proposes less if fewer tokens remain, so
     exactly N come out. rng: a np.random.Generator; the same seed gives the same tokens. stop_token: end right
     after this token (it is included; the rest of its round is dropped). stats: a `SpeculativeStats` to fill in.
     """
@@ -531,11 +532,11 @@ def speculative_stream(x, draft, target_model, N, K, rng, stop_token=None, stats
 
     drafter = drafters.as_drafter(draft)
     policy = None
-    if K == "auto":
-        k_max = max(1, min(AUTO_K_MAX, N - 1))
-        policy = drafters.AutoK(drafter, target_model, k_max)
+    if K in ("auto", "hf"):  # a policy picks each round's k: the cost model's (AutoK) or Hugging Face's schedule
+        policy_class = drafters.AutoK if K == "auto" else drafters.HFSchedule
+        policy = policy_class(drafter, target_model, k_max=max(1, min(AUTO_K_MAX, N - 1)))
     elif isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
-        raise ValueError(f'the lookahead K must be a whole number >= 1 or "auto"; got {K!r}')
+        raise ValueError(f'the lookahead K must be a whole number >= 1, "auto" or "hf"; got {K!r}')
     n_vocab = _shared_vocabulary_size(drafter, target_model)  # None if neither says
     x = _check_prompt(x, N, rng, [target_model, getattr(drafter, "model", None)])
 
