@@ -275,10 +275,9 @@ def gpt2(inputs, wte, wpe, blocks, ln_f, n_head: int, past=None, n_logits=None, 
         "The quick fox" in one pass (positions 1, 1, 2).
 
     Returns logits [n_logits, n_vocab] (float32); or (logits, present) when a cache was passed in, where
-    present = Cache(buffer, n_past + n_seq, tree) holds past followed by every input in order. Its tree is
-    past.parents + parents without the leading nodes that every other node hangs from (a "trunk": they are
-    a plain sequence, so they join the prefix). So a chain leaves a plain sequence (tree ()), and so does
-    parents=[-1, 0, 1]; in the example above present.parents == (-1, -1, 0).
+    present = Cache(buffer, n_past + n_seq, tree) holds past followed by every input in order, and its tree
+    is past.parents + parents (in the example above, (-1, -1, 0)): keep_path(present, [0, 2]) then keeps
+    "The quick fox" as a plain sequence. parents=None on a plain sequence leaves a plain sequence (tree ()).
     """
     return_cache = past is not None
     if past is None:
@@ -299,8 +298,8 @@ def gpt2(inputs, wte, wpe, blocks, ln_f, n_head: int, past=None, n_logits=None, 
     x = wte[inputs] + wpe[past.n_prefix + depths]  # [n_seq, n_embd]
     for block, kv in zip(blocks, buffer):  # kv: [2, n_head, capacity, head_dim], a view into the buffer
         x = transformer_block(x, **block, n_head=n_head, kv=kv, n_past=n_past, mask=mask)  # [n_seq, n_embd]
-    trunk = _trunk_length(tree)  # leading nodes every other node hangs from: they join the prefix
-    present = Cache(buffer, n_past + n_seq, tuple(parent - trunk for parent in tree[trunk:]))
+    plain = parents is None and not past.parents  # a chain after a plain sequence is a longer plain sequence
+    present = Cache(buffer, n_past + n_seq, () if plain else tree)
 
     x = layer_norm(x[n_seq - n_logits :], **ln_f)  # [n_logits, n_embd]
     logits = x @ wte.T  # [n_logits, n_embd] @ [n_embd, n_vocab] -> [n_logits, n_vocab]: the LM head is wte
@@ -310,20 +309,6 @@ def gpt2(inputs, wte, wpe, blocks, ln_f, n_head: int, past=None, n_logits=None, 
 def _chain(n_cached_nodes: int, n_seq: int):
     """The parents of n_seq inputs that each follow the one before, the first after the last cached node."""
     return tuple(range(n_cached_nodes - 1, n_cached_nodes + n_seq - 1))  # e.g. (-1, 0, 1) with no cached nodes
-
-
-def _trunk_length(parents) -> int:
-    """How many leading nodes form a chain that every later node hangs from.
-
-    (-1, 0, 1, 1) -> 2: nodes 0, 1 are a chain and nodes 2 and 3 both hang from node 1. (-1, -1, 0) -> 0.
-    A chain of m nodes -> m.
-    """
-    parents = np.array(parents, dtype=np.int64)  # [m]
-    m = len(parents)
-    later_min = np.minimum.accumulate(np.append(parents, m)[::-1])[::-1]  # [m + 1]: min(parents[i:]), m at i=m
-    index = np.arange(m)  # [m]
-    joins = (parents == index - 1) & (later_min[1:] >= index)  # [m]: follows the trunk; all later nodes below it
-    return m if joins.all() else int(np.argmin(joins))
 
 
 def _room_for(past: Cache, n_seq: int, n_ctx: int):

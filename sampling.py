@@ -288,9 +288,9 @@ def _reusable_cache(cache, cached_tokens, x, follows, is_chain):
     n_seq = _common_prefix_length(cached_tokens[:n_prefix], x[:n_chain])  # along the cached prefix
     path = []
     if n_seq == n_prefix:  # then down the tree, as long as x's tokens are one of the children
+        children = {(p, cached_tokens[n_prefix + i]): i for i, p in reversed(list(enumerate(tree)))}  # first wins
         for token in x[n_prefix:n_chain]:
-            parent = path[-1] if path else -1
-            child = next((i for i, p in enumerate(tree) if p == parent and cached_tokens[n_prefix + i] == token), None)
+            child = children.get((path[-1] if path else -1, token))
             if child is None:
                 break
             path.append(child)
