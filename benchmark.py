@@ -56,6 +56,25 @@ autoregressive sampling, and the ms of a speculative round. So instead of a meas
 the predicted speedup for a list of alphas (--alphas), and the alpha at which speculative sampling breaks
 even, for the cache setting of --kv_cache and for the other one.
 
+Drafters and trees (--drafters model,lookup,staged, --trees "2,1,1;2,2,1")
+-------------------------------------------------------------------------
+    python benchmark.py --drafters model,lookup,staged --drafter_Ks 2,4,auto,hf --trees "2,1,1;2,2,1"
+
+add two tables, each in both cache settings and on two groups of prompts: "copying" (a passage to repeat,
+code to extend: prompt lookup finds what comes next in the prompt) and "free" (nothing to copy).
+- The drafter table: one row per drafter (the draft model's chain, prompt lookup, staged drafting; see
+  drafters.py) and K (fixed, "auto": drafters.AutoK, "hf": Hugging Face's schedule, k + 2 after a round that
+  kept every guess and k - 1 otherwise). alpha, the mean k proposed, tokens per target pass, the measured
+  speedup over autoregressive sampling in the same cache setting, and the cost model's prediction for what
+  the run proposed: round i proposed m_i tokens, so
+      predicted = sum_i tokens_per_round(alpha, m_i) / (c * draft-model calls + sum_i r(m_i + 1)),
+  with r measured for every m up to k_max + 1 (lookup runs no model: it costs nothing but its target passes).
+- The tree table: each tree of --trees against the chain that sends the target as many rows (a tree with
+  n nodes against the chain K = n; (2, 1, 1) has 6 nodes, (2, 2, 1) has 10): tokens per target pass, the share
+  of guesses kept, and the wall-time speedup.
+With --random_weights, lookup's acceptance is meaningless: a random model repeats itself, and lookup proposes
+copies of its own output, which it then keeps.
+
 Plots (written into --img_dir if matplotlib is installed: `pip install -r requirements-plots.txt`):
     speedup_DRAFT_TARGET_cache.png                 speedup (wall, passes, both predictions) and alpha vs K
     ms_per_token_DRAFT_TARGET_cache.png            ms/token of autoregressive and speculative sampling vs K
@@ -317,6 +336,231 @@ def _random_alpha(speculative):
 
 
 # ------------------------------------------------------------------------------------------------------------
+# Drafters and trees (--drafters, --trees)
+# ------------------------------------------------------------------------------------------------------------
+
+COPY_PROMPTS = (  # text a good drafter can copy: a passage to repeat, code to extend
+    "Please repeat the passage exactly.\nPassage: The library opens at nine in the morning and closes at six in "
+    "the evening. Children under twelve must be accompanied by an adult.\nRepeated: The library opens at nine",
+    "def mean(values):\n    total = 0\n    for value in values:\n        total += value\n    return total / "
+    "len(values)\n\n\ndef variance(values):\n    total = 0\n    for value in values:\n",
+)
+FREE_PROMPTS = DEFAULT_PROMPTS[:2]  # text with nothing to copy
+RANDOM_MEANINGLESS = "meaningless"  # what lookup's acceptance is called with random weights
+
+
+def random_prompt_groups(rng, n_vocab):
+    """With random weights: random token ids; the "copying" prompt holds a 12-token passage twice, then its start."""
+    passage = rng.integers(0, n_vocab, 12).tolist()
+    return {"copying": [passage + passage + passage[:3]], "free": [rng.integers(0, n_vocab, 27).tolist()]}
+
+
+def check_drafter_flags(drafter_names, drafter_Ks, trees, max_ngram):
+    """ValueError unless the drafters are known, each K is a whole number >= 1, "auto" or "hf", trees are shapes."""
+    for name in drafter_names:
+        if name not in ("model", "lookup", "staged"):
+            raise ValueError(f"--drafters takes model, lookup and staged (comma-separated); got {name!r}")
+    for K in drafter_Ks:
+        if K not in ("auto", "hf"):
+            check_whole_number(K, 'every K in --drafter_Ks (or "auto", "hf")', 1)
+    for tree in trees:
+        if not tree or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in tree):
+            raise ValueError(f"--trees takes shapes like 2,1,1;2,2,1 (whole numbers >= 1); got {tree!r}")
+    check_whole_number(max_ngram, "--max_ngram", 1)
+
+
+def parse_trees(value):
+    """Fire gives "2,1,1;2,2,1" as a string, "2,1,1" as a tuple: always a list of tuples of ints."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value):
+        return [tuple(value)]
+    parts = value.split(";") if isinstance(value, str) else list(value)
+    try:
+        return [tuple(int(b) for b in str(part).strip("()[] ").split(",")) for part in parts]
+    except ValueError:
+        raise ValueError(f"--trees takes shapes like 2,1,1;2,2,1; got {value!r}") from None
+
+
+def tree_nodes(tree):
+    """Nodes of a tree of branching (b1, b2, ...): b1 + b1 b2 + ...; (2, 2, 1, 1) has 2 + 4 + 4 + 4 = 14."""
+    nodes, width = 0, 1
+    for branching in tree:
+        width *= branching
+        nodes += width
+    return nodes
+
+
+def make_drafter(name, draft_model, max_ngram):
+    """The drafter called `name`: the draft model itself (Chen's chain), prompt lookup, or staged drafting."""
+    import drafters  # here, not at the top: the classic table needs only the sampler
+
+    if name == "model":
+        return draft_model
+    if name == "lookup":
+        return drafters.prompt_lookup(max_ngram=max_ngram)
+    return drafters.staged(draft_model, max_ngram=max_ngram)
+
+
+def k_argument(K, drafter, target_model, k_max):
+    """What speculative_sampling gets as K: a number, "auto", or for "hf" Hugging Face's schedule from drafters."""
+    if K != "hf":
+        return K
+    import drafters
+
+    return drafters.hf_schedule(drafter, k_max)
+
+
+@dataclass
+class DrafterRun(Run):
+    """A Run of one drafter and K, plus what the cost model needs: draft-model calls and proposal sizes."""
+
+    draft_calls: int = 0
+    proposal_sizes: list = field(default_factory=list)  # tokens proposed in each round (0: a plain step)
+
+
+def run_speculative(prompts, draft, target, N, settings, kv_cache, seed, sample):
+    """One DrafterRun over the prompts: sample(prompt, draft_model, target_model, rng, stats) for each, with
+    fresh model functions (empty caches) and a fresh np.random.default_rng(seed) per prompt."""
+    run = DrafterRun(stats=SpeculativeStats())
+    for prompt in prompts:
+        draft_model = create_model_fn(*draft, **settings, kv_cache=kv_cache)
+        target_model = create_model_fn(*target, **settings, kv_cache=kv_cache)
+        rng = np.random.default_rng(seed)
+        before = len(getattr(run.stats, "round_log", []))
+        ids, seconds = timed(lambda: sample(prompt, draft_model, target_model, rng, run.stats))
+        run.seconds += seconds
+        run.texts.append(ids)
+        run.draft_calls += draft_model.stats.calls
+        log = getattr(run.stats, "round_log", None)
+        if log is not None:
+            run.proposal_sizes += [len(r.proposal.tokens) for r in log[before:]]
+    return run
+
+
+def run_autoregressive(prompts, target, N, settings, kv_cache, seed):
+    run = Run(stats=AutoregressiveStats())
+    for prompt in prompts:
+        rng = np.random.default_rng(seed)
+        model = create_model_fn(*target, **settings, kv_cache=kv_cache)
+        ids, seconds = timed(lambda: autoregressive_sampling(prompt, model, N, rng, stats=run.stats))
+        run.seconds += seconds
+        run.texts.append(ids)
+    return run
+
+
+def predicted_run_speedup(run, costs):
+    """The cost model's speedup for what the run proposed, at its measured alpha.
+
+    Round i proposed m_i tokens: it writes tokens_per_round(alpha, m_i) on average and its target pass costs
+    r(m_i + 1) (r(1) = 1: a plain step); the draft model's calls cost c each (lookup makes none). So
+    speedup = sum_i tokens_per_round(alpha, m_i) / (c * draft calls + sum_i r(m_i + 1)). With a fixed chain
+    of K this is the formula of the classic table. None when the costs of some m_i + 1 were not measured.
+    """
+    sizes = run.proposal_sizes
+    if not sizes or any(m > 0 and m not in costs.target_pass for m in sizes):
+        return None
+    alpha = run.stats.acceptance_rate
+    tokens = sum(tokens_per_round(alpha, m) for m in sizes)
+    cost = costs.c * run.draft_calls + sum(costs.r(m) if m > 0 else 1.0 for m in sizes)
+    return tokens / cost
+
+
+def run_drafter_comparison(prompt_groups, draft, target, drafter_names, drafter_Ks, trees, N, settings, seed,
+                           max_ngram, k_max, modes, progress):
+    """{kv_cache: {"autoregressive": {group: Run}, "rows": {(group, drafter, K): DrafterRun},
+    "trees": {(group, shape): DrafterRun}}}: every drafter and K, and each tree against the chain with as many
+    nodes, on every prompt group, in each cache setting of `modes`."""
+    results = {}
+    if not prompt_groups:
+        return results
+    from sampling import tree_speculative_sampling  # here: only the comparison needs trees
+
+    for kv_cache in modes:
+        mode = results[kv_cache] = {"autoregressive": {}, "rows": {}, "trees": {}}
+        for group, prompts in prompt_groups.items():
+            progress.set_postfix_str(f"{group}, autoregressive, cache {'on' if kv_cache else 'off'}")
+            mode["autoregressive"][group] = run_autoregressive(prompts, target, N, settings, kv_cache, seed)
+            progress.update()
+            for name in drafter_names:
+                for K in drafter_Ks:
+                    progress.set_postfix_str(f"{group}, {name}, K={K}, cache {'on' if kv_cache else 'off'}")
+
+                    def sample(prompt, draft_model, target_model, rng, stats, name=name, K=K):
+                        drafter = make_drafter(name, draft_model, max_ngram)
+                        return speculative_sampling(prompt, drafter, target_model, N,
+                                                    k_argument(K, drafter, target_model, k_max), rng, stats=stats)
+
+                    mode["rows"][group, name, K] = run_speculative(prompts, draft, target, N, settings, kv_cache,
+                                                                   seed, sample)
+                    progress.update()
+            for tree in trees:
+                for shape in (tree, (1,) * tree_nodes(tree)):  # the tree, then the chain with as many nodes
+                    progress.set_postfix_str(f"{group}, tree {shape}, cache {'on' if kv_cache else 'off'}")
+
+                    def sample(prompt, draft_model, target_model, rng, stats, shape=shape):
+                        if len(set(shape)) == 1 and shape[0] == 1:
+                            return speculative_sampling(prompt, draft_model, target_model, N, len(shape), rng,
+                                                        stats=stats)
+                        return tree_speculative_sampling(prompt, draft_model, target_model, N, shape, rng,
+                                                         stats=stats)
+
+                    mode["trees"][group, shape] = run_speculative(prompts, draft, target, N, settings, kv_cache,
+                                                                  seed, sample)
+                    progress.update()
+    return results
+
+
+def drafter_table_rows(comparison, costs_by_mode, random_weights):
+    """The drafter table as rows of strings: header first. One row per cache setting, prompt group, drafter, K."""
+    header = ["cache", "prompts", "drafter", "K", "alpha", "mean k", "tokens/pass", "speedup (measured)",
+              "speedup (predicted)"]
+    rows = [header]
+    for costs in costs_by_mode:
+        if costs.kv_cache not in comparison:
+            continue
+        mode = comparison[costs.kv_cache]
+        for (group, name, K), run in mode["rows"].items():
+            autoregressive = mode["autoregressive"][group]
+            alpha = f"{run.stats.acceptance_rate:.2f}" if run.stats.checked else "n/a"
+            if random_weights and name == "lookup" and run.stats.checked:
+                alpha += f" ({RANDOM_MEANINGLESS})"
+            sizes = run.proposal_sizes
+            mean_k = f"{np.mean(sizes):.1f}" if sizes else "n/a"
+            predicted = predicted_run_speedup(run, costs)
+            rows.append(["on" if costs.kv_cache else "off", group, name, str(K), alpha, mean_k,
+                         f"{run.stats.tokens_per_target_pass:.2f}",
+                         f"{autoregressive.ms_per_token / run.ms_per_token:.2f}x",
+                         "n/a" if predicted is None else f"{predicted:.2f}x"])
+    return rows
+
+
+def tree_table_rows(comparison):
+    """Trees against chains that send the same number of rows to the target: tokens per pass, wall-time speedup."""
+    header = ["cache", "prompts", "shape", "rows per target pass", "alpha", "tokens/pass", "speedup (measured)"]
+    rows = [header]
+    for kv_cache, mode in comparison.items():
+        for (group, shape), run in mode["trees"].items():
+            autoregressive = mode["autoregressive"][group]
+            chain = len(set(shape)) == 1 and shape[0] == 1
+            name = f"chain K={len(shape)}" if chain else "tree " + ",".join(map(str, shape))
+            rows.append(["on" if kv_cache else "off", group, name, str(tree_nodes(shape) + 1),
+                         f"{run.stats.acceptance_rate:.2f}" if run.stats.checked else "n/a",
+                         f"{run.stats.tokens_per_target_pass:.2f}",
+                         f"{autoregressive.ms_per_token / run.ms_per_token:.2f}x"])
+    return rows
+
+
+def format_table(rows, markdown=False):
+    """rows of strings (header first) as aligned text, or as a markdown table."""
+    if markdown:
+        lines = ["| " + " | ".join(row) + " |" for row in rows]
+        return "\n".join([lines[0], "|" + " --- |" * len(rows[0])] + lines[1:])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows)
+
+
+# ------------------------------------------------------------------------------------------------------------
 # Plots (matplotlib is optional: requirements-plots.txt)
 # ------------------------------------------------------------------------------------------------------------
 
@@ -475,6 +719,11 @@ def main(
     repeats=5,
     models_dir="models",
     img_dir="img",
+    drafters=None,
+    drafter_Ks=(2, 4, "auto", "hf"),
+    trees=None,
+    max_ngram=3,
+    k_max=8,
 ):
     """Print the table of acceptance, costs and speedups for each K (see the module docstring), and plot it.
 
@@ -495,9 +744,30 @@ def main(
         repeats: timed calls per cost measurement; the fastest counts.
         models_dir: where released sizes are downloaded to.
         img_dir: where the plots go (needs matplotlib: pip install -r requirements-plots.txt).
+        drafters: also compare drafters, comma-separated: model,lookup,staged (see drafters.py), in both cache settings, on prompts that invite copying and prompts that do not.
+        drafter_Ks: the K of each drafter row: whole numbers, "auto" (drafters.AutoK) and "hf" (Hugging Face's schedule).
+        trees: also compare token trees with the chains that send as many rows to the target, e.g. "2,1,1;2,2,1".
+        max_ngram: the longest n-gram prompt lookup searches for (lookup and staged).
+        k_max: the largest k of "auto" and "hf"; r is measured up to k_max + 1 rows for the predictions.
     """
+    run(**locals())
+
+
+def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6, 7, 8), prompts=DEFAULT_PROMPTS,
+        n_tokens_to_generate=40, temperature=0.0, top_k=None, top_p=None, seed=0, kv_cache=True,
+        random_weights=False, alphas=DEFAULT_ALPHAS, prefix_length=32, repeats=5, models_dir="models", img_dir="img",
+        drafters=None, drafter_Ks=(2, 4, "auto", "hf"), trees=None, max_ngram=3, k_max=8):
+    """`main` (same arguments), returning what it measured: {"costs": [Costs per cache setting, --kv_cache's
+    first], "autoregressive": Run, "speculative": {K: Run}, "drafter_rows": [[str]], "tree_rows": [[str]]}
+    (the last two: table rows, header first, or None; make_readme_figures.py builds on all of it)."""
     with errors_as_one_line():
         Ks, alphas = as_list(Ks, "Ks", int), as_list(alphas, "alphas", float)
+        drafter_names = [] if drafters is None else as_list(drafters.split(",") if isinstance(drafters, str)
+                                                            else drafters, "drafters", str)
+        drafter_Ks = as_list(drafter_Ks, "drafter_Ks", lambda v: v)  # whole numbers, "auto", "hf": checked below
+        trees = parse_trees(trees)
+        check_drafter_flags(drafter_names, drafter_Ks if drafter_names else [], trees, max_ngram)
+        check_whole_number(k_max, "--k_max", 1)
         prompts = [prompts] if isinstance(prompts, str) else as_list(prompts, "prompts", str)
         for K in Ks:
             check_whole_number(K, "every K in --Ks", 1)
@@ -505,29 +775,41 @@ def main(
                             ("--repeats", repeats)):
             check_whole_number(value, flag, 1)
         check_sampling_flags(temperature, top_k, top_p)
+        compare = bool(drafter_names or trees)
         if random_weights:
             draft, target, prompt_ids = random_pair(draft_model_size, target_model_size, seed)
+            prompt_groups = random_prompt_groups(np.random.default_rng(seed + 2), target[1]["n_vocab"])
         else:
-            draft, target, prompt_ids = load_pair(draft_model_size, target_model_size, prompts, models_dir)
+            extra = list(COPY_PROMPTS + FREE_PROMPTS) if compare else []
+            draft, target, all_ids = load_pair(draft_model_size, target_model_size, prompts + extra, models_dir)
+            prompt_ids, extra_ids = all_ids[: len(prompts)], all_ids[len(prompts) :]
+            prompt_groups = {"copying": extra_ids[: len(COPY_PROMPTS)], "free": extra_ids[len(COPY_PROMPTS) :]}
+        if not compare:
+            prompt_groups = {}
         n_ctx = min(draft[1]["n_ctx"], target[1]["n_ctx"])
-        if max(len(ids) for ids in prompt_ids) + n_tokens_to_generate > n_ctx:
+        longest = max(len(ids) for ids in prompt_ids + [p for group in prompt_groups.values() for p in group])
+        if longest + n_tokens_to_generate > n_ctx:
             raise ValueError(f"the longest prompt + --n_tokens_to_generate {n_tokens_to_generate} is more than the "
                              f"models' context of {n_ctx} tokens: generate fewer tokens")
-        if prefix_length + max(Ks) + 1 > n_ctx:
+        cost_Ks = sorted(set(Ks) | (set(range(1, k_max + 1)) if compare else set()))  # r up to k_max + 1 rows
+        if prefix_length + max(cost_Ks) + 1 > n_ctx:
             raise ValueError(f"--prefix_length {prefix_length} + the largest K + 1 is more than the context of {n_ctx}")
 
     # From here on the input has been checked: any exception is a bug and keeps its traceback.
     names = model_name(draft_model_size), model_name(target_model_size)
     cache_word = "cache" if kv_cache else "nocache"
-    modes = (kv_cache, not kv_cache) if random_weights else (kv_cache,)
+    modes = (kv_cache, not kv_cache) if random_weights or compare else (kv_cache,)
     rng = np.random.default_rng(seed + 1)
     n_runs = len(prompt_ids) * (1 + len(Ks))
-    with tqdm(total=len(modes) * repeats + n_runs, desc="benchmark", leave=False) as progress:
+    n_runs += len(modes) * len(prompt_groups) * (1 + len(drafter_names) * len(drafter_Ks) + 2 * len(trees))
+    with tqdm(total=len(modes) * repeats + n_runs, desc="benchmark", unit="run", leave=False) as progress:
         settings = dict(temperature=temperature, top_k=top_k, top_p=top_p)
-        costs_by_mode = [measure_costs(draft, target, Ks, prefix_length, mode, settings, repeats, rng, progress)
+        costs_by_mode = [measure_costs(draft, target, cost_Ks, prefix_length, mode, settings, repeats, rng, progress)
                          for mode in modes]
         autoregressive, speculative = run_samplers(prompt_ids, draft, target, Ks, n_tokens_to_generate, settings,
                                                    kv_cache, seed, progress)
+        comparison = run_drafter_comparison(prompt_groups, draft, target, drafter_names, drafter_Ks, trees,
+                                            n_tokens_to_generate, settings, seed, max_ngram, k_max, modes, progress)
 
     title = f"{names[0]} drafts for {names[1]}, KV cache {'on' if kv_cache else 'off'}"
     weights = "RANDOM weights (acceptance is meaningless: cost figures only)" if random_weights else "real weights"
@@ -542,9 +824,23 @@ def main(
             same = all(run.texts == autoregressive.texts for run in speculative.values())
             print(f"\ntemperature 0: every speculative text is the autoregressive (greedy) one: {'yes' if same else 'NO'}")
 
+    results = {"costs": costs_by_mode, "autoregressive": autoregressive, "speculative": speculative,
+               "drafter_rows": None, "tree_rows": None}
+    if drafter_names:
+        results["drafter_rows"] = drafter_table_rows(comparison, costs_by_mode, random_weights)
+        print(f"\ndrafters, {n_tokens_to_generate} tokens per prompt; speedups against autoregressive sampling in the "
+              f"same cache setting; predicted: the cost model at the row's alpha with the measured c and r(m)")
+        print(format_table(results["drafter_rows"]))
+        if random_weights:
+            print(f"(random weights: lookup's alpha is {RANDOM_MEANINGLESS}: random models repeat themselves, so "
+                  f"looked-up copies of their own output are kept)")
+    if trees:
+        results["tree_rows"] = tree_table_rows(comparison)
+        print("\ntrees against chains that send the same number of rows to the target (draft: the draft model)")
+        print(format_table(results["tree_rows"]))
     plt = import_pyplot()
     if plt is None:
-        return
+        return results
     img_dir = Path(img_dir)
     if random_weights:
         plot_random(plt, sorted(costs_by_mode, key=lambda c: not c.kv_cache), alphas, Ks, kv_cache, autoregressive,
@@ -555,6 +851,7 @@ def main(
         plot_measured(plt, costs_by_mode[0], autoregressive, speculative, Ks, title,
                       [img_dir / f"speedup_{names[0]}_{names[1]}_{cache_word}.png",
                        img_dir / f"ms_per_token_{names[0]}_{names[1]}_{cache_word}.png"])
+    return results
 
 
 if __name__ == "__main__":
