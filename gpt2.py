@@ -54,7 +54,11 @@ node i sits at position n_prefix + its depth and attends to the prefix, to its a
 row i of the logits is the next-token distribution after the prefix followed by the path root .. node i.
 `parents=None` is a chain (each new token follows the one before) and runs the same code; `present` holds
 every node in input order, and `keep_path` gathers one root-to-node path into place after the prefix, after
-which the cache is a plain sequence again.
+which the cache is a plain sequence again. A tree may also grow over several passes (a draft expanding its
+frontier one depth at a time): then `parents` may name the nodes already in the cache, which count first.
+
+    logits, present = gpt2([2068, 3049, 21831], **params, n_head=12, past=present, parents=[-1, -1, 0])
+    present = keep_path(present, [0, 2])   # "quick fox" accepted: a plain sequence of length + 2
 
 Everything is float32 from end to end. Under NumPy 2, a float32 array times a NumPy float64 scalar (such as
 `np.sqrt(2 / np.pi)`) is float64, which makes every later matrix product twice as heavy; so constants that
