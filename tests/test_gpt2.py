@@ -280,7 +280,7 @@ def cached_prefix(params, n_head, prefix):
 
 
 @pytest.mark.parametrize("k", TREE_CASES)
-def test_a_tree_pass_gives_hugging_faces_logits_for_every_path(k):
+def test_a_tree_pass_gives_hf_gpt2s_logits_for_every_path(k):
     """Row i of one pass over the nodes (the prefix cached) = HF's last row for prefix + the path to node i.
 
     The trees have several roots and depths up to 5 (parents in tests/make_hf_fixture.py's TREES); present
@@ -297,7 +297,7 @@ def test_a_tree_pass_gives_hugging_faces_logits_for_every_path(k):
 
 
 @pytest.mark.parametrize("k", TREE_CASES)
-def test_the_prefix_can_come_in_the_same_pass_as_the_tree_or_with_no_cache(k):
+def test_the_prefix_can_come_in_the_same_pass_as_the_tree_or_without_a_cache(k):
     """No cache: inputs = prefix + nodes, the prefix a chain and the roots hanging from its last token."""
     hparams, params, trees = load_trees()
     prefix, nodes, parents, hf_rows = trees[k]
