@@ -198,8 +198,8 @@ class ModelStats:
 
     calls:     forward passes of the network (one per call of the model function).
     positions: token positions the forward passes computed: the tokens (tree nodes included) fed to the
-               network. With the KV cache, those whose keys and values were not cached yet; without it,
-               len(x) for every call.
+               network. With the KV cache, those whose keys and values were not cached yet (a path gathered
+               from the last tree is copied, not computed: it does not count); without it, len(x) per call.
     rows:      next-token distributions computed (the LM head's rows; n per call).
     """
 
