@@ -32,8 +32,8 @@ cached ones as views: nothing is copied, so a decoding step costs the same at 16
 context, apart from the attention itself. (For 124M the keys and values of 1,000 positions are 74 MB against
 498 MB of weights, so a step there reads 15% more bytes. Measured on a shared 2-core machine, medians of 25
 steps: one BLAS thread 42 ms at 1,000 against 37 ms at 16, 1.15x (copying the cache every step: 1.66x); two
-threads 36.6 against 29.3 ms, 1.25x (copying: 1.96x), because the 24 small per-head products of a layer read
-the cache at ~10 GB/s where the weights' large products reach ~17.)
+threads 36.6 against 29.3 ms, 1.25x (copying: 1.96x). Other runs gave 1.10-1.17x and 1.19-1.25x: the 24 small
+per-head products of a layer read the cache at ~10 GB/s where the weights' large products reach ~17.)
 (The first pass into a buffer too small for the new positions
 copies what is cached into a fresh buffer of capacity n_ctx; `empty_cache` starts with capacity 0, unless
 told n_ctx, so the first pass allocates.) Rolling back is making a value with a smaller length: free.
