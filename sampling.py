@@ -199,8 +199,8 @@ class ModelStats:
 
     calls:     forward passes of the network (one per call of the model function).
     positions: token positions the forward passes computed: the tokens (tree nodes included) fed to the
-               network. With the KV cache, those whose keys and values were not cached yet; without it,
-               len(x) for every call.
+               network. With the KV cache, those whose keys and values were not cached yet (a path gathered
+               from the last tree is copied, not computed: it does not count); without it, len(x) per call.
     rows:      next-token distributions computed (the LM head's rows; n per call).
     """
 
@@ -251,20 +251,22 @@ def create_model_fn(params, hparams, temperature=1.0, top_k=None, top_p=None, kv
         nonlocal cached_tokens, cache
         x = list(x)
         _check_model_call(x, n, parents, n_ctx)
-        follows = _follows(len(x), parents)  # [len(x)]: the position of x that each token comes after
+        follows = None if parents is None else _follows(len(x), parents)  # [len(x)]: what each token follows
 
         if kv_cache:
-            past = _reusable_cache(cache, cached_tokens, x, follows, is_chain=parents is None)
+            past = _reusable_cache(cache, cached_tokens, x, follows)
             past = rollback(past, min(past.length, len(x) - n))  # feed at least the last n tokens: the rows
-            if parents is not None and min(follows[past.length :]) < past.n_prefix - 1:
-                past = rollback(past, min(follows[past.length :]) + 1)  # a fed node hangs from inside the prefix
+            if follows is not None and min(follows[past.length :]) < past.n_prefix - 1:
+                # a fed node follows a cached token that is not the prefix's last (gpt2 hangs new nodes only
+                # there or from cached nodes): cut the cache back to just after that token
+                past = rollback(past, min(follows[past.length :]) + 1)
             n_keep = past.length  # x[:n_keep] are cached: feed the rest
-            fed_parents = None if parents is None else [p - past.n_prefix for p in follows[n_keep:]]
+            fed_parents = None if follows is None else [p - past.n_prefix for p in follows[n_keep:]]
             logits, cache = gpt2(x[n_keep:], **params, n_head=n_head, past=past, n_logits=n, parents=fed_parents)
             cached_tokens = x
         else:
             n_keep = 0  # picoGPT's full recompute, the tree's parents extended over the prefix
-            logits = gpt2(x, **params, n_head=n_head, n_logits=n, parents=None if parents is None else follows)
+            logits = gpt2(x, **params, n_head=n_head, n_logits=n, parents=follows)
 
         stats.calls += 1
         stats.positions += len(x) - n_keep
@@ -308,28 +310,31 @@ def _follows(n_tokens, parents):
     return list(range(-1, n_prefix - 1)) + [n_prefix + parent for parent in parents]
 
 
-def _reusable_cache(cache, cached_tokens, x, follows, is_chain):
+def _reusable_cache(cache, cached_tokens, x, follows):
     """The cache rolled back, or gathered along one tree path, to the longest start of x it holds.
 
-    Either the first k positions hold x's first k tokens with the same parents (`follows`): then it is a
-    rollback to k; or x's chain part continues the cached prefix along one path of the cached tree: then
-    that path is gathered into place (gpt2.keep_path). Whichever keeps more; a chain call always gets a
-    plain sequence (gathering a path that continues straight on moves nothing).
+    follows: None for a plain sequence x, else _follows(len(x), parents) of a tree call. Either x's leading
+    plain sequence continues the cached prefix along one path of the cached tree: then that path is
+    gathered into place (gpt2.keep_path; a path that goes straight on moves nothing); or (tree calls only)
+    the first k positions hold x's first k tokens with the same parents, tree nodes included: then it is a
+    rollback to k. Whichever keeps more. A plain-sequence call always gets a plain-sequence cache.
     """
     n_prefix, tree = cache.n_prefix, cache.parents
-    n_chain = len(x) if is_chain else _chain_length(follows)  # x's leading plain sequence
-    n_same = min(_common_prefix_length(cached_tokens, x), _common_prefix_length(_follows(cache.length, tree), follows))
+    n_chain = len(x) if follows is None else _chain_length(follows)  # x's leading plain sequence
+    n_same = 0 if follows is None else min(  # the same tokens, each following the same position
+        _common_prefix_length(cached_tokens, x), _common_prefix_length(_follows(cache.length, tree), follows)
+    )
 
     n_seq = _common_prefix_length(cached_tokens[:n_prefix], x[:n_chain])  # along the cached prefix
     path = []
     if n_seq == n_prefix:  # then down the tree, as long as x's tokens are one of the children
+        children = {(p, cached_tokens[n_prefix + i]): i for i, p in reversed(list(enumerate(tree)))}  # first wins
         for token in x[n_prefix:n_chain]:
-            parent = path[-1] if path else -1
-            child = next((i for i, p in enumerate(tree) if p == parent and cached_tokens[n_prefix + i] == token), None)
+            child = children.get((path[-1] if path else -1, token))
             if child is None:
                 break
             path.append(child)
-    if is_chain or n_seq + len(path) > n_same:
+    if n_seq + len(path) >= n_same:
         return keep_path(cache, path) if n_seq == n_prefix else rollback(cache, n_seq)
     return rollback(cache, n_same)
 
@@ -522,8 +527,9 @@ def speculative_stream(x, draft, target_model, N, K, rng, stop_token=None, stats
 
     The tokens are distributed exactly as `autoregressive_sampling(x, target_model, N, ...)`'s (see the
     module docstring). draft: a model function or a drafter (drafters.py) over the target's vocabulary.
-    K: lookahead, the deepest a round's proposal may go (a whole number >= 1), or "auto": a drafters.AutoK
-    picks each round's k from the rounds before it. The last round proposes less if fewer tokens remain, so
+    K: lookahead, the deepest a round's proposal may go (a whole number >= 1); or "auto": drafters.AutoK picks
+    each round's k (0 allowed: a plain step) from the cost model and the rounds before it; or "hf": Hugging
+    Face's schedule (drafters.HFSchedule), for comparison. The last round proposes less if fewer tokens remain, so
     exactly N come out. rng: a np.random.Generator; the same seed gives the same tokens. stop_token: end right
     after this token (it is included; the rest of its round is dropped). stats: a `SpeculativeStats` to fill in.
     """
@@ -531,11 +537,11 @@ def speculative_stream(x, draft, target_model, N, K, rng, stop_token=None, stats
 
     drafter = drafters.as_drafter(draft)
     policy = None
-    if K == "auto":
-        k_max = max(1, min(AUTO_K_MAX, N - 1))
-        policy = drafters.AutoK(drafter, target_model, k_max)
+    if K in ("auto", "hf"):  # a policy picks each round's k: the cost model's (AutoK) or Hugging Face's schedule
+        policy_class = drafters.AutoK if K == "auto" else drafters.HFSchedule
+        policy = policy_class(drafter, target_model, k_max=max(1, min(AUTO_K_MAX, N - 1)))
     elif isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
-        raise ValueError(f'the lookahead K must be a whole number >= 1 or "auto"; got {K!r}')
+        raise ValueError(f'the lookahead K must be a whole number >= 1, "auto" or "hf"; got {K!r}')
     n_vocab = _shared_vocabulary_size(drafter, target_model)  # None if neither says
     x = _check_prompt(x, N, rng, [target_model, getattr(drafter, "model", None)])
 
