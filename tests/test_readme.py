@@ -154,3 +154,12 @@ def test_fix_line_links_moves_a_stale_link_to_its_code(tmp_path):
     assert fix_line_links(text, tmp_path) == "[`def f`](m.py#L3) and [`f()`](m.py#L7) and [`def g`, here](m.py#L6)"
     with pytest.raises(ValueError, match="no line of m.py holds"):
         fix_line_links("[`def h`](m.py#L1)", tmp_path)
+
+
+def test_the_exactness_table_shows_the_correct_sampler_under_its_bound_and_every_wrong_rule_over_its_own():
+    header, *rows = markdown_rows(generated_block(README, "exactness-table"))
+    assert rows[0][0].startswith("speculative") and all(row[0].startswith("wrong: ") for row in rows[1:])
+    correct_tv = max(float(v) for v in rows[0][1].split("–"))
+    assert correct_tv < float(rows[0][2])
+    for rule, tv, bound in rows[1:]:
+        assert float(tv) > float(bound), rule
