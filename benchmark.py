@@ -724,6 +724,8 @@ def main(
     trees=None,
     max_ngram=3,
     k_max=8,
+    copy_prompts=COPY_PROMPTS,
+    free_prompts=FREE_PROMPTS,
 ):
     """Print the table of acceptance, costs and speedups for each K (see the module docstring), and plot it.
 
@@ -749,6 +751,8 @@ def main(
         trees: also compare token trees with the chains that send as many rows to the target, e.g. "2,1,1;2,2,1".
         max_ngram: the longest n-gram prompt lookup searches for (lookup and staged).
         k_max: the largest k of "auto" and "hf"; r is measured up to k_max + 1 rows for the predictions.
+        copy_prompts: the prompts that invite copying, for the drafter and tree tables (random ids with --random_weights).
+        free_prompts: the prompts with nothing to copy.
     """
     run(**locals())
 
@@ -756,7 +760,8 @@ def main(
 def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6, 7, 8), prompts=DEFAULT_PROMPTS,
         n_tokens_to_generate=40, temperature=0.0, top_k=None, top_p=None, seed=0, kv_cache=True,
         random_weights=False, alphas=DEFAULT_ALPHAS, prefix_length=32, repeats=5, models_dir="models", img_dir="img",
-        drafters=None, drafter_Ks=(2, 4, "auto", "hf"), trees=None, max_ngram=3, k_max=8):
+        drafters=None, drafter_Ks=(2, 4, "auto", "hf"), trees=None, max_ngram=3, k_max=8, copy_prompts=COPY_PROMPTS,
+        free_prompts=FREE_PROMPTS):
     """`main` (same arguments), returning what it measured: {"costs": [Costs per cache setting, --kv_cache's
     first], "autoregressive": Run, "speculative": {K: Run}, "drafter_rows": [[str]], "tree_rows": [[str]]}
     (the last two: table rows, header first, or None; make_readme_figures.py builds on all of it)."""
@@ -780,10 +785,12 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
             draft, target, prompt_ids = random_pair(draft_model_size, target_model_size, seed)
             prompt_groups = random_prompt_groups(np.random.default_rng(seed + 2), target[1]["n_vocab"])
         else:
-            extra = list(COPY_PROMPTS + FREE_PROMPTS) if compare else []
+            copy_prompts, free_prompts = ([p] if isinstance(p, str) else as_list(p, flag, str)
+                                          for p, flag in ((copy_prompts, "copy_prompts"), (free_prompts, "free_prompts")))
+            extra = copy_prompts + free_prompts if compare else []
             draft, target, all_ids = load_pair(draft_model_size, target_model_size, prompts + extra, models_dir)
             prompt_ids, extra_ids = all_ids[: len(prompts)], all_ids[len(prompts) :]
-            prompt_groups = {"copying": extra_ids[: len(COPY_PROMPTS)], "free": extra_ids[len(COPY_PROMPTS) :]}
+            prompt_groups = {"copying": extra_ids[: len(copy_prompts)], "free": extra_ids[len(copy_prompts) :]}
         if not compare:
             prompt_groups = {}
         n_ctx = min(draft[1]["n_ctx"], target[1]["n_ctx"])
