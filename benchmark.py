@@ -82,6 +82,7 @@ Plots (written into --img_dir if matplotlib is installed: `pip install -r requir
                                                    with and without the cache
     ms_per_token_random_DRAFT_TARGET_cache.png     --random_weights: measured ms/token (alpha ~ 0) and the
                                                    predicted ms/token for each alpha
+    drafters[_random]_DRAFT_TARGET.png             --drafters: measured and predicted speedup per drafter and K
 (`nocache` instead of `cache` with --kv_cache False.)
 """
 
@@ -642,6 +643,31 @@ def plot_random(plt, costs_by_mode, alphas, Ks, kv_cache, autoregressive, specul
     save(plt, fig, paths[1])
 
 
+def plot_drafters(plt, drafter_rows, title, path):
+    """Measured and predicted speedup of each drafter and K: one panel per cache setting and prompt group."""
+    header, *rows = drafter_rows
+    column = {name: i for i, name in enumerate(header)}
+    panels = sorted({(row[column["cache"]], row[column["prompts"]]) for row in rows}, key=lambda p: (p[0] != "on", p[1]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4), sharey=True, squeeze=False)
+    for ax, (cache, group) in zip(axes[0], panels):
+        chosen = [row for row in rows if (row[column["cache"]], row[column["prompts"]]) == (cache, group)]
+        labels = [f"{row[column['drafter']]}\nK={row[column['K']]}" for row in chosen]
+        x = np.arange(len(chosen))
+
+        def values(name):
+            return [float(row[column[name]][:-1]) if row[column[name]] != "n/a" else np.nan for row in chosen]
+
+        ax.bar(x - 0.2, values("speedup (measured)"), width=0.4, label="measured (wall time)")
+        ax.bar(x + 0.2, values("speedup (predicted)"), width=0.4, label="predicted (cost model)")
+        ax.axhline(1, color="gray", linewidth=0.8)
+        ax.set_xticks(x, labels, fontsize=7)
+        ax.set_title(f"{group} prompts, KV cache {cache}", fontsize=10)
+    axes[0][0].set_ylabel("speedup over autoregressive")
+    axes[0][0].legend(fontsize="small")
+    fig.suptitle(title)
+    save(plt, fig, path)
+
+
 # ------------------------------------------------------------------------------------------------------------
 # The command line
 # ------------------------------------------------------------------------------------------------------------
@@ -858,6 +884,11 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
         plot_measured(plt, costs_by_mode[0], autoregressive, speculative, Ks, title,
                       [img_dir / f"speedup_{names[0]}_{names[1]}_{cache_word}.png",
                        img_dir / f"ms_per_token_{names[0]}_{names[1]}_{cache_word}.png"])
+    if results["drafter_rows"]:
+        random_word = "_random" if random_weights else ""
+        plot_drafters(plt, results["drafter_rows"], f"drafters for {names[1]}"
+                      f"{', random weights (alpha is an accident)' if random_weights else ''}",
+                      img_dir / f"drafters{random_word}_{names[0]}_{names[1]}.png")
     return results
 
 
