@@ -435,7 +435,7 @@ def run_speculative(prompts, draft, target, N, settings, kv_cache, seed, sample)
         run.draft_calls += draft_model.stats.calls
         log = getattr(run.stats, "round_log", None)
         if log is not None:
-            run.proposal_sizes += [len(r.proposal.tokens) for r in log[before:]]
+            run.proposal_sizes += [len(r.proposal.tokens) for r in log[before:]]  # m_i: what was proposed
     return run
 
 
@@ -512,10 +512,13 @@ def run_drafter_comparison(prompt_groups, draft, target, drafter_names, drafter_
     return results
 
 
-def drafter_table_rows(comparison, costs_by_mode, random_weights):
-    """The drafter table as rows of strings: header first. One row per cache setting, prompt group, drafter, K."""
+def drafter_table_rows(comparison, costs_by_mode, random_weights, greedy):
+    """The drafter table as rows of strings: header first. One row per cache setting, prompt group, drafter, K.
+
+    greedy (temperature 0): a last column says whether the texts are autoregressive sampling's, token for token.
+    """
     header = ["cache", "prompts", "drafter", "K", "alpha", "mean k", "tokens/pass", "speedup (measured)",
-              "speedup (predicted)"]
+              "speedup (predicted)"] + (["greedy text"] if greedy else [])
     rows = [header]
     for costs in costs_by_mode:
         if costs.kv_cache not in comparison:
@@ -532,7 +535,8 @@ def drafter_table_rows(comparison, costs_by_mode, random_weights):
             rows.append(["on" if costs.kv_cache else "off", group, name, str(K), alpha, mean_k,
                          f"{run.stats.tokens_per_target_pass:.2f}",
                          f"{autoregressive.ms_per_token / run.ms_per_token:.2f}x",
-                         "n/a" if predicted is None else f"{predicted:.2f}x"])
+                         "n/a" if predicted is None else f"{predicted:.2f}x"]
+                        + (["same" if run.texts == autoregressive.texts else "differs"] if greedy else []))
     return rows
 
 
@@ -860,7 +864,7 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
     results = {"costs": costs_by_mode, "autoregressive": autoregressive, "speculative": speculative,
                "drafter_rows": None, "tree_rows": None}
     if drafter_names:
-        results["drafter_rows"] = drafter_table_rows(comparison, costs_by_mode, random_weights)
+        results["drafter_rows"] = drafter_table_rows(comparison, costs_by_mode, random_weights, temperature == 0)
         print(f"\ndrafters, {n_tokens_to_generate} tokens per prompt; speedups against autoregressive sampling in the "
               f"same cache setting; predicted: the cost model at the row's alpha with the measured c and r(m)")
         print(format_table(results["drafter_rows"]))
