@@ -49,6 +49,21 @@ def test_the_worked_round_follows_the_rules_it_illustrates():
     assert first["beta"] == pytest.approx(0.5) and first["normalised"] == pytest.approx([0.8, 0.2, 0.0])
 
 
+def test_the_worked_rounds_are_what_speculative_sampling_writes_with_the_same_seed():
+    """img/worked_round.py spells the algorithm out instead of calling sampling.py, drawing its uniforms in the
+    sampler's order (Step 1's draws, then one per check, then the residual's or the bonus token's). So the
+    sampler, given the same tables, prompt, K and seed, must write the same tokens."""
+    from sampling import speculative_sampling
+    from test_speculative_exactness import markov_model
+
+    rounds = worked_round.worked_rounds()
+    written = [token for rnd in rounds for token in rnd["written"]]
+    draft, target = markov_model(worked_round.DRAFT_TABLE), markov_model(worked_round.TARGET_TABLE)
+    out = speculative_sampling(worked_round.PROMPT, draft, target, len(written), worked_round.K,
+                               np.random.default_rng(worked_round.SEED))
+    assert out[len(worked_round.PROMPT) :] == written
+
+
 def test_the_worked_round_uses_the_exactness_tests_tables():
     try:
         from markov import DRAFT_TABLE, TARGET_TABLE
