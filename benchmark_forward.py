@@ -1,47 +1,61 @@
-"""How fast is the forward pass? Greedy decoding against the memory-bandwidth floor, with and without the cache.
+"""How fast is a decoding step? Greedy decoding through the sampler against the memory-bandwidth floor.
 
 With a KV cache, each new token is one pass over ONE position. The arithmetic is small (~2 flops per weight)
 but every weight must come from memory, so a decoding step cannot beat
 
     floor = bytes of the weights / memory bandwidth        (≈ 498 MB / 30 GB/s ≈ 17 ms for 124M)
 
-This script times greedy decoding of --n_new tokens after a --n_prompt-token prompt, on random weights of the
-real shapes, and measures the bandwidth in the same run, in turns with the decoding: float32 [8192, 8192] @
-[8192] products (the operation a decoding step is made of, on a matrix 8x larger than the largest cache),
-repeated until they have read as many bytes as a decoding run. The best of each is kept, so the floor comes
-from the machine at its fastest, like the decoding time it is compared with. Decoding runs three ways:
+The bandwidth is the STRICT one: the best that a single large float32 matrix-vector product reaches in the
+same run ([8192, 8192] @ [8192] and [8192] @ [8192, 8192], 256 MiB, 8x the largest cache, each product timed
+on its own). Bursts of such products are timed in turns with the decoding runs, so both see the machine in
+the same states. What this script prints, for random weights of the real shapes of each --sizes:
 
-    cached         this repo: prefill the prompt once, then one position per step (the prefill is included)
-    no cache f32   the same gpt2() called picoGPT's way: the whole sequence again every step, all logits
-    no cache f64   the same, with float64 activations, which is how picoGPT runs under NumPy 2: its gelu
-                   multiplies by np.sqrt(2 / np.pi), a float64 scalar, so every activation after the first
-                   MLP is float64 and each float64 @ float32 product first converts the weight matrix
+1. The table. `autoregressive_sampling` with a `create_model_fn` model at temperature 0, per token, after
+   the prompt pass (which is not timed: the model sees the prompt once before the clock starts). Best and
+   median of --repeats runs of --n_new tokens, over the floor from the best (and the median) bandwidth.
+   For the sizes in --no_cache_sizes also the same sampler with kv_cache=False (picoGPT's way: the whole
+   sequence every step), and with picoGPT's setting under NumPy 2 (float64 activations, row-major weights:
+   its gelu multiplies by np.sqrt(2 / np.pi), a float64 scalar, so every product first converts a weight
+   matrix to float64).
+2. A breakdown of one step (bests): the block matrix products, the LM head, the rest of the forward pass
+   (layer norms, attention, GELU, biases, the cache, Python), the sampler's float64 work (logits_to_probs,
+   _check_probs, _sample) and the sampler's own loop, beside the floor.
+3. r(m): the cost of an m-position pass (the target's pass over m - 1 guesses and the last token, as in
+   speculative sampling) over a 1-position pass, for m = 1 .. --r_max, with a plot.
+4. ms per token against the context length (--context_lengths, for --context_size): a step at 1000 tokens
+   of context reads ~7% more bytes than at 16 (the cache) for 124M, so the line should be nearly flat.
 
-Timings are noisy on a shared 2-core machine (bandwidth readings here moved between 24 and 53 GB/s from one
-short measurement to the next): compare the ratios printed, which are measured in one run, rather than the
-absolute times.
+Timings are noisy on a shared 2-core machine: compare the ratios printed, which are measured in one run,
+rather than the absolute times. Bests are the machine at its least disturbed; medians are typical. A ratio of
+bests and a ratio of medians can fall either side of each other: the bandwidth bursts are short and the
+decoding runs long, so a load burst can spoil every bandwidth sample of a run but only part of a decoding run.
 
-    python benchmark_forward.py                         # 124M and 355M shapes (about 2 minutes)
-    python benchmark_forward.py --sizes 124M --n_new 8  # quicker
+    python benchmark_forward.py                                  # 124M and 355M (about 3 minutes)
+    python benchmark_forward.py --sizes 124M --n_new 8 --context_size None     # quicker
+    python benchmark_forward.py --sizes 124M,355M,774M,1558M --repeats 5      # all four (~8 GB of memory)
+
+Plots (into --img_dir, if matplotlib is installed: pip install -r requirements-plots.txt):
+    forward_r_of_m.png                      r(m) for each size, against r = 1 and r = m
+    forward_ms_per_token_vs_context.png     ms per token against the context length, and the floor
 """
+
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import fire
 import numpy as np
+from tqdm import tqdm
 
-from gpt2 import HPARAMS, empty_cache, gpt2, random_params
+from gpt2 import HPARAMS, random_params
 from main import timed
+from sampling import _check_probs, _sample, autoregressive_sampling, create_model_fn, logits_to_probs
 
+BANDWIDTH_SHAPE = (8192, 8192)  # float32: 256 MiB, far larger than any cache
+SAMPLING_SETTINGS = dict(temperature=1.0, top_k=50, top_p=0.9)  # the breakdown's sampled (not greedy) case
 
-def measure_bandwidth(w, v, n_bytes_to_read: int) -> float:
-    """Bytes per second that float32 matrix-vector products w @ v stream, over about n_bytes_to_read bytes.
-
-    w is far larger than any cache, so every product reads it from memory again. Repeating it until it has
-    read as many bytes as a decoding run does makes the two measurements equally long, so that they see the
-    same kinds of interference (this machine's bandwidth drifts from second to second).
-    """
-    n_products = max(1, round(n_bytes_to_read / w.nbytes))
-    _, seconds = timed(lambda: [w @ v for _ in range(n_products)])
-    return n_products * w.nbytes / seconds
+# ------------------------------------------------------------------------------------------------------------
+# Small pure helpers (tests/test_benchmark_forward.py)
+# ------------------------------------------------------------------------------------------------------------
 
 
 def n_bytes(tree) -> int:
@@ -51,6 +65,35 @@ def n_bytes(tree) -> int:
     if isinstance(tree, list):
         return sum(n_bytes(v) for v in tree)
     return tree.nbytes
+
+
+def block_matrices(params) -> list:
+    """The weight matrices of every block in the order a step uses them: c_attn, attn's c_proj, c_fc,
+    mlp's c_proj (4 per block; the LM head, wte, is not among them)."""
+    return [m for block in params["blocks"] for m in (block["attn"]["c_attn"]["w"], block["attn"]["c_proj"]["w"],
+                                                      block["mlp"]["c_fc"]["w"], block["mlp"]["c_proj"]["w"])]
+
+
+def parse_list(value, kind=str) -> list:
+    """fire gives "a,b" as the tuple ("a", "b"), "16" as the int 16 and "a" as "a": always a list of kind."""
+    items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else [value]
+    return [kind(item) for item in items if str(item).strip()]
+
+
+def r_of_m(seconds_by_m: dict, statistic) -> dict:
+    """{m: statistic(times of m-position passes) / statistic(times of 1-position passes)}.
+
+    r_of_m({1: [2, 3], 2: [3, 5]}, min) == {1: 1.0, 2: 1.5}
+    """
+    one = statistic(seconds_by_m[1])
+    return {m: float(statistic(times) / one) for m, times in seconds_by_m.items()}
+
+
+def format_table(header, rows) -> str:
+    """Right-aligned columns, as wide as their widest cell."""
+    cells = [list(header)] + [[str(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in cells)
 
 
 def as_picogpt_runs_it(tree):
@@ -64,78 +107,344 @@ def as_picogpt_runs_it(tree):
     return np.ascontiguousarray(tree)
 
 
-def greedy_cached(prompt, params, n_head: int, n_new: int) -> list:
-    """Greedy decoding with the KV cache: the prompt in one pass, then one new position per step."""
-    ids = list(prompt)
-    logits, past = gpt2(ids, **params, n_head=n_head, past=empty_cache(params["blocks"], n_head), n_logits=1)
-    while True:
-        ids.append(int(np.argmax(logits[-1])))
-        if len(ids) == len(prompt) + n_new:  # the last token needs no pass of its own
-            return ids
-        logits, past = gpt2(ids[-1:], **params, n_head=n_head, past=past)  # [1, n_vocab]
+# ------------------------------------------------------------------------------------------------------------
+# Measurements
+# ------------------------------------------------------------------------------------------------------------
 
 
-def greedy_full_recompute(prompt, params, n_head: int, n_new: int) -> list:
-    """Greedy decoding picoGPT's way: every step runs the whole sequence and computes every position's logits."""
-    ids = list(prompt)
-    for _ in range(n_new):
-        logits = gpt2(ids, **params, n_head=n_head)  # [len(ids), n_vocab]
-        ids.append(int(np.argmax(logits[-1])))
-    return ids
+def product_bandwidths(w, v, n_products: int) -> list:
+    """Bytes per second of n_products float32 matrix-vector products, each timed on its own, taking turns
+    between w @ v (each output a dot product over a contiguous row) and v @ w (each row of w scaled and
+    added): OpenBLAS streams the two at different rates, and the floor takes the better."""
+    products = [lambda: w @ v, lambda: v @ w]
+    return [w.nbytes / timed(products[i % 2])[1] for i in range(n_products)]
 
 
-def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 7, seed: int = 0):
-    """Print ms/token of greedy decoding against the bandwidth floor, for random weights of each size.
+def sampler_seconds_per_token(model, prompt, n_new: int, rng) -> float:
+    """Seconds per token of autoregressive_sampling(prompt, model, n_new) after the prompt is cached.
+
+    The model has seen the prompt before (the caller's untimed call), so each of the n_new calls is a
+    1-position pass (the first recomputes the prompt's last position, whose logits were not kept).
+    """
+    _, seconds = timed(lambda: autoregressive_sampling(prompt, model, n_new, rng))
+    return seconds / n_new
+
+
+@dataclass
+class SizeResult:
+    """What was measured for one model size (seconds, bytes per second)."""
+
+    size: str
+    weight_bytes: int
+    block_bytes: int  # the block matrices' (the products of the breakdown)
+    head_bytes: int  # wte's
+    bandwidths: list = field(default_factory=list)  # every timed product of the bursts
+    sampler_steps: list = field(default_factory=list)  # seconds per token, one per decoding run
+    no_cache: float = None  # seconds per token, kv_cache=False, one run
+    picogpt: float = None  # the same in picoGPT's setting
+    breakdown: dict = field(default_factory=dict)  # {part: best seconds}
+    pass_seconds: dict = field(default_factory=dict)  # {m: [seconds of an m-position pass]}
+
+    @property
+    def floor(self):  # the strict floor: the weights over the best bandwidth
+        return self.weight_bytes / max(self.bandwidths)
+
+    @property
+    def median_floor(self):
+        return self.weight_bytes / float(np.median(self.bandwidths))
+
+
+def measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, r_repeats, no_cache, rng):
+    """Everything the tables need for one size; the weights are freed when it returns."""
+    hparams = HPARAMS[size]
+    params = random_params(hparams, rng)
+    result = SizeResult(size, n_bytes(params), n_bytes(block_matrices(params)), params["wte"].nbytes)
+    prompt = rng.integers(0, hparams["n_vocab"], n_prompt).tolist()
+    model = create_model_fn(params, hparams, temperature=0)
+    model(prompt, 1)  # the prompt pass: not timed
+
+    # 1. decoding through the sampler, in turns with bursts of bandwidth products
+    for _ in tqdm(range(repeats), desc=f"{size}: decoding", unit="run", leave=False):
+        result.bandwidths += product_bandwidths(w, v, 4)
+        result.sampler_steps.append(sampler_seconds_per_token(model, prompt, n_new, rng))
+    cached_ids = autoregressive_sampling(prompt, model, n_new, rng)
+    if no_cache:
+        for name, weights in [("no_cache", params), ("picogpt", as_picogpt_runs_it(params))]:
+            uncached = create_model_fn(weights, hparams, temperature=0, kv_cache=False)
+            with tqdm(total=1, desc=f"{size}: {name.replace('_', ' ')} (one run)", leave=False) as bar:
+                ids, seconds = timed(lambda: autoregressive_sampling(prompt, uncached, n_new, rng))
+                bar.update()
+            setattr(result, name, seconds / n_new)
+            if ids != cached_ids:  # the decoders must agree, or the timings compare different work
+                raise SystemExit(f"{size}: greedy decoding with and without the cache chose different tokens")
+
+    # 2. one step, part by part (bests, timed in turns)
+    result.breakdown = step_breakdown(model, params, cached_ids, n_prompt, breakdown_rounds, rng)
+
+    # 3. r(m): an m-position pass after the same prefix (the model rolls its cache back to it each time)
+    tokens = prompt + rng.integers(0, hparams["n_vocab"], r_max).tolist()
+    result.pass_seconds = {m: [] for m in range(1, r_max + 1)}
+    for _ in tqdm(range(r_repeats), desc=f"{size}: r(m)", unit="round", leave=False):
+        for m in result.pass_seconds:  # m = 1 .. r_max in turns, so load bursts hit them alike
+            result.pass_seconds[m].append(timed(lambda: model(tokens[: n_prompt + m], m))[1])
+    return result
+
+
+def step_breakdown(model, params, ids, n_prompt, rounds, rng) -> dict:
+    """Best seconds of the parts of one greedy decoding step, each timed on its own, in turns.
+
+    "sampler step" is autoregressive_sampling of one token, and "model step" the model function's call
+    inside it: a 1-position pass after n_prompt + half the decoded tokens (the model keeps them cached, so
+    each call recomputes only the last position). "block products" and "LM head" are the same matrix
+    products on random rows, alone; the rest of the forward pass is what the model step spends beyond them
+    and logits_to_probs. Unlike the table's runs (a mean over n_new tokens), these are single steps.
+    """
+    step_ids = ids[: n_prompt + (len(ids) - n_prompt) // 2 + 1]
+    n_embd = params["wte"].shape[1]
+    rows = {n: rng.standard_normal((1, n), dtype=np.float32) for n in (n_embd, 4 * n_embd)}  # [1, n_in]
+    matrices = block_matrices(params)
+    wte = params["wte"]  # [n_vocab, n_embd]
+    logits = rows[n_embd] @ wte.T  # [1, n_vocab]
+    n_vocab = wte.shape[0]
+
+    def sampler_work(settings):
+        probs = _check_probs(logits_to_probs(logits, **settings), 1, n_vocab, "the model")
+        return _sample(probs[0], rng)
+
+    parts = {
+        "sampler step": lambda: autoregressive_sampling(step_ids[:-1], model, 1, rng),  # the same pass, + sampler
+        "model step": lambda: model(step_ids, 1),
+        "block products": lambda: [rows[m.shape[0]] @ m for m in matrices],
+        "LM head": lambda: rows[n_embd] @ wte.T,
+        "logits_to_probs": lambda: logits_to_probs(logits, temperature=0),
+        "_check_probs + _sample": lambda: _sample(_check_probs(logits_to_probs(logits, 0), 1, n_vocab, "m")[0], rng),
+        "sampled": lambda: sampler_work(SAMPLING_SETTINGS),
+    }
+    best = {name: float("inf") for name in parts}
+    model(step_ids, 1)  # caches step_ids; each timed call then recomputes its last position
+    for _ in tqdm(range(rounds), desc="one step, part by part", unit="round", leave=False):
+        for name, part in parts.items():
+            best[name] = min(best[name], timed(part)[1])
+    best["_check_probs + _sample"] -= best["logits_to_probs"]  # it ran logits_to_probs first
+    return best
+
+
+@dataclass
+class ContextResult:
+    size: str
+    seconds: dict = field(default_factory=dict)  # {context length: [seconds of one decoding step]}
+
+
+def measure_context(size, lengths, n_steps, rounds, rng) -> ContextResult:
+    """Seconds of 1-position steps of the model function after each context length, in rounds over all the
+    lengths (so that load bursts hit them alike). A step at length L decodes token L + j after L + j cached
+    tokens, j = 0 .. n_steps - 1; the untimed call before them fills (or rolls back) the cache to L."""
+    hparams = HPARAMS[size]
+    params = random_params(hparams, rng)
+    tokens = rng.integers(0, hparams["n_vocab"], max(lengths) + n_steps).tolist()
+    if len(tokens) > hparams["n_ctx"]:
+        raise SystemExit(f"context lengths up to {max(lengths)} + {n_steps} steps do not fit in n_ctx")
+    model = create_model_fn(params, hparams, temperature=0)
+    result = ContextResult(size, {length: [] for length in lengths})
+    for _ in tqdm(range(rounds), desc=f"{size}: ms/token vs context", unit="round", leave=False):
+        for length in lengths:
+            model(tokens[:length], 1)  # fill the cache up to the length (not timed)
+            for j in range(n_steps):
+                result.seconds[length].append(timed(lambda: model(tokens[: length + j + 1], 1))[1])
+    return result
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Printing and plotting
+# ------------------------------------------------------------------------------------------------------------
+
+
+def main_table(results) -> str:
+    header = ("size", "weights", "GB/s", "floor", "sampler", "x floor", "median", "x floor", "no cache",
+              "speedup", "picoGPT's", "speedup")
+    rows = []
+    for res in results:
+        best, median = min(res.sampler_steps), float(np.median(res.sampler_steps))
+        rows.append((
+            res.size, f"{res.weight_bytes / 1e6:.0f} MB",
+            f"{min(res.bandwidths) / 1e9:.0f}-{max(res.bandwidths) / 1e9:.0f}",
+            f"{res.floor * 1e3:.1f}", f"{best * 1e3:.1f}", f"{best / res.floor:.2f}x",
+            f"{median * 1e3:.1f}", f"{median / res.median_floor:.2f}x",
+            f"{res.no_cache * 1e3:.0f}" if res.no_cache else "-",
+            f"{res.no_cache / best:.1f}x" if res.no_cache else "-",
+            f"{res.picogpt * 1e3:.0f}" if res.picogpt else "-",
+            f"{res.picogpt / best:.1f}x" if res.picogpt else "-",
+        ))
+    return format_table(header, rows)
+
+
+def breakdown_table(results) -> str:
+    """One column per size: ms of each part of a step, and what share of the sampler's step it is."""
+    lines = [
+        ("block matrix products", lambda b, r: b["block products"]),
+        ("LM head (x @ wte.T)", lambda b, r: b["LM head"]),
+        ("rest of the forward pass", lambda b, r: b["model step"] - b["block products"] - b["LM head"]
+         - b["logits_to_probs"]),
+        ("logits_to_probs (greedy)", lambda b, r: b["logits_to_probs"]),
+        ("= model function step", lambda b, r: b["model step"]),
+        ("_check_probs + _sample", lambda b, r: b["_check_probs + _sample"]),
+        ("sampler loop, the rest", lambda b, r: b["sampler step"] - b["model step"] - b["_check_probs + _sample"]),
+        ("= step through the sampler", lambda b, r: b["sampler step"]),
+        ("strict floor", lambda b, r: r.floor),
+        ("sampled: logits_to_probs ...", lambda b, r: b["sampled"]),
+    ]
+    header = ["ms (best)"] + [res.size for res in results]
+    rows = []
+    for name, part in lines:
+        cells = [name]
+        for res in results:
+            ms = part(res.breakdown, res) * 1e3
+            share = ms / (res.breakdown["sampler step"] * 1e3)
+            cells.append(f"{ms:.2f} ({share:4.0%})" if not name.startswith(("=", "strict", "sampled")) else f"{ms:.2f}")
+        rows.append(cells)
+    rates = [("GB/s: block products", lambda r: r.block_bytes / r.breakdown["block products"]),
+             ("GB/s: LM head", lambda r: r.head_bytes / r.breakdown["LM head"]),
+             ("GB/s: best single product", lambda r: max(r.bandwidths))]
+    rows += [[name] + [f"{rate(res) / 1e9:.1f}" for res in results] for name, rate in rates]
+    return format_table(header, rows)
+
+
+def r_table(results) -> str:
+    ms = sorted(results[0].pass_seconds)
+    header = ["r(m)"] + [str(m) for m in ms]
+    rows = []
+    for res in results:
+        for label, statistic in (("best", min), ("median", np.median)):
+            r = r_of_m(res.pass_seconds, statistic)
+            rows.append([f"{res.size} {label}"] + [f"{r[m]:.2f}" for m in ms])
+    return format_table(header, rows)
+
+
+def context_table(context: ContextResult) -> str:
+    lengths = sorted(context.seconds)
+    medians = {length: float(np.median(context.seconds[length])) for length in lengths}
+    bests = {length: min(context.seconds[length]) for length in lengths}
+    header = [f"{context.size}: context"] + [str(length) for length in lengths]
+    rows = [["ms/token, median"] + [f"{medians[n] * 1e3:.1f}" for n in lengths],
+            ["ms/token, best"] + [f"{bests[n] * 1e3:.1f}" for n in lengths],
+            [f"median / median at {lengths[0]}"] + [f"{medians[n] / medians[lengths[0]]:.2f}" for n in lengths]]
+    return format_table(header, rows)
+
+
+def import_pyplot():
+    """matplotlib.pyplot (drawing into files, no window), or None after a one-line note."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed, so no plots were written (pip install -r requirements-plots.txt)")
+        return None
+    return plt
+
+
+def plot_r_of_m(plt, results, path):
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ms = sorted(results[0].pass_seconds)
+    for res in results:
+        medians, bests = r_of_m(res.pass_seconds, np.median), r_of_m(res.pass_seconds, min)
+        (line,) = ax.plot(ms, [medians[m] for m in ms], "o-", label=f"{res.size} (median)")
+        ax.plot(ms, [bests[m] for m in ms], ":", color=line.get_color(), label=f"{res.size} (best)")
+    ax.plot(ms, ms, "--", color="gray", linewidth=0.8, label="r = m (compute-bound)")
+    ax.axhline(1, color="black", linewidth=0.8, label="r = 1 (memory-bound)")
+    ax.set(xlabel="m, positions in one pass", ylabel="r(m) = time(m positions) / time(1)", xticks=ms,
+           ylim=(0, max(4.0, max(max(r_of_m(res.pass_seconds, np.median).values()) for res in results) * 1.1)),
+           title="r(m): the cost of an m-position pass")
+    ax.legend(fontsize=8)
+    save(plt, fig, path)
+
+
+def plot_context(plt, context, floor, path):
+    lengths = sorted(context.seconds)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(lengths, [np.median(context.seconds[n]) * 1e3 for n in lengths], "o-", label="median")
+    ax.plot(lengths, [min(context.seconds[n]) * 1e3 for n in lengths], "s:", label="best")
+    if floor is not None:
+        ax.axhline(floor * 1e3, color="gray", linestyle="--", label="strict floor (weights only)")
+    ax.set(xlabel="tokens of context", ylabel="ms per token", ylim=(0, None),
+           title=f"{context.size}: a cached decoding step against the context length")
+    ax.legend(fontsize=8)
+    save(plt, fig, path)
+
+
+def save(plt, fig, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The command line
+# ------------------------------------------------------------------------------------------------------------
+
+
+def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 7, no_cache_sizes="124M,355M",
+         breakdown_rounds: int = 15, r_max: int = 16, r_repeats: int = 5, context_size="124M",
+         context_lengths="16,64,128,256,384,512,640,768,896,1000", context_steps: int = 8, context_rounds: int = 3,
+         img_dir="img", seed: int = 0):
+    """Print the table, the breakdown of a step, r(m) and ms/token against the context (see the docstring).
 
     sizes: comma-separated model sizes (124M, 355M, 774M, 1558M).
-    n_prompt: prompt length in tokens. n_new: tokens generated.
-    repeats: runs of the cached decoding, each right after a bandwidth measurement, so that both see the
-        machine in the same state (its bandwidth drifts); the best of each is kept. The slow no-cache runs
-        are run once.
+    n_prompt: prompt length in tokens. n_new: tokens decoded per run. repeats: decoding runs per size, each
+        right after a burst of 4 bandwidth products.
+    no_cache_sizes: sizes also decoded without the cache, once each (slow; picoGPT's setting copies the weights).
+    breakdown_rounds: rounds over the parts of a step (each part's best is kept).
+    r_max, r_repeats: r(m) for m = 1 .. r_max, from r_repeats rounds over all m.
+    context_size: the size for ms/token against the context length (None: skip); context_lengths: the
+        lengths; context_steps: steps timed per length per round; context_rounds: rounds over all lengths.
+    img_dir: where the plots go (None: no plots).
     """
-    sizes = sizes.split(",") if isinstance(sizes, str) else list(sizes)  # fire turns "a,b" into a tuple
-    unknown = [s for s in sizes if s not in HPARAMS]
+    sizes = parse_list(sizes)
+    no_cache_sizes = parse_list(no_cache_sizes) if no_cache_sizes else []
+    unknown = [s for s in sizes + no_cache_sizes + ([context_size] if context_size else []) if s not in HPARAMS]
     if unknown:
         raise SystemExit(f"unknown size(s) {unknown}: choose from {', '.join(HPARAMS)}")
     rng = np.random.default_rng(seed)
-    w = rng.standard_normal((8192, 8192), dtype=np.float32)  # [8192, 8192]: 256 MiB, 8x the largest cache
-    v = rng.standard_normal(8192, dtype=np.float32)  # [8192]
-    print(f"greedy decoding of {n_new} tokens after a {n_prompt}-token prompt, random weights, ms per token.")
-    print("floor = bytes of the weights / bandwidth, where the bandwidth is that of float32 [8192, 8192] @ [8192]")
-    print(f"products reading as many bytes as a decoding run ({n_new} x the weights), measured right before each")
-    print(f"of the {repeats} cached runs; the best of each is kept.\n")
-    header = ("size", "weights", "GB/s", "floor", "cached", "x floor", "(median)", "no cache f32", "speedup",
-              "no cache f64", "speedup")
-    print("{:>6} {:>9} {:>9} {:>7} {:>7} {:>8} {:>9} {:>13} {:>8} {:>13} {:>8}".format(*header))
+    w = rng.standard_normal(BANDWIDTH_SHAPE, dtype=np.float32)  # [8192, 8192]
+    v = rng.standard_normal(BANDWIDTH_SHAPE[1], dtype=np.float32)  # [8192]
 
+    results = []
     for size in sizes:
-        hparams = HPARAMS[size]
-        params = random_params(hparams, rng)
-        prompt = rng.integers(0, hparams["n_vocab"], n_prompt).tolist()
-        n_head = hparams["n_head"]
+        results.append(measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, r_repeats,
+                                    size in no_cache_sizes, rng))
+    print(f"Greedy decoding through the sampler (autoregressive_sampling, create_model_fn), {n_new} tokens after a "
+          f"{n_prompt}-token prompt\n(prompt pass not timed), random weights, ms per token; best and median of "
+          f"{repeats} runs. floor = weights / the best bandwidth\nof single float32 {BANDWIDTH_SHAPE[0]}x"
+          f"{BANDWIDTH_SHAPE[1]} matrix-vector products timed in turns with the runs (GB/s: their range); median's"
+          f" x floor\nuses the median bandwidth. no cache and picoGPT's setting: one run each.\n")
+    print(main_table(results))
+    print(f"\nOne step, part by part (the best of {breakdown_rounds} single steps or parts, timed in turns; "
+          f"shares of the step through the sampler):\n")
+    print(breakdown_table(results))
+    print(f"(sampled: logits_to_probs + _check_probs + _sample at {SAMPLING_SETTINGS}, instead of greedy)")
+    print("\nr(m) = time of an m-position pass / time of a 1-position pass, after the prompt (the cache rolled "
+          "back to it each time):\n")
+    print(r_table(results))
 
-        bandwidths, cached_times = [], []
-        for _ in range(repeats):  # interleaved: a bandwidth sample, then a decoding run
-            bandwidths.append(measure_bandwidth(w, v, n_new * n_bytes(params)))
-            ids_cached, seconds = timed(lambda: greedy_cached(prompt, params, n_head, n_new))
-            cached_times.append(seconds / n_new)
-        bandwidth, cached = max(bandwidths), min(cached_times)
-        floor = n_bytes(params) / bandwidth  # seconds per token to read every weight once
-        median_ratio = np.median(cached_times) / (n_bytes(params) / np.median(bandwidths))
+    context = None
+    if context_size:
+        lengths = parse_list(context_lengths, int)
+        context = measure_context(context_size, lengths, context_steps, context_rounds, rng)
+        print(f"\nA decoding step (model function, greedy) after each context length; {context_steps} steps per "
+              f"length in each of {context_rounds} rounds:\n")
+        print(context_table(context))
 
-        ids_f32, full_f32 = timed(lambda: greedy_full_recompute(prompt, params, n_head, n_new))
-        ids_f64, full_f64 = timed(lambda: greedy_full_recompute(prompt, as_picogpt_runs_it(params), n_head, n_new))
-        full_f32, full_f64 = full_f32 / n_new, full_f64 / n_new
-
-        # the cached and uncached float32 decoders must agree, or the timings compare different work
-        if ids_cached != ids_f32:
-            raise SystemExit(f"{size}: cached and full-recompute greedy decoding chose different tokens")
-
-        row = (size, f"{n_bytes(params) / 1e6:.0f} MB", f"{min(bandwidths) / 1e9:.0f}-{bandwidth / 1e9:.0f}",
-               f"{floor * 1e3:.1f}", f"{cached * 1e3:.1f}", f"{cached / floor:.2f}x", f"{median_ratio:.2f}x",
-               f"{full_f32 * 1e3:.0f}", f"{full_f32 / cached:.1f}x", f"{full_f64 * 1e3:.0f}",
-               f"{full_f64 / cached:.1f}x")
-        print("{:>6} {:>9} {:>9} {:>7} {:>7} {:>8} {:>9} {:>13} {:>8} {:>13} {:>8}".format(*row), flush=True)
+    plt = import_pyplot() if img_dir else None
+    if plt is not None:
+        img_dir = Path(img_dir)
+        plot_r_of_m(plt, results, img_dir / "forward_r_of_m.png")
+        if context is not None:
+            floor = next((res.floor for res in results if res.size == context.size), None)
+            plot_context(plt, context, floor, img_dir / "forward_ms_per_token_vs_context.png")
+    return None
 
 
 if __name__ == "__main__":

@@ -1,0 +1,80 @@
+"""benchmark_forward.py: its small helpers by hand, and one whole run on a tiny model (no timing is asserted:
+the machine is shared; what is checked is what does not depend on the clock)."""
+
+import numpy as np
+import pytest
+
+import benchmark_forward
+from benchmark_forward import as_picogpt_runs_it, block_matrices, format_table, n_bytes, parse_list, r_of_m
+from gpt2 import random_params
+
+TINY = {"n_vocab": 50, "n_ctx": 64, "n_embd": 8, "n_head": 2, "n_layer": 2}
+
+
+def test_n_bytes_adds_up_every_array_of_a_nested_parameter_tree():
+    """float32 [2, 3] (24 bytes) + float64 [4] (32) + float32 [1] (4) = 60."""
+    tree = {"a": np.zeros((2, 3), np.float32), "b": [{"c": np.zeros(4)}, np.zeros(1, np.float32)]}
+    assert n_bytes(tree) == 60
+
+
+def test_block_matrices_are_the_four_products_of_each_block_in_the_order_a_step_uses_them():
+    """c_attn [8, 24], attn c_proj [8, 8], c_fc [8, 32], mlp c_proj [32, 8], for each of the 2 blocks; their
+    bytes are the weights' bytes minus wte, wpe, the biases and the layer norms."""
+    params = random_params(TINY, np.random.default_rng(0))
+    shapes = [m.shape for m in block_matrices(params)]
+    assert shapes == [(8, 24), (8, 8), (8, 32), (32, 8)] * 2
+    assert block_matrices(params)[2] is params["blocks"][0]["mlp"]["c_fc"]["w"]
+    small = n_bytes(params["wte"]) + n_bytes(params["wpe"]) + n_bytes(params["ln_f"]) + 2 * 4 * (
+        2 * 8 + 2 * 8 + 24 + 8 + 32 + 8)  # per block: ln_1, ln_2 (g, b), the four biases; 4 bytes each
+    assert n_bytes(block_matrices(params)) == n_bytes(params) - small
+
+
+def test_parse_list_takes_what_fire_gives_for_a_comma_separated_flag():
+    """fire turns "124M,355M" into a tuple, "16" into 16, "124M" into a string."""
+    assert parse_list(("124M", "355M")) == ["124M", "355M"]
+    assert parse_list("124M,355M") == ["124M", "355M"]
+    assert parse_list("124M") == ["124M"]
+    assert parse_list(16, int) == [16]
+    assert parse_list((16, 64), int) == [16, 64]
+
+
+def test_r_of_m_divides_each_statistic_by_the_one_of_the_1_position_pass():
+    """best: 2 -> 1.0, 3 / 2 = 1.5, 7 / 2 = 3.5; median: 3 -> 1.0, 4 / 3, 8 / 3."""
+    seconds = {1: [2.0, 3.0, 4.0], 2: [3.0, 4.0, 9.0], 4: [7.0, 8.0, 8.5]}
+    assert r_of_m(seconds, min) == {1: 1.0, 2: 1.5, 4: 3.5}
+    assert r_of_m(seconds, np.median) == pytest.approx({1: 1.0, 2: 4 / 3, 4: 8 / 3})
+
+
+def test_format_table_right_aligns_each_column_to_its_widest_cell():
+    assert format_table(("a", "bbb"), [("xx", 1), ("y", 22)]).splitlines() == [" a  bbb", "xx    1", " y   22"]
+
+
+def test_picogpt_setting_has_float64_position_embeddings_and_row_major_weights_of_the_same_values():
+    params = random_params(TINY, np.random.default_rng(0))
+    pico = as_picogpt_runs_it(params)
+    assert pico["wpe"].dtype == np.float64 and pico["wte"].dtype == np.float32
+    w, w_pico = params["blocks"][1]["mlp"]["c_fc"]["w"], pico["blocks"][1]["mlp"]["c_fc"]["w"]
+    assert w.flags.f_contiguous and w_pico.flags.c_contiguous and (w == w_pico).all()
+
+
+def test_a_whole_run_on_a_tiny_model_prints_every_table_and_writes_both_plots(monkeypatch, tmp_path, capsys):
+    """A tiny size and a small bandwidth matrix stand in for the real ones: every table has its rows (the
+    greedy decoders with and without the cache must agree, or the run stops), r(1) is exactly 1, and the two
+    plots are written (when matplotlib is installed)."""
+    monkeypatch.setitem(benchmark_forward.HPARAMS, "tiny", TINY)
+    monkeypatch.setattr(benchmark_forward, "BANDWIDTH_SHAPE", (64, 64))
+    benchmark_forward.main(sizes="tiny", n_prompt=4, n_new=3, repeats=2, no_cache_sizes="tiny", breakdown_rounds=2,
+                           r_max=3, r_repeats=2, context_size="tiny", context_lengths="4,20", context_steps=2,
+                           context_rounds=1, img_dir=str(tmp_path))
+    out = capsys.readouterr().out
+    for expected in ["x floor", "block matrix products", "= step through the sampler", "tiny best  1.00",
+                     "tiny median  1.00", "ms/token, median"]:
+        assert expected in out
+    pytest.importorskip("matplotlib")
+    assert (tmp_path / "forward_r_of_m.png").is_file()
+    assert (tmp_path / "forward_ms_per_token_vs_context.png").is_file()
+
+
+def test_unknown_sizes_stop_the_run_with_the_sizes_to_choose_from():
+    with pytest.raises(SystemExit, match="unknown size.*'125M'.*choose from 124M, 355M, 774M, 1558M"):
+        benchmark_forward.main(sizes="125M")
