@@ -178,3 +178,22 @@ def test_the_exactness_table_shows_the_correct_sampler_under_its_bound_and_every
     assert correct_tv < float(rows[0][2])
     for rule, tv, bound in rows[1:]:
         assert float(tv) > float(bound), rule
+
+
+def test_make_readme_figures_runs_end_to_end_on_tiny_models(tmp_path, release_124M_dir, capsys):
+    """The one command, on tiny random models and without touching README.md (--dry_run): every part it
+    writes is printed, and its cost table passes the checks the README's does."""
+    from make_readme_figures import main
+    from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
+
+    tiny = str(write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir))
+    main(random_weights=True, draft_model_size=tiny, target_model_size=tiny, Ks=(1, 2), n_tokens_to_generate=4,
+         repeats=1, dry_run=True, sample_run_tokens=4, drafters="", trees="", sample_run_sizes=(tiny, tiny),
+         exactness=False)
+    out = capsys.readouterr().out
+    for name in ("worked-round", "cost-table", "cost-summary", "sample-run", "machine"):
+        assert f"--- {name}\n" in out, name
+    table = out.split("--- cost-table\n")[1].split("\n\n")[0]
+    header, *rows = markdown_rows(table)
+    assert [row[0] for row in rows] == ["1", "2"] and len(set(re.findall(r"α = ([\d.]+)", " ".join(header)))) == 1
+    assert "$ python main.py --draft_model_size /tmp/random-tiny-draft --target_model_size /tmp/random-tiny-target" in out
