@@ -1,32 +1,70 @@
-"""GPT-2's forward pass in NumPy, with a KV cache.
+"""GPT-2's forward pass in NumPy, with a KV cache that can score a token tree.
 
 A ladder of small pure functions, from the bottom up (the names of the parameters are the names in OpenAI's
 checkpoint, so `gpt2(ids, **params, n_head=hparams["n_head"])` works):
 
     gelu, softmax, layer_norm, linear      the building blocks
     ffn                                    the MLP of a block: linear -> gelu -> linear
-    attention, mha                         causal multi-head self-attention, all heads in one product
+    tree_ancestors, tree_mask              which positions each new token may attend to (a token tree)
+    causal_mask                            the same for a chain, the usual causal mask
+    attention, mha                         masked multi-head self-attention, all heads in one product
     transformer_block                      x + mha(ln_1(x)), then x + ffn(ln_2(x))
     gpt2                                   embeddings -> blocks -> ln_f -> logits (the LM head is wte, tied)
+    empty_cache, rollback, keep_path       make, shorten, and keep one path of a KV cache
 
-The KV cache is a value, not hidden state (like `past` -> `present` in openai/gpt-2). Attention needs the keys
-and values of every earlier position; instead of recomputing them, `gpt2` takes them in as `past` and hands
-back `present` = `past` + the keys and values of the new positions:
+The KV cache
+------------
+Attention needs the keys and values of every earlier position; instead of recomputing them, `gpt2` takes them
+in as `past` and hands back `present` (like `past` -> `present` in openai/gpt-2). A cache is a value,
+`Cache(buffer, length, parents)`:
+
+    buffer  [n_layer, 2, n_head, capacity, head_dim] float32: per layer the keys (0) and the values (1)
+    length  positions 0 .. length - 1 of the buffer hold keys and values; the rest is scratch space
+    parents () for a plain sequence; else the last len(parents) positions are the nodes of a token tree
+            hanging after the first length - len(parents) positions (see `gpt2` and `keep_path`)
 
     logits, present = gpt2([464, 2068], **params, n_head=12, past=empty_cache(params["blocks"], 12))
     logits, present = gpt2([7586], **params, n_head=12, past=present)   # one new token, 2 old ones cached
+    logits, present = gpt2([318], **params, n_head=12, past=rollback(present, 2))  # 2 kept, 1 new
 
-There is one code path: without a cache, `gpt2` runs with an empty one and returns only the logits. A cache
-is a plain array, so rolling it back to its first n tokens (as speculative decoding does with rejected
-tokens) is slicing: `present[:, :, :, :n]`.
+A pass writes the keys and values of its new positions INTO the buffer, right after `length`, and reads the
+cached ones as views: nothing is copied, so a decoding step costs the same at 16 and at 1,000 tokens of
+context, apart from the attention itself. (The first pass into a buffer too small for the new positions
+copies what is cached into a fresh buffer of capacity n_ctx; `empty_cache` starts with capacity 0, unless
+told n_ctx, so the first pass allocates.) Rolling back is making a value with a smaller length: free.
+
+The rule that makes writing in place safe:
+
+    A value (buffer, length) vouches only for positions 0 .. length - 1 of its buffer. A pass with
+    past=(buffer, length) writes positions length .. length + n_seq - 1, and keep_path(cache, path) writes
+    positions from the first node it moves; a write at position w breaks every OTHER value of the same
+    buffer whose length is more than w (what it vouched for has changed). Values no longer than w stay good.
+
+So hand on only the NEWEST value of a buffer, and roll back by making shorter values from it. Rolling back
+further and further is always safe (`rollback(present, 5)`, pass, then `rollback(present, 3)`, pass: each
+write starts above what the later, shorter value reads); going back to an OLD longer value after a shorter
+one was written to is not, because its positions were overwritten. `create_model_fn` in sampling.py keeps a
+single cache in its closure and so follows the rule by construction. With no cache at all (`past=None`)
+`gpt2` runs with an empty one (one code path) and returns only the logits.
+
+Trees
+-----
+`parents` lets one pass score a whole tree of candidate tokens (speculative decoding's tree verification):
+node i sits at position n_prefix + its depth and attends to the prefix, to its ancestors and to itself, so
+row i of the logits is the next-token distribution after the prefix followed by the path root .. node i.
+`parents=None` is a chain (each new token follows the one before) and runs the same code; `present` holds
+every node in input order, and `keep_path` gathers one root-to-node path into place after the prefix, after
+which the cache is a plain sequence again.
 
 Everything is float32 from end to end. Under NumPy 2, a float32 array times a NumPy float64 scalar (such as
 `np.sqrt(2 / np.pi)`) is float64, which makes every later matrix product twice as heavy; so constants that
 are NumPy scalars are made float32 by hand (plain Python floats are fine: they adapt to the array).
 
 Shape letters: n_seq new positions, n_past cached positions, n_embd model width, n_head heads,
-n_vocab vocabulary size, n_layer blocks.
+n_vocab vocabulary size, n_layer blocks, n_ctx the longest context (wpe's rows), head_dim = n_embd / n_head.
 """
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -75,6 +113,104 @@ def ffn(x, c_fc, c_proj):
     return linear(a, **c_proj)  # [n_seq, 4 * n_embd] -> [n_seq, n_embd]
 
 
+class Cache(NamedTuple):
+    """A KV cache (see the module docstring): the buffer, how many positions of it are valid, their tree.
+
+    buffer [n_layer, 2, n_head, capacity, head_dim] float32; length <= capacity; parents: () for a plain
+    sequence, else the parents of the last len(parents) positions, which are the nodes of a token tree.
+    """
+
+    buffer: np.ndarray
+    length: int
+    parents: tuple = ()
+
+    @property
+    def n_prefix(self) -> int:
+        """Positions before the tree: the plain sequence every node hangs after."""
+        return self.length - len(self.parents)
+
+    @property
+    def kv(self):
+        """[n_layer, 2, n_head, length, head_dim]: a view of the keys and values the cache vouches for."""
+        return self.buffer[:, :, :, : self.length]
+
+
+def empty_cache(blocks, n_head: int, n_ctx: int = 0) -> Cache:
+    """A cache holding no positions, with room for n_ctx (0: the first pass allocates wpe's n_ctx)."""
+    n_embd = blocks[0]["ln_1"]["g"].shape[0]
+    return Cache(np.empty((len(blocks), 2, n_head, n_ctx, n_embd // n_head), dtype=np.float32), 0)
+
+
+def rollback(cache: Cache, length: int) -> Cache:
+    """The same cache cut back to its first `length` positions (speculative decoding's rejected guesses).
+
+    Free: the buffer is shared, only the length is smaller (see the rule in the module docstring). Cutting
+    into a tree keeps its first nodes: rollback(Cache(buffer, 7, (-1, -1, 0)), 6).parents == (-1, -1).
+    """
+    if not 0 <= length <= cache.length:
+        raise ValueError(f"rollback(cache, length) needs 0 <= length <= cache.length={cache.length}; got {length}")
+    return Cache(cache.buffer, length, cache.parents[: max(0, length - cache.n_prefix)])
+
+
+def keep_path(cache: Cache, path) -> Cache:
+    """The cache of the prefix followed by the tree nodes `path` (root first), as a plain sequence.
+
+    After a tree pass, cache.kv holds the prefix, then every node in input order. Keeping the accepted path
+    is a gather along the positions axis: node path[j] moves from position n_prefix + path[j] to
+    n_prefix + j. Example: prefix of 5, nodes with parents (-1, -1, 0, 1, 3) and path [1, 3, 4]: positions
+    6, 8, 9 move to 5, 6, 7 and the result is (buffer, 8, ()). Nodes only move down (path[j] >= j), so the
+    write starts at the first node that moves and breaks only longer values (the tree value itself).
+    """
+    path = [int(node) for node in path]
+    parents = cache.parents
+    expected = [-1] + path[:-1]  # a path: the root follows the prefix, then each node is its predecessor's child
+    if any(not 0 <= node < len(parents) for node in path) or [parents[node] for node in path] != expected[: len(path)]:
+        raise ValueError(f"keep_path: {path} is not a root-to-node path of the tree with parents {parents}")
+    start = next((j for j, node in enumerate(path) if node != j), len(path))  # nodes before it stay in place
+    if start < len(path):
+        positions = cache.n_prefix + np.array(path[start:])  # [n_moved] where the nodes are now
+        destination = slice(cache.n_prefix + start, cache.n_prefix + len(path))  # where they go
+        cache.buffer[:, :, :, destination] = cache.buffer[:, :, :, positions]  # the gather (reads, then writes)
+    return Cache(cache.buffer, cache.n_prefix + len(path))
+
+
+def tree_ancestors(parents):
+    """[m, m] bool: row i marks node i and its ancestors. parents[i] < i, or -1 for a root.
+
+    For parents (-1, -1, 0, 2): node 2's row marks nodes 0 and 2; node 3's marks 0, 2 and 3. A node's depth
+    (0 for a root) is its row's sum minus 1.
+    """
+    ancestors = np.eye(len(parents), dtype=bool)  # [m, m]: every node sees itself
+    for i, parent in enumerate(parents):
+        if parent >= 0:
+            ancestors[i] |= ancestors[parent]  # [m]: and whatever its parent sees
+    return ancestors
+
+
+def tree_mask(ancestors, n_prefix: int):
+    """[n_seq, n_prefix + m]: 0 where a new node may look (the prefix, its ancestors, itself), -1e10 elsewhere.
+
+    ancestors: the last n_seq rows of tree_ancestors(all m nodes), the new nodes being the last n_seq. A
+    chain gives the usual causal mask; for n_seq=2, n_prefix=1 (keys: positions 0, 1, 2):
+        [[0, 0, -1e10],
+         [0, 0,     0]]
+    """
+    n_seq = ancestors.shape[0]
+    prefix = np.zeros((n_seq, n_prefix), dtype=np.float32)  # [n_seq, n_prefix]: everyone sees the prefix
+    nodes = np.where(ancestors, np.float32(0), np.float32(-1e10))  # [n_seq, m]
+    return np.concatenate([prefix, nodes], axis=1)  # [n_seq, n_prefix + m]
+
+
+def causal_mask(n_seq: int, n_past: int):
+    """[n_seq, n_past + n_seq]: the mask of a chain, new position i sees keys 0 .. n_past + i (-1e10 after).
+
+    A chain is the tree in which each node's parent is the node before, so this is tree_mask of that tree:
+    causal_mask(2, 1) == [[0, 0, -1e10], [0, 0, 0]] (the queries are positions 1 and 2).
+    """
+    chain = [i - 1 for i in range(n_seq)]  # [-1, 0, 1, ..., n_seq - 2]
+    return tree_mask(tree_ancestors(chain), n_past)  # [n_seq, n_past + n_seq]
+
+
 def attention(q, k, v, mask):
     """Scaled dot-product attention for all heads at once.
 
@@ -85,21 +221,13 @@ def attention(q, k, v, mask):
     return softmax(scores) @ v  # [n_head, n_seq, head_dim]
 
 
-def causal_mask(n_seq: int, n_past: int):
-    """[n_seq, n_past + n_seq]: 0 where new position i may look (keys 0 .. n_past + i), -1e10 after that.
+def mha(x, c_attn, c_proj, n_head: int, kv, n_past: int, mask):
+    """Masked multi-head self-attention of the new positions over the cached and new ones.
 
-    For n_seq=2, n_past=1 (the keys are positions 0, 1, 2; the queries are positions 1 and 2):
-        [[0, 0, -1e10],
-         [0, 0,     0]]
-    """
-    return np.triu(np.full((n_seq, n_past + n_seq), -1e10, dtype=np.float32), k=n_past + 1)
-
-
-def mha(x, c_attn, c_proj, n_head: int, past):
-    """Causal multi-head self-attention of the new positions over the cached and new ones.
-
-    x [n_seq, n_embd]; past [2, n_head, n_past, head_dim] holds the keys and values of the earlier positions.
-    Returns the output [n_seq, n_embd] and present [2, n_head, n_past + n_seq, head_dim].
+    x [n_seq, n_embd]; kv [2, n_head, capacity, head_dim] is this block's part of the cache buffer, holding
+    the keys and values of positions 0 .. n_past - 1. The new keys and values are WRITTEN into it at
+    positions n_past .. n_past + n_seq - 1 (the one write of the forward pass; see the module docstring);
+    attention then reads positions 0 .. n_past + n_seq - 1 as views. Returns the output [n_seq, n_embd].
     """
     n_seq, n_embd = x.shape
     head_dim = n_embd // n_head
@@ -111,63 +239,102 @@ def mha(x, c_attn, c_proj, n_head: int, past):
     qkv = qkv.reshape(n_seq, 3, n_head, head_dim)  # [n_seq, 3 * n_embd] -> [n_seq, 3, n_head, head_dim]
     q, k, v = qkv.transpose(1, 2, 0, 3)  # 3 x [n_head, n_seq, head_dim]
 
-    # the cache: the new keys and values go after the cached ones
-    present = np.concatenate([past, np.stack([k, v])], axis=2)  # [2, n_head, n_past + n_seq, head_dim]
-    k, v = present  # 2 x [n_head, n_past + n_seq, head_dim]
+    # the cache: the new keys and values go right after the cached ones, in place
+    kv[0, :, n_past : n_past + n_seq] = k  # [n_head, n_seq, head_dim]
+    kv[1, :, n_past : n_past + n_seq] = v  # [n_head, n_seq, head_dim]
+    k, v = kv[:, :, : n_past + n_seq]  # 2 x [n_head, n_past + n_seq, head_dim]: views, no copy
 
-    mask = causal_mask(n_seq, n_past=past.shape[2])  # [n_seq, n_past + n_seq]
     out = attention(q, k, v, mask)  # [n_head, n_seq, head_dim]
 
     # merge the heads: [n_head, n_seq, head_dim] -> [n_seq, n_head, head_dim] -> [n_seq, n_embd]
     out = out.transpose(1, 0, 2).reshape(n_seq, n_embd)
-    return linear(out, **c_proj), present  # [n_seq, n_embd], [2, n_head, n_past + n_seq, head_dim]
+    return linear(out, **c_proj)  # [n_seq, n_embd]
 
 
-def transformer_block(x, mlp, attn, ln_1, ln_2, n_head: int, past):
-    """One pre-norm block: x + attention(ln_1(x)), then x + mlp(ln_2(x)). Returns (x, present)."""
-    a, present = mha(layer_norm(x, **ln_1), **attn, n_head=n_head, past=past)  # [n_seq, n_embd]
-    x = x + a  # [n_seq, n_embd]
+def transformer_block(x, mlp, attn, ln_1, ln_2, n_head: int, kv, n_past: int, mask):
+    """One pre-norm block: x + attention(ln_1(x)), then x + mlp(ln_2(x)). Writes its keys and values into kv."""
+    x = x + mha(layer_norm(x, **ln_1), **attn, n_head=n_head, kv=kv, n_past=n_past, mask=mask)  # [n_seq, n_embd]
     x = x + ffn(layer_norm(x, **ln_2), **mlp)  # [n_seq, n_embd]
-    return x, present
+    return x
 
 
-def empty_cache(blocks, n_head: int):
-    """A KV cache holding no positions: [n_layer, 2, n_head, 0, head_dim] float32."""
-    n_embd = blocks[0]["ln_1"]["g"].shape[0]
-    return np.zeros((len(blocks), 2, n_head, 0, n_embd // n_head), dtype=np.float32)
-
-
-def gpt2(inputs, wte, wpe, blocks, ln_f, n_head: int, past=None, n_logits=None):
+def gpt2(inputs, wte, wpe, blocks, ln_f, n_head: int, past=None, n_logits=None, parents=None):
     """Logits of the next token after each of the new positions `inputs`.
 
-    inputs: list of token ids; they follow the n_past tokens whose keys and values are in `past`.
+    inputs: list of token ids; they follow the n_past positions whose keys and values are in `past`.
     wte [n_vocab, n_embd], wpe [n_ctx, n_embd], blocks, ln_f: the weights (see the module docstring).
-    past: a KV cache [n_layer, 2, n_head, n_past, head_dim] from an earlier call, `empty_cache(...)`, or None.
+    past: a `Cache` from an earlier call, `empty_cache(...)`, or None (no cache).
     n_logits: compute logits for the last n_logits new positions only (default: all of them); a sampler
         that needs one next-token distribution saves the [n_seq, n_embd] x [n_embd, n_vocab] product.
+    parents: None (a chain: each input follows the one before), or the tree the inputs form: parents[i] is
+        the index of node i's parent, or -1 when node i follows the last token of the prefix. Indices count
+        the tree nodes already in `past` (past.parents, usually none) first, then the inputs; parents come
+        first. Node i sits at position n_prefix + its depth and attends to the prefix, its ancestors and
+        itself, so row i is the logits after the prefix + the path from the root to node i. Example, with
+        "The" cached: inputs [quick, slow, fox], parents [-1, -1, 0] scores "The quick", "The slow" and
+        "The quick fox" in one pass (positions 1, 1, 2).
 
     Returns logits [n_logits, n_vocab] (float32); or (logits, present) when a cache was passed in, where
-    present [n_layer, 2, n_head, n_past + n_seq, head_dim] is past followed by the new positions.
+    present = Cache(buffer, n_past + n_seq, tree) holds past followed by every input in order. Its tree is
+    past.parents + parents without the leading nodes that every other node hangs from (a "trunk": they are
+    a plain sequence, so they join the prefix). So a chain leaves a plain sequence (tree ()), and so does
+    parents=[-1, 0, 1]; in the example above present.parents == (-1, -1, 0).
     """
     return_cache = past is not None
     if past is None:
         past = empty_cache(blocks, n_head)  # no cache is an empty cache: one code path
-    n_past, n_seq = past.shape[3], len(inputs)
+    n_past, n_seq, n_ctx = past.length, len(inputs), wpe.shape[0]
     n_logits = n_seq if n_logits is None else n_logits
-    _check_inputs(inputs, n_past, n_logits, n_vocab=wte.shape[0], n_ctx=wpe.shape[0])
+    _check_inputs(inputs, n_past, n_logits, n_vocab=wte.shape[0], n_ctx=n_ctx)
+    new_parents = _chain(len(past.parents), n_seq) if parents is None else tuple(int(p) for p in parents)
+    _check_parents(new_parents, n_seq, n_cached_nodes=len(past.parents))
+    tree = past.parents + new_parents  # the cached nodes (usually none), then the inputs
 
-    # token embedding + position embedding; the new tokens sit at positions n_past .. n_past + n_seq - 1
-    x = wte[inputs] + wpe[n_past : n_past + n_seq]  # [n_seq, n_embd]
+    ancestors = tree_ancestors(tree)[len(past.parents) :]  # [n_seq, m]: the new nodes' rows
+    depths = ancestors.sum(axis=1) - 1  # [n_seq]: 0 for a root; a chain on a sequence: 0, 1, 2, ...
+    mask = tree_mask(ancestors, past.n_prefix)  # [n_seq, n_past + n_seq]
+    buffer = _room_for(past, n_seq, n_ctx)  # [n_layer, 2, n_head, capacity, head_dim]
 
-    presents = []
-    for block, block_past in zip(blocks, past):  # block_past: [2, n_head, n_past, head_dim]
-        x, block_present = transformer_block(x, **block, n_head=n_head, past=block_past)  # [n_seq, n_embd]
-        presents.append(block_present)
-    present = np.stack(presents)  # [n_layer, 2, n_head, n_past + n_seq, head_dim]
+    # token embedding + position embedding; node i sits at position n_prefix + depth(i)
+    x = wte[inputs] + wpe[past.n_prefix + depths]  # [n_seq, n_embd]
+    for block, kv in zip(blocks, buffer):  # kv: [2, n_head, capacity, head_dim], a view into the buffer
+        x = transformer_block(x, **block, n_head=n_head, kv=kv, n_past=n_past, mask=mask)  # [n_seq, n_embd]
+    trunk = _trunk_length(tree)  # leading nodes every other node hangs from: they join the prefix
+    present = Cache(buffer, n_past + n_seq, tuple(parent - trunk for parent in tree[trunk:]))
 
     x = layer_norm(x[n_seq - n_logits :], **ln_f)  # [n_logits, n_embd]
     logits = x @ wte.T  # [n_logits, n_embd] @ [n_embd, n_vocab] -> [n_logits, n_vocab]: the LM head is wte
     return (logits, present) if return_cache else logits
+
+
+def _chain(n_cached_nodes: int, n_seq: int):
+    """The parents of n_seq inputs that each follow the one before, the first after the last cached node."""
+    return tuple(range(n_cached_nodes - 1, n_cached_nodes + n_seq - 1))  # e.g. (-1, 0, 1) with no cached nodes
+
+
+def _trunk_length(parents) -> int:
+    """How many leading nodes form a chain that every later node hangs from.
+
+    (-1, 0, 1, 1) -> 2: nodes 0, 1 are a chain and nodes 2 and 3 both hang from node 1. (-1, -1, 0) -> 0.
+    A chain of m nodes -> m.
+    """
+    parents = np.array(parents, dtype=np.int64)  # [m]
+    m = len(parents)
+    later_min = np.minimum.accumulate(np.append(parents, m)[::-1])[::-1]  # [m + 1]: min(parents[i:]), m at i=m
+    index = np.arange(m)  # [m]
+    joins = (parents == index - 1) & (later_min[1:] >= index)  # [m]: follows the trunk; all later nodes below it
+    return m if joins.all() else int(np.argmin(joins))
+
+
+def _room_for(past: Cache, n_seq: int, n_ctx: int):
+    """past's buffer if it has room for n_seq more positions; else a new one of capacity n_ctx, holding past."""
+    buffer = past.buffer  # [n_layer, 2, n_head, capacity, head_dim]
+    if past.length + n_seq <= buffer.shape[3]:
+        return buffer
+    n_layer, _, n_head, _, head_dim = buffer.shape
+    bigger = np.empty((n_layer, 2, n_head, n_ctx, head_dim), dtype=np.float32)  # [n_layer, 2, n_head, n_ctx, hd]
+    bigger[:, :, :, : past.length] = past.kv  # the one copy of the cache, on its first pass into the new buffer
+    return bigger
 
 
 def _check_inputs(inputs, n_past: int, n_logits: int, n_vocab: int, n_ctx: int):
@@ -184,6 +351,18 @@ def _check_inputs(inputs, n_past: int, n_logits: int, n_vocab: int, n_ctx: int):
     bad = [i for i in inputs if not 0 <= i < n_vocab]
     if bad:
         raise ValueError(f"token ids must be in [0, {n_vocab}); got {bad[:5]}")
+
+
+def _check_parents(parents, n_seq: int, n_cached_nodes: int):
+    """ValueError unless parents has one entry per input and each is -1 or an earlier node."""
+    if len(parents) != n_seq:
+        raise ValueError(f"parents needs one entry per input token ({n_seq}); got {len(parents)}")
+    bad = [i for i, parent in enumerate(parents) if not -1 <= parent < n_cached_nodes + i]
+    if bad:
+        raise ValueError(
+            f"parents[{bad[0]}] = {parents[bad[0]]}: a parent must be -1 (follows the prefix) or an EARLIER node "
+            f"(0 .. {n_cached_nodes + bad[0] - 1}); list the tree's nodes parents first"
+        )
 
 
 def column_major(params: dict) -> dict:

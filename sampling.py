@@ -101,7 +101,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpt2 import empty_cache, gpt2
+from gpt2 import empty_cache, gpt2, keep_path, rollback
 
 # ------------------------------------------------------------------------------------------------------------
 # Shaping logits into the distribution we sample from: temperature, top-k, top-p
@@ -197,8 +197,9 @@ class ModelStats:
     """What a model function built by `create_model_fn` has done so far (read it as `model.stats`).
 
     calls:     forward passes of the network (one per call of the model function).
-    positions: token positions the forward passes computed. With the KV cache this is the count of tokens
-               whose keys and values were not cached yet; without it, len(x) for every call.
+    positions: token positions the forward passes computed: the tokens (tree nodes included) fed to the
+               network. With the KV cache, those whose keys and values were not cached yet; without it,
+               len(x) for every call.
     rows:      next-token distributions computed (the LM head's rows; n per call).
     """
 
@@ -208,21 +209,29 @@ class ModelStats:
 
 
 def create_model_fn(params, hparams, temperature=1.0, top_k=None, top_p=None, kv_cache=True):
-    """Build `model(x, n=1) -> probs [n, n_vocab]` (see the module docstring) from GPT-2 weights.
+    """Build `model(x, n=1, parents=None) -> probs [n, n_vocab]` (see the module docstring) from GPT-2 weights.
 
     params, hparams: as loaded by utils.load_encoder_hparams_and_params (or gpt2.random_params).
     temperature, top_k, top_p: how logits become distributions (see `logits_to_probs`); the samplers draw
         from exactly these shaped distributions, so give the draft and the target the same settings.
     kv_cache: True keeps the keys and values of the tokens seen in the previous call. False recomputes the
-        whole of x on every call, as picoGPT does (for comparing the two).
+        whole of x on every call, as picoGPT does (for comparing the two): one gpt2 pass over x, with the
+        tree's parents extended over the prefix.
 
-    Where the cache lives: `gpt2` is a pure function (cache in, (logits, cache) out), so someone has to hold
-    on to the cache between calls. Here it is the two variables `cached_tokens` and `cache` of this
-    closure. On each call the model finds the longest prefix that x shares with `cached_tokens`, keeps the
-    cache of that prefix (rolling back is slicing: cache[:, :, :, :m]), and feeds only the rest of x. So
+    Where the cache lives: `gpt2` is a pure function of its cache value (cache in, (logits, cache) out), so
+    someone has to hold on to the cache between calls: here the two variables `cache` (a gpt2.Cache: the
+    prefix, then maybe the nodes of the last tree) and `cached_tokens` (the token at each of its positions)
+    of this closure. It is the only holder, so writing in place is safe (gpt2.py's rule). Each call reuses
+    as much as it can and feeds only the rest of x:
+    - the same tokens with the same parents: a frontier expansion (x + nodes, the earlier nodes cached)
+      feeds only the new nodes; a sequence that only grew feeds only the new tokens;
+    - or x continues the cached prefix along ONE path of the cached tree (the target's accepted guesses, the
+      draft's chosen branch): that path's keys and values are gathered into place (gpt2.keep_path);
+    - anything else falls back to the longest prefix x shares with the cache (a rollback: free).
+    The last n tokens are always fed, because the logits of their positions are the n rows asked for. So
     tokens a sampler threw away (rejected guesses) are recomputed when they come back, and nothing else is.
-    At least the last n tokens are always fed, because the logits of their positions are the n rows asked
-    for. The model also has the attributes `n_vocab`, `n_ctx` and `stats` (a `ModelStats`).
+    The model also has the attributes `n_vocab`, `n_ctx`, `n_params` (the number of weights, for cost
+    estimates) and `stats` (a `ModelStats`).
     """
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0 (0 means greedy decoding); got {temperature}")
@@ -234,25 +243,27 @@ def create_model_fn(params, hparams, temperature=1.0, top_k=None, top_p=None, kv
     n_ctx = params["wpe"].shape[0]  # [n_ctx, n_embd]
     stats = ModelStats()
 
-    cached_tokens = []  # the tokens whose keys and values are in `cache`, in order
-    cache = empty_cache(params["blocks"], n_head)  # [n_layer, 2, n_head, len(cached_tokens), head_dim]
+    cached_tokens = []  # the token at each position of `cache`
+    cache = empty_cache(params["blocks"], n_head, n_ctx)  # one buffer [n_layer, 2, n_head, n_ctx, head_dim]
 
-    def model(x, n=1):
+    def model(x, n=1, parents=None):
         nonlocal cached_tokens, cache
         x = list(x)
-        if not 1 <= n <= len(x):
-            raise ValueError(f"model(x, n) needs 1 <= n <= len(x) = {len(x)}; got n={n}")
-        if len(x) > n_ctx:
-            raise ValueError(f"{len(x)} tokens do not fit in the model's context of n_ctx={n_ctx} positions")
+        _check_model_call(x, n, parents, n_ctx)
+        follows = _follows(len(x), parents)  # [len(x)]: the position of x that each token comes after
 
         if kv_cache:
-            n_keep = min(_common_prefix_length(cached_tokens, x), len(x) - n)  # cached tokens we can reuse
-            past = cache[:, :, :, :n_keep]  # [n_layer, 2, n_head, n_keep, head_dim]: roll back what differs
-            logits, cache = gpt2(x[n_keep:], **params, n_head=n_head, past=past, n_logits=n)  # [n, n_vocab]
+            past = _reusable_cache(cache, cached_tokens, x, follows, is_chain=parents is None)
+            past = rollback(past, min(past.length, len(x) - n))  # feed at least the last n tokens: the rows
+            if parents is not None and min(follows[past.length :]) < past.n_prefix - 1:
+                past = rollback(past, min(follows[past.length :]) + 1)  # a fed node hangs from inside the prefix
+            n_keep = past.length  # x[:n_keep] are cached: feed the rest
+            fed_parents = None if parents is None else [p - past.n_prefix for p in follows[n_keep:]]
+            logits, cache = gpt2(x[n_keep:], **params, n_head=n_head, past=past, n_logits=n, parents=fed_parents)
             cached_tokens = x
         else:
-            n_keep = 0
-            logits = gpt2(x, **params, n_head=n_head, n_logits=n)  # [n, n_vocab]: picoGPT's full recompute
+            n_keep = 0  # picoGPT's full recompute, the tree's parents extended over the prefix
+            logits = gpt2(x, **params, n_head=n_head, n_logits=n, parents=None if parents is None else follows)
 
         stats.calls += 1
         stats.positions += len(x) - n_keep
@@ -261,8 +272,79 @@ def create_model_fn(params, hparams, temperature=1.0, top_k=None, top_p=None, kv
 
     model.n_vocab = params["wte"].shape[0]
     model.n_ctx = n_ctx
+    model.n_params = _n_weights(params)
     model.stats = stats
     return model
+
+
+def _check_model_call(x, n, parents, n_ctx):
+    """ValueError, saying what was wrong, for a call the model-function contract does not allow."""
+    if len(x) > n_ctx:
+        raise ValueError(f"{len(x)} tokens do not fit in the model's context of n_ctx={n_ctx} positions")
+    if parents is None:
+        if not 1 <= n <= len(x):
+            raise ValueError(f"model(x, n) needs 1 <= n <= len(x) = {len(x)}; got n={n}")
+        return
+    m = len(parents)
+    if not 1 <= m <= len(x):
+        raise ValueError(f"parents names the last m tokens of x as tree nodes: 1 <= m <= len(x)={len(x)}; got {m}")
+    bad = [i for i, parent in enumerate(parents) if int(parent) != parent or not -1 <= parent < i]
+    if bad:
+        raise ValueError(f"parents[{bad[0]}] = {parents[bad[0]]}: each parent must be -1 or an earlier node's index")
+    if not 1 <= n <= min(m + 1, len(x)):
+        raise ValueError(f"model(x, n, parents) gives the rows of the last n of the m + 1 = {m + 1} prefixes "
+                         f"(n <= len(x) = {len(x)} too); got n={n}")
+
+
+def _follows(n_tokens, parents):
+    """The position each token of x comes right after (-1 for the first): a chain, then the tree's nodes.
+
+    _follows(5, None) == [-1, 0, 1, 2, 3]; _follows(5, [-1, -1, 0]) == [-1, 0, 1, 1, 2]: nodes 0 and 1
+    (positions 2 and 3) both follow the prefix's last token (position 1); node 2 follows node 0.
+    """
+    parents = [] if parents is None else [int(parent) for parent in parents]
+    n_prefix = n_tokens - len(parents)
+    return list(range(-1, n_prefix - 1)) + [n_prefix + parent for parent in parents]
+
+
+def _reusable_cache(cache, cached_tokens, x, follows, is_chain):
+    """The cache rolled back, or gathered along one tree path, to the longest start of x it holds.
+
+    Either the first k positions hold x's first k tokens with the same parents (`follows`): then it is a
+    rollback to k; or x's chain part continues the cached prefix along one path of the cached tree: then
+    that path is gathered into place (gpt2.keep_path). Whichever keeps more; a chain call always gets a
+    plain sequence (gathering a path that continues straight on moves nothing).
+    """
+    n_prefix, tree = cache.n_prefix, cache.parents
+    n_chain = len(x) if is_chain else _chain_length(follows)  # x's leading plain sequence
+    n_same = min(_common_prefix_length(cached_tokens, x), _common_prefix_length(_follows(cache.length, tree), follows))
+
+    n_seq = _common_prefix_length(cached_tokens[:n_prefix], x[:n_chain])  # along the cached prefix
+    path = []
+    if n_seq == n_prefix:  # then down the tree, as long as x's tokens are one of the children
+        for token in x[n_prefix:n_chain]:
+            parent = path[-1] if path else -1
+            child = next((i for i, p in enumerate(tree) if p == parent and cached_tokens[n_prefix + i] == token), None)
+            if child is None:
+                break
+            path.append(child)
+    if is_chain or n_seq + len(path) > n_same:
+        return keep_path(cache, path) if n_seq == n_prefix else rollback(cache, n_seq)
+    return rollback(cache, n_same)
+
+
+def _chain_length(follows):
+    """How many leading tokens each follow the one before: the plain sequence a tree call starts with."""
+    return next((i for i, f in enumerate(follows) if f != i - 1), len(follows))
+
+
+def _n_weights(params):
+    """The number of weights in a nested dict/list of arrays (wte counts once: the LM head is tied to it)."""
+    if isinstance(params, dict):
+        return sum(_n_weights(value) for value in params.values())
+    if isinstance(params, list):
+        return sum(_n_weights(value) for value in params)
+    return int(params.size)
 
 
 def _common_prefix_length(a, b):

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from conftest import FIXTURES_DIR
 
-from gpt2 import empty_cache, gpt2
+from gpt2 import empty_cache, gpt2, rollback
 
 MODEL_NAMES = ["tiny", "three_heads", "eight_heads", "one_head"]  # tests/fixtures/hf_gpt2_<name>.npz
 N_INPUTS = 3  # per model: 1 token, 7 tokens, n_ctx tokens (the last one)
@@ -120,13 +120,13 @@ def test_logits_match_hugging_face_gpt2lmheadmodel(name, k):
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_the_kv_cache_holds_hugging_faces_keys_and_values(name):
-    """present[layer, 0] = the keys and present[layer, 1] = the values HF caches, [n_head, n_seq, head_dim]."""
+    """present.kv[layer, 0] = the keys and present.kv[layer, 1] = the values HF caches, [n_head, n_seq, head_dim]."""
     hparams, params, cases = load_fixture(name)
     n_head = hparams["n_head"]
     for ids, hf_logits, hf_present in cases:
         logits, present = gpt2(ids, **params, n_head=n_head, past=empty_cache(params["blocks"], n_head))
-        assert present.dtype == np.float32
-        assert max_abs_diff(present, hf_present) <= HF_TOLERANCE
+        assert present.kv.dtype == np.float32 and present.length == len(ids)
+        assert max_abs_diff(present.kv, hf_present) <= HF_TOLERANCE
         assert max_abs_diff(logits, hf_logits) <= HF_TOLERANCE
 
 
@@ -152,7 +152,7 @@ def test_feeding_in_chunks_gives_the_full_pass_logits(name, chunking):
     """Feeding n_ctx tokens in chunks, each chunk with the cache of the ones before it, gives the full pass.
 
     The logits of the chunks, stacked, equal the logits of one pass over all the tokens, and so do the final
-    caches; each chunk's cache has grown by the chunk's length.
+    caches; each chunk's cache has grown by the chunk's length (one buffer, written in place, throughout).
     """
     hparams, params, _ = load_fixture(name)
     n_head = hparams["n_head"]
@@ -167,19 +167,21 @@ def test_feeding_in_chunks_gives_the_full_pass_logits(name, chunking):
         logits, past = gpt2(ids[start : start + size], **params, n_head=n_head, past=past)
         start += size
         assert logits.shape == (size, hparams["n_vocab"]) and logits.dtype == np.float32
-        assert past.shape[3] == start and past.dtype == np.float32
+        assert past.length == start and past.kv.dtype == np.float32
         chunk_logits.append(logits)
 
     assert max_abs_diff(np.concatenate(chunk_logits), full_logits) <= CACHE_TOLERANCE
-    assert max_abs_diff(past, full_present) <= CACHE_TOLERANCE
+    assert max_abs_diff(past.kv, full_present.kv) <= CACHE_TOLERANCE
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_a_cache_cut_back_to_a_prefix_continues_like_a_fresh_pass_over_that_prefix(name):
-    """Speculative decoding's rollback: cache k tokens, keep the first m (past[:, :, :, :m]), add new tokens.
+    """Speculative decoding's rollback: cache k tokens, keep the first m (rollback(cached, m)), add new tokens.
 
     The result must be what a fresh pass over ids[:m] + new gives: the m kept positions carry nothing of
-    the k - m dropped ones. The new tokens differ from the dropped ones, as after a rejected draft.
+    the k - m dropped ones. The new tokens differ from the dropped ones, as after a rejected draft. The new
+    tokens are written into the same buffer, over the dropped ones, so m goes DOWN from one try to the next:
+    each pass writes at positions >= m, which the later, shorter rollbacks do not read (gpt2.py's rule).
     """
     hparams, params, _ = load_fixture(name)
     n_head, n_vocab = hparams["n_head"], hparams["n_vocab"]
@@ -187,32 +189,33 @@ def test_a_cache_cut_back_to_a_prefix_continues_like_a_fresh_pass_over_that_pref
     k = 3 * len(ids) // 4
     _, cached = gpt2(ids[:k], **params, n_head=n_head, past=empty_cache(params["blocks"], n_head))
 
-    for m in sorted({0, 1, k // 2, k - 1}):
+    for m in sorted({0, 1, k // 2, k - 1}, reverse=True):
         new = [(token + 1) % n_vocab for token in ids[m : m + 3]]  # 3 tokens, each unlike the dropped one
-        logits, present = gpt2(new, **params, n_head=n_head, past=cached[:, :, :, :m])
+        logits, present = gpt2(new, **params, n_head=n_head, past=rollback(cached, m))
 
         fresh = empty_cache(params["blocks"], n_head)
         fresh_logits, fresh_present = gpt2(ids[:m] + new, **params, n_head=n_head, past=fresh)
         assert max_abs_diff(logits, fresh_logits[m:]) <= CACHE_TOLERANCE
-        assert max_abs_diff(present, fresh_present) <= CACHE_TOLERANCE
+        assert max_abs_diff(present.kv, fresh_present.kv) <= CACHE_TOLERANCE
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_no_cache_is_the_same_as_an_empty_cache(name):
-    """gpt2(ids) == gpt2(ids, past=empty_cache(...))[0]; present is [n_layer, 2, n_head, len(ids), head_dim]."""
+    """gpt2(ids) == gpt2(ids, past=empty_cache(...))[0]; present.kv is [n_layer, 2, n_head, len(ids), head_dim]."""
     hparams, params, cases = load_fixture(name)
     n_head, n_layer, head_dim = hparams["n_head"], hparams["n_layer"], hparams["n_embd"] // hparams["n_head"]
 
     empty = empty_cache(params["blocks"], n_head)
-    assert empty.shape == (n_layer, 2, n_head, 0, head_dim) and empty.dtype == np.float32
+    assert empty.length == 0 and empty.kv.shape == (n_layer, 2, n_head, 0, head_dim)
+    assert empty.kv.dtype == np.float32
 
     for ids, _, _ in cases:
         without_cache = gpt2(ids, **params, n_head=n_head)
         assert isinstance(without_cache, np.ndarray), "without a cache gpt2 returns the logits alone"
         with_cache, present = gpt2(ids, **params, n_head=n_head, past=empty)
         assert max_abs_diff(without_cache, with_cache) <= CACHE_TOLERANCE
-        assert present.shape == (n_layer, 2, n_head, len(ids), head_dim)
-        assert present.dtype == np.float32
+        assert present.kv.shape == (n_layer, 2, n_head, len(ids), head_dim) and present.length == len(ids)
+        assert present.kv.dtype == np.float32 and present.parents == ()
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
@@ -235,7 +238,7 @@ def test_n_logits_returns_the_last_rows_of_the_full_logits(name):
         logits, present = gpt2(ids[half:], **params, n_head=n_head, past=past, n_logits=n_logits)
         assert logits.shape == (n_logits, hparams["n_vocab"])
         assert max_abs_diff(logits, full_logits[-n_logits:]) <= CACHE_TOLERANCE
-        assert present.shape[3] == len(ids)
+        assert present.length == len(ids)
 
 
 # --- bad input ----------------------------------------------------------------------------------------------
@@ -257,7 +260,7 @@ def test_more_tokens_than_n_ctx_in_total_raise_value_error(name):
 
     _, past = gpt2(ids[:-1], **params, n_head=n_head, past=empty_cache(params["blocks"], n_head))  # n_ctx - 1
     logits, full = gpt2(ids[-1:], **params, n_head=n_head, past=past)  # n_ctx in total: fine
-    assert full.shape[3] == n_ctx
+    assert full.length == n_ctx
     with pytest.raises(ValueError):
         gpt2(ids[-2:], **params, n_head=n_head, past=past)  # n_ctx - 1 + 2
     with pytest.raises(ValueError):
