@@ -238,7 +238,8 @@ class ContextResult:
 def measure_context(size, lengths, n_steps, rounds, rng) -> ContextResult:
     """Seconds of 1-position steps of the model function after each context length, in rounds over all the
     lengths (so that load bursts hit them alike). A step at length L decodes token L + j after L + j cached
-    tokens, j = 0 .. n_steps - 1; the untimed call before them fills (or rolls back) the cache to L."""
+    tokens, j = 0 .. n_steps - 1. Each round first fills the cache up to the longest length (not timed), then
+    goes through the lengths from the longest down: each shorter one is a rollback, which is free."""
     hparams = HPARAMS[size]
     params = random_params(hparams, rng)
     tokens = rng.integers(0, hparams["n_vocab"], max(lengths) + n_steps).tolist()
@@ -247,8 +248,8 @@ def measure_context(size, lengths, n_steps, rounds, rng) -> ContextResult:
     model = create_model_fn(params, hparams, temperature=0)
     result = ContextResult(size, {length: [] for length in lengths})
     for _ in tqdm(range(rounds), desc=f"{size}: ms/token vs context", unit="round", leave=False):
-        for length in lengths:
-            model(tokens[:length], 1)  # fill the cache up to the length (not timed)
+        model(tokens, 1)  # fill the cache (not timed)
+        for length in sorted(lengths, reverse=True):
             for j in range(n_steps):
                 result.seconds[length].append(timed(lambda: model(tokens[: length + j + 1], 1))[1])
     return result
@@ -388,7 +389,7 @@ def save(plt, fig, path):
 
 def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 7, no_cache_sizes="124M,355M",
          breakdown_rounds: int = 15, r_max: int = 16, r_repeats: int = 5, context_size="124M",
-         context_lengths="16,64,128,256,384,512,640,768,896,1000", context_steps: int = 8, context_rounds: int = 3,
+         context_lengths="16,64,128,256,384,512,640,768,896,1000", context_steps: int = 4, context_rounds: int = 6,
          img_dir="img", seed: int = 0):
     """Print the table, the breakdown of a step, r(m) and ms/token against the context (see the docstring).
 

@@ -270,7 +270,7 @@ def main(
     print(f"  {sp_stats.tokens} tokens in {sp_time:.2f} s = {sp_stats.tokens / sp_time:.2f} tokens/s; "
           f"{sp_stats.target_passes} target forward passes, {sp_stats.draft_passes} draft forward passes\n")
 
-    by_position = ", ".join(f"{rate:.2f}" for rate in sp_stats.acceptance_rate_at)
+    by_position = ", ".join("n/a" if rate is None else f"{rate:.2f}" for rate in sp_stats.acceptance_rate_at)
     print(f"speedup: {ar_time / sp_time:.2f}x (wall time, autoregressive / speculative)")
     print(f"acceptance rate: {sp_stats.acceptance_rate:.2f} ({sp_stats.accepted} of {sp_stats.checked} checked "
           f"draft tokens kept; by draft position 1..{K}: {by_position})")

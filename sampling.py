@@ -97,6 +97,7 @@ Sampling uses inverse-CDF draws with one `rng.random()` per token, and accept/re
 per draft token, so the same `np.random.Generator` seed always gives the same tokens.
 """
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -198,8 +199,8 @@ class ModelStats:
 
     calls:     forward passes of the network (one per call of the model function).
     positions: token positions the forward passes computed: the tokens (tree nodes included) fed to the
-               network. With the KV cache, those whose keys and values were not cached yet; without it,
-               len(x) for every call.
+               network. With the KV cache, those whose keys and values were not cached yet (a path gathered
+               from the last tree is copied, not computed: it does not count); without it, len(x) per call.
     rows:      next-token distributions computed (the LM head's rows; n per call).
     """
 
@@ -250,20 +251,22 @@ def create_model_fn(params, hparams, temperature=1.0, top_k=None, top_p=None, kv
         nonlocal cached_tokens, cache
         x = list(x)
         _check_model_call(x, n, parents, n_ctx)
-        follows = _follows(len(x), parents)  # [len(x)]: the position of x that each token comes after
+        follows = None if parents is None else _follows(len(x), parents)  # [len(x)]: what each token follows
 
         if kv_cache:
-            past = _reusable_cache(cache, cached_tokens, x, follows, is_chain=parents is None)
+            past = _reusable_cache(cache, cached_tokens, x, follows)
             past = rollback(past, min(past.length, len(x) - n))  # feed at least the last n tokens: the rows
-            if parents is not None and min(follows[past.length :]) < past.n_prefix - 1:
-                past = rollback(past, min(follows[past.length :]) + 1)  # a fed node hangs from inside the prefix
+            if follows is not None and min(follows[past.length :]) < past.n_prefix - 1:
+                # a fed node follows a cached token that is not the prefix's last (gpt2 hangs new nodes only
+                # there or from cached nodes): cut the cache back to just after that token
+                past = rollback(past, min(follows[past.length :]) + 1)
             n_keep = past.length  # x[:n_keep] are cached: feed the rest
-            fed_parents = None if parents is None else [p - past.n_prefix for p in follows[n_keep:]]
+            fed_parents = None if follows is None else [p - past.n_prefix for p in follows[n_keep:]]
             logits, cache = gpt2(x[n_keep:], **params, n_head=n_head, past=past, n_logits=n, parents=fed_parents)
             cached_tokens = x
         else:
             n_keep = 0  # picoGPT's full recompute, the tree's parents extended over the prefix
-            logits = gpt2(x, **params, n_head=n_head, n_logits=n, parents=None if parents is None else follows)
+            logits = gpt2(x, **params, n_head=n_head, n_logits=n, parents=follows)
 
         stats.calls += 1
         stats.positions += len(x) - n_keep
@@ -307,28 +310,31 @@ def _follows(n_tokens, parents):
     return list(range(-1, n_prefix - 1)) + [n_prefix + parent for parent in parents]
 
 
-def _reusable_cache(cache, cached_tokens, x, follows, is_chain):
+def _reusable_cache(cache, cached_tokens, x, follows):
     """The cache rolled back, or gathered along one tree path, to the longest start of x it holds.
 
-    Either the first k positions hold x's first k tokens with the same parents (`follows`): then it is a
-    rollback to k; or x's chain part continues the cached prefix along one path of the cached tree: then
-    that path is gathered into place (gpt2.keep_path). Whichever keeps more; a chain call always gets a
-    plain sequence (gathering a path that continues straight on moves nothing).
+    follows: None for a plain sequence x, else _follows(len(x), parents) of a tree call. Either x's leading
+    plain sequence continues the cached prefix along one path of the cached tree: then that path is
+    gathered into place (gpt2.keep_path; a path that goes straight on moves nothing); or (tree calls only)
+    the first k positions hold x's first k tokens with the same parents, tree nodes included: then it is a
+    rollback to k. Whichever keeps more. A plain-sequence call always gets a plain-sequence cache.
     """
     n_prefix, tree = cache.n_prefix, cache.parents
-    n_chain = len(x) if is_chain else _chain_length(follows)  # x's leading plain sequence
-    n_same = min(_common_prefix_length(cached_tokens, x), _common_prefix_length(_follows(cache.length, tree), follows))
+    n_chain = len(x) if follows is None else _chain_length(follows)  # x's leading plain sequence
+    n_same = 0 if follows is None else min(  # the same tokens, each following the same position
+        _common_prefix_length(cached_tokens, x), _common_prefix_length(_follows(cache.length, tree), follows)
+    )
 
     n_seq = _common_prefix_length(cached_tokens[:n_prefix], x[:n_chain])  # along the cached prefix
     path = []
     if n_seq == n_prefix:  # then down the tree, as long as x's tokens are one of the children
+        children = {(p, cached_tokens[n_prefix + i]): i for i, p in reversed(list(enumerate(tree)))}  # first wins
         for token in x[n_prefix:n_chain]:
-            parent = path[-1] if path else -1
-            child = next((i for i, p in enumerate(tree) if p == parent and cached_tokens[n_prefix + i] == token), None)
+            child = children.get((path[-1] if path else -1, token))
             if child is None:
                 break
             path.append(child)
-    if is_chain or n_seq + len(path) > n_same:
+    if n_seq + len(path) >= n_same:
         return keep_path(cache, path) if n_seq == n_prefix else rollback(cache, n_seq)
     return rollback(cache, n_same)
 
@@ -353,6 +359,48 @@ def _common_prefix_length(a, b):
     if a[:n] == b[:n]:  # the usual case (x only grew since the last call): one fast list comparison
         return n
     return int(np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))[0])
+
+
+# ------------------------------------------------------------------------------------------------------------
+# What a round did: its checks and the tokens it wrote (the samplers yield one Round per round)
+# ------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Check:
+    """One proposed token put to the accept/reject test of Step 3: kept exactly when u < q / p."""
+
+    depth: int  # its draft position in the round: 1 for a guess right after x, 2 for the next, ...
+    token: int
+    p: float  # the probability the proposal gave the token (1.0 for a deterministic, one-hot proposal)
+    q: float  # the target's probability of the token at that point (after earlier siblings' residual updates)
+    u: float  # the uniform draw, u ~ U[0, 1)
+    kept: bool
+
+
+@dataclass
+class Round:
+    """One draft-then-verify round, as `speculative_stream` yields it.
+
+    index:       1, 2, ... within a run.
+    k:           the lookahead of the round (0: a plain target step, nothing proposed).
+    proposal:    what the drafter proposed (a drafters.Proposal: tokens, parents, rows).
+    checks:      the Checks of Step 3, in the order they were made.
+    tokens:      the tokens written, in order (cut right after a stop token).
+    origins:     one per written token: "draft" (a guess that was kept), "residual" (drawn from the residual
+                 after a rejection), "bonus" (Step 4's free token, drawn from the target's row after the last
+                 kept guess; in a round with nothing proposed, the plain step's token).
+    target_rows: [len(tokens), n_vocab] the target's distribution q at each written position, before any
+                 residual update (the staged drafter reads them); None in the log of SpeculativeStats.
+    """
+
+    index: int
+    k: int
+    proposal: object
+    checks: list
+    tokens: list
+    origins: list
+    target_rows: object = None
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -382,16 +430,23 @@ class SpeculativeStats:
 
     rounds:          draft-then-verify rounds (each makes exactly one target pass).
     tokens:          new tokens written.
-    drafted:         draft tokens proposed (Step 1).
-    checked:         draft tokens that went through the accept/reject test (Step 3). Drafts after the
-                     first rejection of a round are never checked: they are thrown away.
-    accepted:        checked draft tokens that were kept.
-    drafted_at[i], checked_at[i], accepted_at[i]: the same, for draft position i + 1 of a round (1 .. K).
-    draft_passes, target_passes: calls of each model function (forward passes).
+    drafted:         tokens proposed (Step 1); for a tree, every node.
+    checked:         proposed tokens that went through the accept/reject test (Step 3). Guesses below a
+                     rejection are never checked: they are thrown away.
+    accepted:        checked tokens that were kept.
+    drafted_at[i], checked_at[i], accepted_at[i]: the same, for draft position (depth) i + 1 of a round.
+    draft_passes:    forward passes of the draft model (0 for a drafter that runs no model, like lookup).
+    target_passes:   forward passes of the target (one per round).
+    ks:              each round's lookahead k, in order (K="auto" chooses it round by round).
+    nodes:           proposed tokens sent to the target, in all (for a chain, the same as drafted).
+    matched_rounds:  rounds whose proposal was not empty (for prompt lookup: the rounds that found a match).
+    accepted_depths: for each round, how many guesses of its path were kept (0 .. k).
+    round_log:       every Round, without its probability rows (they would take megabytes per round).
 
     acceptance_rate = accepted / checked is the empirical alpha of Leviathan et al.: the chance that a
-    draft token is kept. acceptance_rate_at[i] is the same for draft position i + 1 (given positions
-    1 .. i were kept). tokens_per_target_pass = tokens / target_passes (autoregressive sampling has 1.0).
+    guess is kept. acceptance_rate_at[i] is the same for draft position i + 1 (given positions 1 .. i were
+    kept), None where no guess was ever checked ("n/a": 0 of 0 is not a rate).
+    tokens_per_target_pass = tokens / target_passes (autoregressive sampling has 1.0).
     """
 
     rounds: int = 0
@@ -404,6 +459,11 @@ class SpeculativeStats:
     accepted_at: list = field(default_factory=list)
     draft_passes: int = 0
     target_passes: int = 0
+    ks: list = field(default_factory=list)
+    nodes: int = 0
+    matched_rounds: int = 0
+    accepted_depths: list = field(default_factory=list)
+    round_log: list = field(default_factory=list)
 
     @property
     def acceptance_rate(self):
@@ -411,15 +471,19 @@ class SpeculativeStats:
 
     @property
     def acceptance_rate_at(self):
-        return [a / c if c else 0.0 for a, c in zip(self.accepted_at, self.checked_at)]
+        return [a / c if c else None for a, c in zip(self.accepted_at, self.checked_at)]
 
     @property
     def tokens_per_target_pass(self):
         return self.tokens / self.target_passes if self.target_passes else 0.0
 
+    @property
+    def mean_k(self):
+        return sum(self.ks) / len(self.ks) if self.ks else 0.0
+
     def summary(self):
         """A few readable lines, e.g. for main.py."""
-        per_position = ", ".join(f"{rate:.2f}" for rate in self.acceptance_rate_at)
+        per_position = ", ".join("n/a" if rate is None else f"{rate:.2f}" for rate in self.acceptance_rate_at)
         return (
             f"{self.tokens} tokens in {self.rounds} rounds: {self.target_passes} target passes, "
             f"{self.draft_passes} draft passes, {self.tokens_per_target_pass:.2f} tokens per target pass\n"
@@ -429,81 +493,118 @@ class SpeculativeStats:
 
 
 # ------------------------------------------------------------------------------------------------------------
-# The samplers
+# The samplers, as streams: they yield what they write as they go, so a caller can show it
 # ------------------------------------------------------------------------------------------------------------
 
 
-def autoregressive_sampling(x, model, N, rng, stop_token=None, stats=None):
-    """x followed by N new tokens, each drawn from model(x)[-1] (Chen et al.'s Algorithm 1), as a list of ints.
+def autoregressive_stream(x, model, N, rng, stop_token=None, stats=None):
+    """Yield N new tokens one by one, each drawn from model(x)[-1] (Chen et al.'s Algorithm 1).
 
     rng: a np.random.Generator; the same seed gives the same tokens. stop_token: end right after this token
-    (it is included) even if fewer than N tokens were written. stats: an `AutoregressiveStats` to fill in.
+    (it is yielded) even if fewer than N tokens were written. stats: an `AutoregressiveStats` to fill in.
     """
     x = _check_prompt(x, N, rng, [model])
     n_vocab = getattr(model, "n_vocab", None)
-    T = len(x) + N  # the length to reach (Chen et al.'s T)
-    while len(x) < T:
+    for _ in range(N):
         q = _check_probs(model(x, 1), 1, n_vocab, "the model")  # [1, n_vocab]
         token = _sample(q[0], rng)
         x.append(token)
         if stats is not None:
             stats.tokens += 1
             stats.target_passes += 1
+        yield token
         if token == stop_token:
-            break
+            return
+
+
+def autoregressive_sampling(x, model, N, rng, stop_token=None, stats=None):
+    """x followed by the N new tokens of `autoregressive_stream` (fewer after a stop token), as a list of ints."""
+    return [int(token) for token in x] + list(autoregressive_stream(x, model, N, rng, stop_token, stats))
+
+
+def speculative_stream(x, draft, target_model, N, K, rng, stop_token=None, stats=None):
+    """Yield one `Round` per round of speculative sampling (Chen et al.'s Algorithm 2) until N tokens are written.
+
+    The tokens are distributed exactly as `autoregressive_sampling(x, target_model, N, ...)`'s (see the
+    module docstring). draft: a model function or a drafter (drafters.py) over the target's vocabulary.
+    K: lookahead, the deepest a round's proposal may go (a whole number >= 1); or "auto": drafters.AutoK picks
+    each round's k (0 allowed: a plain step) from the cost model and the rounds before it; or "hf": Hugging
+    Face's schedule (drafters.HFSchedule), for comparison. The last round proposes less if fewer tokens remain, so
+    exactly N come out. rng: a np.random.Generator; the same seed gives the same tokens. stop_token: end right
+    after this token (it is included; the rest of its round is dropped). stats: a `SpeculativeStats` to fill in.
+    """
+    import drafters  # drafters.py builds on this module (its drafters sample with `_sample`), so not at the top
+
+    drafter = drafters.as_drafter(draft)
+    policy = None
+    if K in ("auto", "hf"):  # a policy picks each round's k: the cost model's (AutoK) or Hugging Face's schedule
+        policy_class = drafters.AutoK if K == "auto" else drafters.HFSchedule
+        policy = policy_class(drafter, target_model, k_max=max(1, min(AUTO_K_MAX, N - 1)))
+    elif isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
+        raise ValueError(f'the lookahead K must be a whole number >= 1, "auto" or "hf"; got {K!r}')
+    n_vocab = _shared_vocabulary_size(drafter, target_model)  # None if neither says
+    x = _check_prompt(x, N, rng, [target_model, getattr(drafter, "model", None)])
+
+    T = len(x) + N  # the length to reach (Chen et al.'s T)
+    index = 0
+    while len(x) < T:  # Chen: while n < T
+        index += 1
+        k = min(policy.choose() if policy else K, T - len(x) - 1)  # writes <= k + 1 tokens, never past T
+        draft_passes_before = getattr(drafter, "passes", 0)
+
+        # Step 1: the drafter proposes a chain (or a tree) of at most k tokens after x
+        proposal = drafter.propose(x, k, rng, n_vocab) if k > 0 else drafters.Proposal.empty(n_vocab or 0)
+        depths = _check_proposal(proposal, k, n_vocab, getattr(drafter, "name", type(drafter).__name__))
+        if n_vocab is None and len(proposal.tokens):
+            n_vocab = proposal.rows.shape[1]  # the drafter showed its vocabulary size; the target must match it
+
+        # Step 2: ONE pass of the target scores x and every proposed token: q[0] after x, q[i + 1] after the
+        # path from x to token i
+        q = _score(target_model, x, proposal, n_vocab)  # [m + 1, n_vocab]
+
+        # Steps 3 and 4: keep guesses by min(1, q/p), descending the tree; a residual or a bonus token ends it
+        tokens, origins, checks, rows = _verify(q, proposal, rng, depths)
+
+        if stop_token in tokens:  # end right after the stop token, as autoregressive sampling does
+            cut = tokens.index(stop_token) + 1
+            tokens, origins, rows = tokens[:cut], origins[:cut], rows[:cut]
+            T = len(x) + len(tokens)
+        x.extend(tokens)
+        round_ = Round(index, k, proposal, checks, tokens, origins, target_rows=q[rows])
+        if stats is not None:
+            _count_round(stats, round_, depths, getattr(drafter, "passes", 0) - draft_passes_before)
+        if policy is not None:
+            policy.record(round_)
+        yield round_
+
+
+AUTO_K_MAX = 16  # K="auto" never proposes deeper than this (r(m) was measured up to m = 16 rows)
+
+
+def speculative_sampling(x, draft, target_model, N, K, rng, stop_token=None, stats=None):
+    """x followed by N new tokens (fewer after a stop token), sampled by `speculative_stream`, as a list of ints."""
+    x = [int(token) for token in x]
+    for round_ in speculative_stream(x, draft, target_model, N, K, rng, stop_token, stats):
+        x.extend(round_.tokens)
     return x
 
 
-def speculative_sampling(x, draft_model, target_model, N, K, rng, stop_token=None, stats=None):
-    """x followed by N new tokens, sampled by Chen et al.'s Algorithm 2, as a list of ints.
+def tree_speculative_stream(x, draft, target_model, N, tree, rng, stop_token=None, stats=None):
+    """`speculative_stream` with a tree of guesses: `tree` gives the branching per depth (see drafters.tree).
 
-    The tokens are distributed exactly as `autoregressive_sampling(x, target_model, N, ...)`'s (see the
-    module docstring). draft_model, target_model: model functions over the same vocabulary. K: lookahead
-    (draft tokens per round, >= 1); the last round drafts fewer if fewer tokens remain, so exactly N come out.
-    rng: a np.random.Generator; the same seed gives the same tokens. stop_token: end right after this token
-    (it is included; drafts after it are dropped). stats: a `SpeculativeStats` to fill in.
+    (2, 2, 1) proposes 2 candidates after x, 2 under each, 1 under each of those: 10 nodes, scored by the
+    target in one pass. (1,) * K is the chain of speculative_stream with K: one code path.
     """
-    if int(K) != K or K < 1:
-        raise ValueError(f"the lookahead K must be a whole number >= 1; got {K}")
-    n_vocab = _shared_vocabulary_size(draft_model, target_model)  # None if the models do not say
-    x = _check_prompt(x, N, rng, [draft_model, target_model])
-    if stats is not None:  # one counter per draft position 1 .. K
-        for counts in (stats.drafted_at, stats.checked_at, stats.accepted_at):
-            counts += [0] * (K - len(counts))
+    import drafters  # see speculative_stream
 
-    T = len(x) + N  # the length to reach (Chen et al.'s T)
-    while len(x) < T:  # Chen: while n < T
-        k = min(K, T - len(x) - 1)  # this round's lookahead: it writes at most k + 1 tokens, never past T
+    return speculative_stream(x, drafters.tree(draft, tree), target_model, N, len(tree), rng, stop_token, stats)
 
-        # Step 1: the draft model guesses k tokens one by one (k passes of the draft)
-        drafts, p = _draft(draft_model, x, k, rng, n_vocab)  # k token ids, p: [k, n_vocab]
-        if n_vocab is None and k > 0:
-            n_vocab = p.shape[1]  # the draft showed its vocabulary size; the target must match it
 
-        # Step 2: ONE pass of the target scores the k + 1 prefixes x, x + drafts[:1], ..., x + drafts
-        q = _score(target_model, x, drafts, n_vocab)  # [k + 1, n_vocab]; row t goes with drafts[t]
-
-        # Step 3: keep draft t with probability min(1, q/p); the first rejected one is replaced by a
-        # sample from the residual (q - p)_+, and the drafts after it are thrown away
-        new_tokens = []
-        for t in range(k):
-            if _accept(q[t], p[t], drafts[t], rng):
-                new_tokens.append(drafts[t])
-            else:
-                new_tokens.append(_sample(_residual(q[t], p[t]), rng))
-                break
-        else:
-            # Step 4: all k drafts were kept: the target's last row gives one more token for free
-            new_tokens.append(_sample(q[k], rng))
-
-        if stats is not None:
-            _count_round(stats, k, n_accepted=len(new_tokens) - 1)
-        if stop_token in new_tokens:  # end right after the stop token, as autoregressive sampling does
-            new_tokens = new_tokens[: new_tokens.index(stop_token) + 1]
-            T = len(x) + len(new_tokens)
-        x.extend(new_tokens)
-        if stats is not None:
-            stats.tokens += len(new_tokens)
+def tree_speculative_sampling(x, draft, target_model, N, tree, rng, stop_token=None, stats=None):
+    """x followed by N new tokens sampled by `tree_speculative_stream`, as a list of ints."""
+    x = [int(token) for token in x]
+    for round_ in tree_speculative_stream(x, draft, target_model, N, tree, rng, stop_token, stats):
+        x.extend(round_.tokens)
     return x
 
 
@@ -512,45 +613,92 @@ def speculative_sampling(x, draft_model, target_model, N, K, rng, stop_token=Non
 # ------------------------------------------------------------------------------------------------------------
 
 
-def _draft(draft_model, x, k, rng, n_vocab):
-    """Step 1: k tokens sampled one by one from the draft, and the k distributions they came from.
+def _score(target_model, x, proposal, n_vocab):
+    """Step 2: the target's m + 1 distributions after x and after the path to each proposed token, in ONE call.
 
-    Returns (drafts, p): drafts[t] ~ p[t] = draft distribution after x + drafts[:t]; p is [k, n_vocab].
+    A chain is asked for without `parents`, so a model function that knows no trees still serves as a target.
     """
-    drafts, rows = [], []
-    for _ in range(k):
-        p_next = _check_probs(draft_model(x + drafts, 1), 1, n_vocab, "the draft model")[0]  # [n_vocab]
-        drafts.append(_sample(p_next, rng))
-        rows.append(p_next)
-    p = np.array(rows) if rows else np.zeros((0, n_vocab or 0))  # [k, n_vocab]
-    return drafts, p
+    m = len(proposal.tokens)
+    if proposal.parents == list(range(-1, m - 1)):  # a chain: the plain contract
+        probs = target_model(x + proposal.tokens, m + 1)  # [m + 1, n_vocab]
+    else:
+        probs = target_model(x + proposal.tokens, m + 1, parents=proposal.parents)  # [m + 1, n_vocab]
+    return _check_probs(probs, m + 1, n_vocab, "the target model")
 
 
-def _score(target_model, x, drafts, n_vocab):
-    """Step 2: the target's k + 1 distributions after x, x + drafts[:1], ..., x + drafts, in ONE call."""
-    k = len(drafts)
-    return _check_probs(target_model(x + drafts, k + 1), k + 1, n_vocab, "the target model")  # [k+1, n_vocab]
+def _verify(q, proposal, rng, depths):
+    """Steps 3 and 4 over a chain or a tree: SpecInfer's multi-candidate speculative sampling (Miao et al. 2023).
+
+    Start at x. Try the children of the current node in turn: candidate c, drawn from the row p_c, is kept
+    with probability min(1, q(c)/p_c(c)); on a rejection the target's row becomes the normalised residual
+    (q - p_c)_+ before the next candidate is tried. If one is kept, descend under it and go on; if all are
+    rejected, draw a token from the last residual and stop ("residual"); at a node with no children (a kept
+    leaf, or x itself when nothing was proposed), draw Step 4's free token from the target's row ("bonus").
+    With one child per node this is exactly Chen et al.'s Steps 3-4.
+
+    Why the token written at each depth has the target's distribution q, for siblings c_1 .. c_s drawn
+    independently, c_j ~ p_j: the single-guess proof (module docstring) shows that "keep c_j with
+    probability min(1, q_j(c_j)/p_j(c_j)), else draw from q_{j+1} = normalise((q_j - p_j)_+)" writes a token
+    distributed as q_j, PROVIDED whatever follows a rejection is distributed as q_{j+1}. The last candidate's
+    rejection draws from q_{s+1} itself; going backwards from j = s to 1, each step hands on a q_j-distributed
+    token, so the first hands on q_1 = q. Independence is what lets c_{j+1} ~ p_{j+1} still hold once we
+    know c_j was rejected. A deterministic candidate (the top tokens of the draft, or a looked-up token) is a
+    draw from a one-hot row: min(1, q(c)/1) = q(c), and the residual (q - onehot(c))_+ is q with c removed.
+
+    Returns (tokens, origins, checks, rows): the written tokens, their origins, the Checks made, and for each
+    written token the index of its target row in q (0 for x, i + 1 for token i).
+    """
+    children = {}  # node index (-1 for x) -> its children, in proposal order
+    for i, parent in enumerate(proposal.parents):
+        children.setdefault(parent, []).append(i)
+
+    tokens, origins, checks, rows = [], [], [], []
+    node = -1
+    while True:
+        q_row = q[node + 1]  # [n_vocab]: the target's distribution after the path to `node`
+        rows.append(node + 1)
+        candidates = children.get(node, [])
+        if not candidates:  # Step 4: every guess on the path was kept (or none was proposed)
+            tokens.append(_sample(q_row, rng))
+            origins.append("bonus")
+            return tokens, origins, checks, rows
+        residual = q_row
+        for c in candidates:  # Step 3, for each candidate in turn
+            token, p_row = proposal.tokens[c], proposal.rows[c]
+            kept, u = _accept(residual, p_row, token, rng)
+            checks.append(Check(depths[c], token, float(p_row[token]), float(residual[token]), u, kept))
+            if kept:
+                break
+            residual = _residual(residual, p_row)
+        else:  # every candidate was rejected: a token from the last residual ends the round
+            tokens.append(_sample(residual, rng))
+            origins.append("residual")
+            return tokens, origins, checks, rows
+        tokens.append(token)
+        origins.append("draft")
+        node = c
 
 
 def _accept(q_row, p_row, token, rng):
-    """Step 3: keep the drafted `token` with probability min(1, q(token) / p(token)).
+    """Step 3: keep the proposed `token` with probability min(1, q(token) / p(token)). Returns (kept, u).
 
     p(token) > 0, because the token was drawn from p. At temperature 0 both rows are one-hot and p(token)
-    is 1, so this keeps the draft exactly when the target's greedy choice is the same token.
+    is 1, so this keeps the guess exactly when the target's greedy choice is the same token.
     """
-    r = rng.random()  # r ~ U[0, 1)
-    return r < q_row[token] / p_row[token]  # r < q/p has probability min(1, q/p)
+    u = rng.random()  # u ~ U[0, 1)
+    return bool(u < q_row[token] / p_row[token]), u  # u < q/p has probability min(1, q/p)
 
 
 def _residual(q_row, p_row):
-    """Step 3, on a rejection: the residual distribution (q - p)_+ = max(q - p, 0), normalised.
+    """Step 3, on a rejection: the residual distribution normalise((q - p)_+), where (f)_+ = max(f, 0).
 
-    Its total, 1 - beta = sum (q - p)_+, is the chance of a rejection, so it is > 0 whenever a rejection can
+    Its total, sum (q - p)_+ = 1 - beta, is the chance of a rejection, so it is > 0 whenever a rejection can
     happen. Only rows that are equal up to rounding can reach here with a total of 0; then q is the answer.
     """
     residual = np.maximum(q_row - p_row, 0.0)  # [n_vocab]
     total = residual.sum()
     return residual / total if total > 0 else q_row
+
 
 
 def _sample(probs, rng, block_size=1024):
@@ -582,19 +730,62 @@ def _sample(probs, rng, block_size=1024):
     return int(block_starts[block]) + token
 
 
-def _count_round(stats, k, n_accepted):
-    """Add one round that drafted k tokens and kept the first n_accepted of them to a SpeculativeStats."""
-    n_checked = min(n_accepted + 1, k)  # the first rejection is checked too; the drafts after it are not
+def _count_round(stats, round_, depths, draft_passes):
+    """Add one Round to a SpeculativeStats. depths[i] is the depth of proposed token i (1 for a child of x)."""
+    k_deepest = max(depths, default=0)
+    for counts in (stats.drafted_at, stats.checked_at, stats.accepted_at):  # one counter per draft position
+        counts += [0] * (k_deepest - len(counts))
+    for depth in depths:
+        stats.drafted_at[depth - 1] += 1
+    for check in round_.checks:
+        stats.checked_at[check.depth - 1] += 1
+        stats.accepted_at[check.depth - 1] += int(check.kept)
+    n_kept = sum(check.kept for check in round_.checks)
     stats.rounds += 1
-    stats.drafted += k
-    stats.checked += n_checked
-    stats.accepted += n_accepted
-    for t in range(k):
-        stats.drafted_at[t] += 1
-        stats.checked_at[t] += int(t < n_checked)
-        stats.accepted_at[t] += int(t < n_accepted)
-    stats.draft_passes += k
+    stats.tokens += len(round_.tokens)
+    stats.drafted += len(depths)
+    stats.checked += len(round_.checks)
+    stats.accepted += n_kept
+    stats.draft_passes += draft_passes
     stats.target_passes += 1
+    stats.ks.append(round_.k)
+    stats.nodes += len(depths)
+    stats.matched_rounds += int(len(depths) > 0)
+    stats.accepted_depths.append(n_kept)
+    stats.round_log.append(dataclasses.replace(round_, target_rows=None, proposal=_without_rows(round_.proposal)))
+
+
+def _without_rows(proposal):
+    """The proposal with its [m, n_vocab] rows dropped (None), for the round log."""
+    return dataclasses.replace(proposal, rows=None)
+
+
+def _check_proposal(proposal, k, n_vocab, who):
+    """The depth of each proposed token (1 for a child of x), after checking the proposal is well formed.
+
+    A ValueError naming the drafter for: tokens, parents and rows of different lengths, a parent that does
+    not come before its child, a proposal deeper than k, or rows that are not [m, n_vocab] distributions.
+    """
+    m = len(proposal.tokens)
+    if len(proposal.parents) != m or (m and len(proposal.rows) != m):
+        raise ValueError(
+            f"the drafter {who!r} proposed {m} tokens with {len(proposal.parents)} parents and "
+            f"{len(proposal.rows)} rows: a Proposal needs one parent and one row per token (drafters.py)"
+        )
+    depths = []
+    for i, parent in enumerate(proposal.parents):
+        if not -1 <= parent < i:
+            raise ValueError(
+                f"the drafter {who!r} gave token {i} the parent {parent}: a parent must be -1 (x itself) or an "
+                f"earlier token's index"
+            )
+        depths.append(1 if parent == -1 else depths[parent] + 1)
+    if max(depths, default=0) > k:
+        raise ValueError(f"the drafter {who!r} proposed {max(depths)} tokens deep, more than this round's k={k}")
+    if m:
+        _check_probs(proposal.rows, m, n_vocab, f"the drafter {who!r}")
+    return depths
+
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ project itself never uses, so it runs once in a throwaway virtual environment an
 
     python3 -m venv /tmp/venv-hf
     /tmp/venv-hf/bin/pip install torch==2.13.0 transformers numpy
-    cd <repository root> && /tmp/venv-hf/bin/python tests/make_hf_fixture.py
+    cd <repository root> && /tmp/venv-hf/bin/python tests/make_hf_fixture.py          # every fixture
+    cd <repository root> && /tmp/venv-hf/bin/python tests/make_hf_fixture.py trees    # only hf_gpt2_trees.npz
 
 (torch is pinned: 2.13.0 is a CPU wheel; an unpinned torch pulls gigabytes of GPU libraries.) It was run with
 torch 2.13.0, transformers 5.23.0, numpy 2.4.6. Rerunning it rewrites the same files; the numbers may change in
@@ -43,7 +44,18 @@ What it does, for each model shape in MODELS:
          hf_present.{k} float32 [n_layer, 2, n_head, T_k, head_dim]  its KV cache (past_key_values) in
                         gpt2.py's layout: per layer, the keys then the values
 
-5. Saves two of the models as Hugging Face folders (config.json + model.safetensors), for utils.load_hf_gpt2:
+5. For token trees (gpt2's `parents`, tests/test_gpt2.py), one more model, TREE_MODEL, and a few trees with
+   several roots and depths up to 5 hung after a prefix (TREES). HF has no trees: each node's path is run as
+   a plain sequence, prefix + tokens root .. node, and the last row of its logits is kept:
+
+       tests/fixtures/hf_gpt2_trees.npz with the keys
+         hparams.*, the params                          as above
+         prefix.{k}   int64 [n_prefix_k]            the tokens before the tree (may be empty)
+         nodes.{k}    int64 [m_k]                   the tree's tokens, parents first
+         parents.{k}  int64 [m_k]                   parents[i]: index of node i's parent, -1 for a root
+         hf_rows.{k}  float32 [m_k, n_vocab]        GPT2LMHeadModel(prefix + path to node i).logits[-1]
+
+6. Saves two of the models as Hugging Face folders (config.json + model.safetensors), for utils.load_hf_gpt2:
 
        tests/fixtures/hf_folder_<name>/  from GPT2LMHeadModel.save_pretrained: keys "transformer.h.0...."
        tests/fixtures/hf_folder_<name>/  from its base GPT2Model.save_pretrained: keys "h.0....", like the
@@ -73,6 +85,17 @@ MODELS = {
 }
 # name of the model -> which class's save_pretrained writes its folder
 FOLDERS = {"tiny": "GPT2LMHeadModel", "eight_heads": "GPT2Model"}
+
+# The model and trees of hf_gpt2_trees.npz: (prefix length, parents). Several roots; depths up to 5.
+TREE_MODEL = dict(n_vocab=67, n_ctx=24, n_embd=32, n_head=4, n_layer=2)
+TREES = [
+    (5, [-1, -1, 0, 0, 1, 1, 2, 3, 4, 5]),  # branching (2, 2, 1): 10 nodes, depth 3
+    (3, [-1, -1, 0, 2, 3, 1, -1, 5, 4, 3]),  # ragged: 3 roots, a path of 5 nodes (0, 2, 3, 4, 8)
+    (1, [-1, -1, -1]),  # three roots
+    (4, [-1, 0, 1, 2]),  # a chain of 4
+    (0, [-1, -1, 0, 1, 2]),  # no prefix: two roots at position 0
+]
+TREE_SEED = 4321
 
 SEED = 1234
 
@@ -178,8 +201,48 @@ def save_folder(model, name, kind, hparams):
             raise ValueError(f"{folder}/config.json: {theirs}={config[theirs]}, expected {hparams[ours]}")
 
 
-def main():
+def path_to(parents, i):
+    """The node indices root .. i: path_to([-1, -1, 0, 2], 3) == [0, 2, 3]."""
+    path = []
+    while i >= 0:
+        path.append(i)
+        i = parents[i]
+    return path[::-1]
+
+
+def make_tree_fixture():
+    """hf_gpt2_trees.npz: TREE_MODEL's weights, TREES with random tokens, and HF's row for every node."""
+    torch.manual_seed(TREE_SEED)
+    generator = torch.Generator().manual_seed(TREE_SEED)
+    hparams = TREE_MODEL
+    model = GPT2LMHeadModel(make_config(hparams)).float().eval()
+    randomize_parameters(model, hparams["n_embd"])
+    arrays = {f"hparams.{k}": np.int64(v) for k, v in hparams.items()}
+    arrays.update(to_openai_params(model.state_dict(), hparams["n_layer"]))
+    for k, (n_prefix, parents) in enumerate(TREES):
+        prefix = torch.randint(0, hparams["n_vocab"], (n_prefix,), generator=generator).tolist()
+        nodes = torch.randint(0, hparams["n_vocab"], (len(parents),), generator=generator).tolist()
+        rows = []
+        for i in range(len(nodes)):
+            ids = torch.tensor(prefix + [nodes[j] for j in path_to(parents, i)])
+            with torch.no_grad():
+                rows.append(model(ids[None, :]).logits[0, -1].numpy())  # [n_vocab]
+        arrays[f"prefix.{k}"] = np.array(prefix, dtype=np.int64)
+        arrays[f"nodes.{k}"] = np.array(nodes, dtype=np.int64)
+        arrays[f"parents.{k}"] = np.array(parents, dtype=np.int64)
+        arrays[f"hf_rows.{k}"] = np.stack(rows).astype(np.float32)  # [m, n_vocab]
+        print(f"trees {k}: prefix {n_prefix}, {len(nodes)} nodes, parents {parents}")
+    path = FIXTURES_DIR / "hf_gpt2_trees.npz"
+    np.savez(path, **arrays)
+    print(f"  {path.name}: {path.stat().st_size / 1024:.0f} KiB")
+
+
+def main(only=None):
+    """Write every fixture; `only="trees"` writes hf_gpt2_trees.npz alone (the others stay byte for byte)."""
     FIXTURES_DIR.mkdir(exist_ok=True)
+    make_tree_fixture()
+    if only == "trees":
+        return
     torch.manual_seed(SEED)
     generator = torch.Generator().manual_seed(SEED)
     for name, hparams in MODELS.items():
@@ -216,4 +279,6 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(*sys.argv[1:])

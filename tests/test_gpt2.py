@@ -4,7 +4,8 @@ The reference is a real, independent implementation: tests/make_hf_fixture.py bu
 `transformers.GPT2LMHeadModel`s of four shapes (1, 3, 4 and 8 heads; 1 to 3 layers), with random biases and
 layer-norm gains/shifts so that no term hides, ran a few inputs through them in PyTorch, and saved the weights
 (in OpenAI's layout), the inputs, HF's logits and HF's KV cache to tests/fixtures/hf_gpt2_<name>.npz. These
-tests need only NumPy.
+tests need only NumPy. For token trees (`parents`), hf_gpt2_trees.npz holds another such model, a few trees
+hung after a prefix, and HF's last row for each node's path run as a plain sequence.
 
 Tolerances: both sides compute in float32 (about 7 significant digits) with logits of size ~1-6, summing in
 different orders; 1e-4 leaves room for that and nothing else (the last test shows that dropping any single
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 from conftest import FIXTURES_DIR
 
-from gpt2 import empty_cache, gpt2, rollback
+from gpt2 import Cache, empty_cache, gpt2, keep_path, rollback
 
 MODEL_NAMES = ["tiny", "three_heads", "eight_heads", "one_head"]  # tests/fixtures/hf_gpt2_<name>.npz
 N_INPUTS = 3  # per model: 1 token, 7 tokens, n_ctx tokens (the last one)
@@ -239,6 +240,160 @@ def test_n_logits_returns_the_last_rows_of_the_full_logits(name):
         assert logits.shape == (n_logits, hparams["n_vocab"])
         assert max_abs_diff(logits, full_logits[-n_logits:]) <= CACHE_TOLERANCE
         assert present.length == len(ids)
+
+
+# --- token trees: one pass scores every path -----------------------------------------------------------------
+
+
+@lru_cache(maxsize=None)
+def load_trees():
+    """(hparams, params, trees) from hf_gpt2_trees.npz; trees[k] = (prefix, nodes, parents, hf_rows [m, n_vocab])."""
+    with np.load(FIXTURES_DIR / "hf_gpt2_trees.npz") as npz:
+        arrays = dict(npz)
+    hparams = {key.split(".")[1]: int(value) for key, value in arrays.items() if key.startswith("hparams.")}
+    param_names = ("wte", "wpe", "ln_f", "blocks")
+    params = unflatten({key: value for key, value in arrays.items() if key.split(".")[0] in param_names})
+    n_trees = sum(key.startswith("nodes.") for key in arrays)
+    trees = [
+        tuple(arrays[f"{field}.{k}"].tolist() for field in ("prefix", "nodes", "parents")) + (arrays[f"hf_rows.{k}"],)
+        for k in range(n_trees)
+    ]
+    return hparams, params, trees
+
+
+TREE_CASES = range(5)  # the trees of hf_gpt2_trees.npz (tests/make_hf_fixture.py's TREES)
+
+
+def path_to(parents, i):
+    """The node indices root .. i: path_to([-1, -1, 0, 2], 3) == [0, 2, 3]."""
+    path = []
+    while i >= 0:
+        path.append(i)
+        i = parents[i]
+    return path[::-1]
+
+
+def cached_prefix(params, n_head, prefix):
+    """A cache holding the prefix (an empty one for an empty prefix)."""
+    past = empty_cache(params["blocks"], n_head)
+    return gpt2(prefix, **params, n_head=n_head, past=past)[1] if prefix else past
+
+
+@pytest.mark.parametrize("k", TREE_CASES)
+def test_a_tree_pass_gives_hf_gpt2s_logits_for_every_path(k):
+    """Row i of one pass over the nodes (the prefix cached) = HF's last row for prefix + the path to node i.
+
+    The trees have several roots and depths up to 5 (parents in tests/make_hf_fixture.py's TREES); present
+    holds the prefix, then every node in input order.
+    """
+    hparams, params, trees = load_trees()
+    prefix, nodes, parents, hf_rows = trees[k]
+    n_head = hparams["n_head"]
+    logits, present = gpt2(nodes, **params, n_head=n_head, past=cached_prefix(params, n_head, prefix), parents=parents)
+    assert logits.dtype == np.float32
+    assert max_abs_diff(logits, hf_rows) <= HF_TOLERANCE
+    assert (present.length, present.n_prefix) == (len(prefix) + len(nodes), len(prefix))
+    assert present.parents == tuple(parents)
+
+
+@pytest.mark.parametrize("k", TREE_CASES)
+def test_the_prefix_can_come_in_the_same_pass_as_the_tree_or_without_a_cache(k):
+    """No cache: inputs = prefix + nodes, the prefix a chain and the roots hanging from its last token."""
+    hparams, params, trees = load_trees()
+    prefix, nodes, parents, hf_rows = trees[k]
+    n = len(prefix)
+    whole = [i - 1 for i in range(n)] + [n + p if p >= 0 else n - 1 for p in parents]
+    logits = gpt2(prefix + nodes, **params, n_head=hparams["n_head"], parents=whole)
+    assert max_abs_diff(logits[n:], hf_rows) <= HF_TOLERANCE
+
+
+@pytest.mark.parametrize("k", TREE_CASES)
+def test_a_frontier_expansion_over_cached_nodes_gives_the_same_rows(k):
+    """Nodes fed in two passes (the second's parents may be cached nodes) give the one-pass rows."""
+    hparams, params, trees = load_trees()
+    prefix, nodes, parents, hf_rows = trees[k]
+    n_head, half = hparams["n_head"], (len(nodes) + 1) // 2
+    first, past = gpt2(nodes[:half], **params, n_head=n_head, past=cached_prefix(params, n_head, prefix),
+                       parents=parents[:half])
+    second, present = gpt2(nodes[half:], **params, n_head=n_head, past=past, parents=parents[half:])
+    assert max_abs_diff(np.concatenate([first, second]), hf_rows) <= HF_TOLERANCE
+
+
+@pytest.mark.parametrize("k", TREE_CASES)
+def test_keeping_one_path_leaves_the_cache_of_that_path_as_a_plain_sequence(k):
+    """keep_path(present, path to node i's parent), then node i alone: HF's row for node i, every i.
+
+    The kept cache is prefix + path as a plain sequence, equal to a fresh pass over it; the keep is a gather
+    in place, so each i starts from a fresh tree pass.
+    """
+    hparams, params, trees = load_trees()
+    prefix, nodes, parents, hf_rows = trees[k]
+    n_head = hparams["n_head"]
+    for i in range(len(nodes)):
+        _, tree = gpt2(nodes, **params, n_head=n_head, past=cached_prefix(params, n_head, prefix), parents=parents)
+        path = path_to(parents, i)[:-1]
+        kept = keep_path(tree, path)
+        assert (kept.length, kept.parents) == (len(prefix) + len(path), ())
+        sequence = prefix + [nodes[j] for j in path]
+        if sequence:
+            fresh = cached_prefix(params, n_head, sequence)
+            assert max_abs_diff(kept.kv, fresh.kv) <= CACHE_TOLERANCE
+        logits, _ = gpt2([nodes[i]], **params, n_head=n_head, past=kept)
+        assert max_abs_diff(logits[0], hf_rows[i]) <= HF_TOLERANCE
+
+
+def test_a_chain_given_as_parents_is_the_same_pass_as_parents_none():
+    """parents = [-1, 0, 1, ...]: the same logits and keys and values as parents=None. The cache says it is a
+    tree (what it was given); keeping its one path makes it the plain sequence parents=None leaves."""
+    hparams, params, cases = load_fixture("tiny")
+    ids, hf_logits, hf_present = cases[1]
+    n_head = hparams["n_head"]
+    chain = list(range(-1, len(ids) - 1))
+    logits, present = gpt2(ids, **params, n_head=n_head, past=empty_cache(params["blocks"], n_head), parents=chain)
+    assert max_abs_diff(logits, hf_logits) <= HF_TOLERANCE
+    assert present.parents == tuple(chain) and max_abs_diff(present.kv, hf_present) <= HF_TOLERANCE
+    kept = keep_path(present, range(len(ids)))
+    assert kept.buffer is present.buffer and (kept.length, kept.parents) == (len(ids), ())
+
+
+def test_a_cache_is_one_buffer_written_in_place_and_rolling_back_copies_nothing():
+    """gpt2.py's rule, visible: a pass writes into past's buffer (no copy of the cache); rollback shares it.
+
+    And its flip side, the reason only the newest value is handed on: an OLD value that claimed a position a
+    later pass wrote over no longer holds its own keys there.
+    """
+    hparams, params, _ = load_fixture("tiny")
+    n_head, ids = hparams["n_head"], full_length_ids("tiny")
+    _, past = gpt2(ids[:10], **params, n_head=n_head, past=empty_cache(params["blocks"], n_head))
+    _, present = gpt2(ids[10:12], **params, n_head=n_head, past=past)
+    assert present.buffer is past.buffer and present.buffer.shape[3] == hparams["n_ctx"]
+    assert rollback(present, 5).buffer is present.buffer
+
+    keys_before = past.kv.copy()
+    _, other = gpt2([(ids[5] + 1) % hparams["n_vocab"]], **params, n_head=n_head, past=rollback(past, 5))
+    assert max_abs_diff(other.kv, keys_before[:, :, :, :6]) > 100 * CACHE_TOLERANCE  # position 5 rewritten
+    assert max_abs_diff(past.kv[:, :, :, :5], keys_before[:, :, :, :5]) == 0  # below it: untouched
+
+
+@pytest.mark.parametrize(
+    "parents",
+    [[0, -1], [-1, 1], [-1, -2], [-1], [-1, 0, 1]],  # child first; its own parent; not an index; too few; too many
+)
+def test_parents_that_are_not_a_tree_of_the_inputs_raise_value_error(parents):
+    hparams, params, _ = load_trees()
+    with pytest.raises(ValueError):
+        gpt2([1, 2], **params, n_head=hparams["n_head"], parents=parents)
+
+
+def test_keep_path_refuses_what_is_not_a_root_to_node_path():
+    hparams, params, trees = load_trees()
+    prefix, nodes, parents, _ = trees[0]  # parents [-1, -1, 0, 0, 1, 1, 2, 3, 4, 5]
+    _, tree = gpt2(nodes, **params, n_head=hparams["n_head"], past=cached_prefix(params, hparams["n_head"], prefix),
+                   parents=parents)
+    for bad in ([2], [0, 4], [0, 2, 2], [10]):  # not from a root; 4 is not 0's child; repeated; no node 10
+        with pytest.raises(ValueError):
+            keep_path(tree, bad)
+    assert isinstance(keep_path(tree, [1, 4, 8]), Cache)
 
 
 # --- bad input ----------------------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """Speculative sampling is EXACT: its tokens have the target's distribution, not an approximation of it.
 
-The models here are hand-built second-order Markov chains over a 3-token vocabulary: the next-token
-distribution depends on the last TWO tokens, so reading the wrong row (an off-by-one in the prefix) changes
-the distribution. The draft is deliberately bad in both directions: it puts mass on tokens the target never
-produces after some contexts, and gives probability 0 to tokens the target does produce. With N = 5 new
+The models here are hand-built second-order Markov chains over a 3-token vocabulary (tests/markov.py): the
+next-token distribution depends on the last TWO tokens, so reading the wrong row (an off-by-one in the prefix)
+changes the distribution. The draft is deliberately bad in both directions: it puts mass on tokens the target
+never produces after some contexts, and gives probability 0 to tokens the target does produce. With N = 5 new
 tokens there are 3**5 = 243 possible outputs, whose exact probabilities we compute by enumeration from the
 target table, and we compare the empirical distribution of S sampled outputs with them.
 
@@ -32,78 +32,19 @@ monkeypatch, so the production code stays the one readable implementation:
   (c) compare each draft token with the target row one position too early (the prefix without the last token).
 """
 
-import itertools
-
 import numpy as np
 import pytest
 
+import drafters
 import sampling
+from markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
 from sampling import SpeculativeStats, autoregressive_sampling, speculative_sampling
 
-# next-token distributions of a second-order Markov chain: TABLE[a, b] = distribution after the tokens a, b
-TARGET_TABLE = np.array(
-    [
-        [[0.6, 0.4, 0.0], [0.1, 0.2, 0.7], [0.0, 0.5, 0.5]],  # after (0, 0), (0, 1), (0, 2)
-        [[0.3, 0.0, 0.7], [0.8, 0.1, 0.1], [0.2, 0.6, 0.2]],  # after (1, 0), (1, 1), (1, 2)
-        [[0.5, 0.5, 0.0], [0.0, 0.3, 0.7], [0.4, 0.2, 0.4]],  # after (2, 0), (2, 1), (2, 2)
-    ]
-)
-DRAFT_TABLE = np.array(
-    [
-        [[0.2, 0.3, 0.5], [0.5, 0.5, 0.0], [0.3, 0.3, 0.4]],  # (0,0): mass on 2, which the target never
-        [[0.3, 0.4, 0.3], [0.2, 0.2, 0.6], [0.6, 0.2, 0.2]],  # gives; (0,1): misses 2, the target's favourite
-        [[0.1, 0.1, 0.8], [0.6, 0.4, 0.0], [0.4, 0.2, 0.4]],  # (2,2): the one row where draft = target
-    ]
-)
 PROMPT = [2, 0, 1]  # three tokens, so that even the off-by-one variant (c) has two tokens of context
 N = 5  # 3**5 = 243 possible outputs; N > K + 1 for K = 1, 2, 3, so rounds end inside the output
 DELTA = 1e-9
 N_SAMPLES = 5_000  # per test of a correct sampler: bound ~0.105, about 0.5 s each
 WRONG_RULE_SAMPLES = 10_000  # per wrong rule: bound ~0.074, so that wrong rules fail by a wide margin
-
-
-def markov_model(table):
-    """A model function (the sampling.py contract) reading a second-order Markov table: row i of
-    model(x, n) is table[last two tokens of x[:len(x) - n + 1 + i]]."""
-
-    def model(x, n=1):
-        ends = range(len(x) - n + 1, len(x) + 1)  # prefix lengths of the n rows
-        return np.array([table[x[end - 2], x[end - 1]] for end in ends])  # [n, n_vocab]
-
-    model.n_vocab = table.shape[-1]
-    return model
-
-
-def exact_distribution(table, prompt, n_tokens, stop_token=None):
-    """{tuple of new tokens: probability} of autoregressive sampling from `table`, by enumeration.
-
-    With a stop token, every full sequence is cut after its first stop token (the tokens before it are drawn
-    the same way whether or not sampling would go on), and the probabilities of equal cuts add up.
-    """
-    n_vocab = table.shape[-1]
-    distribution = {}
-    for tokens in itertools.product(range(n_vocab), repeat=n_tokens):
-        x = list(prompt) + list(tokens)
-        probability = np.prod([table[x[j - 2], x[j - 1], x[j]] for j in range(len(prompt), len(x))])
-        if stop_token in tokens:
-            tokens = tokens[: tokens.index(stop_token) + 1]
-        distribution[tokens] = distribution.get(tokens, 0.0) + probability
-    return distribution
-
-
-def tv_bound(exact, n_samples, delta=DELTA):
-    """1/2 sum_i sqrt(P_i (1 - P_i) / S) + sqrt(ln(1/delta) / (2 S)): see the module docstring."""
-    p = np.array(list(exact.values()))
-    return 0.5 * np.sum(np.sqrt(p * (1 - p) / n_samples)) + np.sqrt(np.log(1 / delta) / (2 * n_samples))
-
-
-def total_variation(samples, exact):
-    """1/2 sum over outcomes of |empirical frequency - exact probability| (outcomes never sampled included)."""
-    counts = {}
-    for sample in samples:
-        counts[sample] = counts.get(sample, 0) + 1
-    outcomes = set(exact) | set(counts)
-    return 0.5 * sum(abs(counts.get(o, 0) / len(samples) - exact.get(o, 0.0)) for o in outcomes)
 
 
 def speculative_tv(K, n_samples, seed, stop_token=None):
@@ -163,28 +104,28 @@ def resample_from_target(q_row, p_row):
     return q_row
 
 
-def argmax_draft(draft_model, x, k, rng, n_vocab):
+def argmax_draft(self, x, k, rng, n_vocab):
     """Wrong rule (b): draft the draft's most likely token, but report the full distribution p as the
     proposal. The token was proposed with probability 1, not p(token), so min(1, q/p) is the wrong ratio."""
-    drafts, rows = [], []
+    tokens, rows = [], []
     for _ in range(k):
-        p_next = draft_model(x + drafts, 1)[0]  # [n_vocab]
-        drafts.append(int(np.argmax(p_next)))
+        p_next = self.model(x + tokens, 1)[0]  # [n_vocab]
+        tokens.append(int(np.argmax(p_next)))
         rows.append(p_next)
-    return drafts, np.array(rows) if rows else np.zeros((0, n_vocab))
+    return drafters.Proposal(tokens, drafters.chain_parents(len(tokens)), np.array(rows).reshape(len(tokens), -1))
 
 
-def target_rows_one_too_early(target_model, x, drafts, n_vocab):
-    """Wrong rule (c): row t is the target's distribution after x + drafts[:t - 1] (the prefix one token
-    short) instead of after x + drafts[:t]."""
-    k = len(drafts)
-    return target_model(x + drafts, k + 2)[: k + 1]  # [k + 1, n_vocab], every row one prefix too early
+def target_rows_one_too_early(target_model, x, proposal, n_vocab):
+    """Wrong rule (c): row t is the target's distribution after x + tokens[:t - 1] (the prefix one token
+    short) instead of after x + tokens[:t]."""
+    m = len(proposal.tokens)
+    return target_model(x + proposal.tokens, m + 2)[: m + 1]  # [m + 1, n_vocab], every row one prefix too early
 
 
 WRONG_RULES = {
-    "a_resample_from_target": ("_residual", resample_from_target),
-    "b_argmax_draft_full_p_ratio": ("_draft", argmax_draft),
-    "c_target_row_off_by_one": ("_score", target_rows_one_too_early),
+    "a_resample_from_target": (sampling, "_residual", resample_from_target),
+    "b_argmax_draft_full_p_ratio": (drafters.ModelDrafter, "propose", argmax_draft),
+    "c_target_row_off_by_one": (sampling, "_score", target_rows_one_too_early),
 }
 
 
@@ -193,8 +134,8 @@ def test_the_exactness_test_fails_for_a_wrong_rule(rule, monkeypatch):
     """Swap one step of sampling.py for a wrong version and run the same check as above (K = 2, so N = 5
     spans two rounds): the empirical TV from the exact distribution is above the bound that a correct
     sampler stays under (with more samples, so a smaller bound: see the module docstring)."""
-    name, wrong = WRONG_RULES[rule]
-    monkeypatch.setattr(sampling, name, wrong)
+    where, name, wrong = WRONG_RULES[rule]
+    monkeypatch.setattr(where, name, wrong)
     tv, bound = speculative_tv(K=2, n_samples=WRONG_RULE_SAMPLES, seed=3)
     assert tv > bound, f"{rule}: TV {tv:.4f} is not above the bound {bound:.4f}"
 

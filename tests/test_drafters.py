@@ -1,0 +1,170 @@
+"""drafters.py as an executable specification: prompt lookup, staged drafting, K="auto", each exact.
+
+Exactness is checked as for the chain (tests/test_speculative_exactness.py derives the TV bound): N = 5 tokens
+from the Markov target of tests/markov.py, against enumeration. The prompt repeats itself, so lookups fire.
+Teeth: a wrong rule particular to deterministic proposals, "keep a looked-up token whenever the target gives
+it any probability" (instead of with probability q(token)), must fail the same check.
+"""
+
+import numpy as np
+import pytest
+
+import drafters
+import sampling
+from markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
+from sampling import Round, SpeculativeStats, autoregressive_sampling, create_model_fn, speculative_sampling
+from test_sampling import NOISY_DRAFT_PARAMS, TARGET_HPARAMS, TARGET_PARAMS
+from test_tree_sampling import one_hot_table
+
+PROMPT = [0, 1, 2, 0, 1, 2, 0, 1]  # repeats: (0, 1) was followed by 2 before, so lookup proposes 2, 0, 1, ...
+N = 5
+N_SAMPLES = 2_500  # bound ~0.15 (tests/test_speculative_exactness.py)
+WRONG_RULE_SAMPLES = 3_000  # bound ~0.136
+
+
+def drafter_tv(make_drafter, K, n_samples, seed):
+    """(TV of n_samples outputs of speculative sampling with a fresh drafter each run, the bound)."""
+    rng = np.random.default_rng(seed)
+    target = markov_model(TARGET_TABLE)
+    samples = [
+        tuple(speculative_sampling(PROMPT, make_drafter(), target, N, K, rng)[len(PROMPT) :]) for _ in range(n_samples)
+    ]
+    exact = exact_distribution(TARGET_TABLE, PROMPT, N)
+    return total_variation(samples, exact), tv_bound(exact, n_samples)
+
+
+DRAFTERS = {
+    "lookup": lambda: drafters.prompt_lookup(max_ngram=2),
+    "staged": lambda: drafters.staged(markov_model(DRAFT_TABLE), max_ngram=2),
+}
+
+
+@pytest.mark.parametrize("name, K", [("lookup", 3), ("lookup", "auto"), ("staged", 2), ("staged", "auto")])
+def test_each_drafter_gives_the_target_distribution(name, K):
+    tv, bound = drafter_tv(DRAFTERS[name], K, N_SAMPLES, seed=len(name) + (7 if K == "auto" else K))
+    assert tv < bound, f"{name}, K={K}: TV {tv:.4f} >= bound {bound:.4f}"
+
+
+def keep_any_possible_lookup(q_row, p_row, token, rng):
+    """Wrong rule: a deterministic (one-hot) proposal is kept whenever q(token) > 0, not with probability q."""
+    u = rng.random()
+    if p_row[token] == 1.0:
+        return bool(q_row[token] > 0), u
+    return bool(u < q_row[token] / p_row[token]), u
+
+
+def test_the_exactness_test_fails_for_keeping_a_looked_up_token_the_target_merely_allows(monkeypatch):
+    monkeypatch.setattr(sampling, "_accept", keep_any_possible_lookup)
+    tv, bound = drafter_tv(DRAFTERS["lookup"], 3, WRONG_RULE_SAMPLES, seed=5)
+    assert tv > bound, f"TV {tv:.4f} is not above the bound {bound:.4f}"
+
+
+# --- prompt lookup itself -------------------------------------------------------------------------------------
+
+
+def brute_force_lookup(x, k, max_ngram, min_ngram):
+    """The definition, by a full scan: the longest suffix n-gram's most recent earlier occurrence, what followed."""
+    for n in range(max_ngram, min_ngram - 1, -1):
+        if len(x) < n:
+            continue
+        for end in range(len(x) - 1, n - 1, -1):  # ends before len(x): an occurrence with a token after it
+            if x[end - n : end] == x[len(x) - n :]:
+                return x[end : end + k]
+    return []
+
+
+def test_the_incremental_index_finds_what_a_full_scan_finds_at_every_step_of_a_growing_text():
+    rng = np.random.default_rng(0)
+    for max_ngram, min_ngram in [(3, 1), (2, 2), (4, 2)]:
+        lookup = drafters.prompt_lookup(max_ngram, min_ngram)
+        x = list(rng.integers(0, 5, size=10))
+        for _ in range(200):
+            assert lookup.lookup(x, 4) == brute_force_lookup(x, 4, max_ngram, min_ngram)
+            x += list(rng.integers(0, 5, size=rng.integers(1, 4)))
+        x = x[:50]  # not an extension: the index starts again
+        assert lookup.lookup(x, 4) == brute_force_lookup(x, 4, max_ngram, min_ngram)
+
+
+def test_the_docstring_example_and_one_hot_rows():
+    lookup = drafters.prompt_lookup(max_ngram=2)
+    proposal = lookup.propose([5, 6, 7, 8, 5, 6], 3, np.random.default_rng(0), n_vocab=10)
+    assert proposal.tokens == [7, 8, 5] and proposal.parents == [-1, 0, 1]
+    assert proposal.rows.shape == (3, 10) and (proposal.rows.argmax(1) == [7, 8, 5]).all()
+    assert proposal.rows.sum() == 3.0
+    assert lookup.propose([1, 2, 3], 3, np.random.default_rng(0), 10).tokens == []  # nothing matches
+
+
+@pytest.mark.parametrize("kwargs, message", [({"max_ngram": 0}, "max_ngram"), ({"min_ngram": 4}, "min_ngram=4"),
+                                             ({"max_ngram": 2.5}, "whole number")])
+def test_bad_ngram_settings_are_a_value_error(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        drafters.prompt_lookup(**kwargs)
+
+
+# --- temperature 0: every drafter gives the greedy text --------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["lookup", "staged", "model"])
+@pytest.mark.parametrize("K", [3, "auto", "hf"])
+def test_at_temperature_zero_each_drafter_gives_the_greedy_output_of_gpt2(name, K):
+    def target():
+        return create_model_fn(TARGET_PARAMS, TARGET_HPARAMS, temperature=0)
+
+    prompt = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2]
+    expected = autoregressive_sampling(prompt, target(), 30, np.random.default_rng(0))
+    draft_model = create_model_fn(NOISY_DRAFT_PARAMS, TARGET_HPARAMS, temperature=0)
+    draft = {"lookup": drafters.prompt_lookup(), "staged": drafters.staged(draft_model), "model": draft_model}[name]
+    stats = SpeculativeStats()
+    assert speculative_sampling(prompt, draft, target(), 30, K, np.random.default_rng(1), stats=stats) == expected
+    assert len(stats.ks) == stats.rounds and stats.tokens == 30
+
+
+def test_at_temperature_zero_lookup_reproduces_greedy_markov_output():
+    target = markov_model(one_hot_table(TARGET_TABLE))
+    expected = autoregressive_sampling(PROMPT, target, 20, np.random.default_rng(0))
+    assert speculative_sampling(PROMPT, drafters.prompt_lookup(), target, 20, 4, np.random.default_rng(1)) == expected
+
+
+# --- K="auto" ---------------------------------------------------------------------------------------------------
+
+
+def round_with(checks):
+    """A Round whose checks kept/rejected guesses at depths 1, 2, ...: round_with([True, False])."""
+    return Round(1, len(checks), None, [sampling.Check(d + 1, 0, 1.0, 0.5, 0.0, kept) for d, kept in enumerate(checks)],
+                 [0], ["draft"])
+
+
+def test_auto_declines_a_free_lookup_when_guesses_are_rarely_kept_and_proposes_long_runs_when_they_are():
+    """A free one-guess round pays when (1 + a) / r(2) > 1, i.e. a > 1.46: never. Longer ones pay only for a
+    near 1: at the prior a = 1/2 even k = 7 gives (2 - 0.5^7) / r(8) = 0.80 < 1, so auto declines. After ten
+    rounds that kept all 8 guesses (a ~ 0.9 at every position) the best k maximises (1 + a + ... + a^k) / r(k+1);
+    with R_TABLE's dip at r(8) = 2.48 that is k = 7, not k_max = 8 (r(9) = 2.92). Thirty rejections later,
+    a ~ 0 again and auto declines."""
+    target = markov_model(TARGET_TABLE)
+    auto = drafters.AutoK(drafters.prompt_lookup(), target, k_max=8)
+    assert auto.choose() == 0  # the prior a = 1/2 does not pay for a multi-row pass
+    for _ in range(10):
+        auto.record(round_with([True] * 8))
+    assert auto.choose() == 7
+    for _ in range(30):
+        auto.record(round_with([False]))
+    assert auto.choose() == 0
+
+
+def test_auto_probes_after_a_run_of_declined_rounds_and_waits_twice_as_long_each_time():
+    auto = drafters.AutoK(drafters.prompt_lookup(), markov_model(TARGET_TABLE), k_max=4)
+    ks = [auto.choose() for _ in range(20)]
+    assert ks == [0] * 4 + [4] + [0] * 8 + [4] + [0] * 6
+
+
+def test_auto_gives_a_model_draft_its_cost_and_hf_schedule_grows_by_2_and_shrinks_by_1():
+    target = create_model_fn(TARGET_PARAMS, TARGET_HPARAMS)
+    draft = create_model_fn(NOISY_DRAFT_PARAMS, TARGET_HPARAMS)
+    assert drafters.AutoK(draft, target, 4).c == 1.0  # same weights' size: c from n_params
+    assert drafters.AutoK(drafters.prompt_lookup(), target, 4).c == 0.0
+    hf = drafters.HFSchedule(None, None, k_max=10)
+    assert hf.choose() == 5
+    hf.record(round_with([True] * 5))
+    assert hf.choose() == 7
+    hf.record(round_with([True, False]))
+    assert hf.choose() == 6

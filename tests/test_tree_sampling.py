@@ -1,0 +1,137 @@
+"""Tree verification (SpecInfer's multi-candidate rule) as an executable specification.
+
+The statistical check is the chain's (tests/test_speculative_exactness.py explains the TV bound): the empirical
+joint distribution of N = 5 tokens from the hand-built Markov draft and target (tests/markov.py) against exact
+enumeration, for several tree shapes, with a derived bound a correct sampler exceeds with probability 1e-9.
+The tree drafter proposes the draft's TOP tokens (deterministic, one-hot rows), so with a 3-token vocabulary a
+branching of 2 offers two of the three tokens and (3,) offers all of them.
+
+Teeth: two wrong rules particular to siblings, swapped in with monkeypatch, each fail the same check:
+  (a) try the next sibling against the SAME target row q instead of the residual left by the rejected one
+      (and sample from q, not the last residual, when all are rejected): a rejected token comes back;
+  (b) inflate the acceptance ratio, keeping a candidate when u < 2 q/p: the draft's top tokens come out too
+      often.
+With S = 3000 samples the bound is 0.136 and a wrong rule's own sampling noise has mean <= 1/2 sqrt(243 / S)
+= 0.142; the wrong rules sit at TV ~0.33 (a) and ~0.54 (b) from the target (measured with these seeds), so (a)
+passes only if its noise exceeds its mean by 0.33 - 0.136 - 0.142 = 0.05, probability <= exp(-2 S 0.05^2) =
+3e-7 by McDiarmid (tests/test_speculative_exactness.py derives both bounds).
+At temperature 0 any tree gives the target's greedy output, on Markov tables and on tiny random GPT-2s.
+"""
+
+import numpy as np
+import pytest
+
+import drafters
+import sampling
+from markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
+from sampling import SpeculativeStats, autoregressive_sampling, create_model_fn, tree_speculative_sampling
+from test_sampling import NOISY_DRAFT_PARAMS, TARGET_HPARAMS, TARGET_PARAMS
+
+PROMPT = [2, 0, 1]
+N = 5  # 3**5 = 243 outcomes
+N_SAMPLES = 2_500  # bound ~0.15 for a correct sampler
+WRONG_RULE_SAMPLES = 3_000  # bound ~0.136
+
+
+def tree_tv(tree, n_samples, seed):
+    """(TV of n_samples tree-speculative outputs from the exact target distribution, the bound)."""
+    rng = np.random.default_rng(seed)
+    draft, target = markov_model(DRAFT_TABLE), markov_model(TARGET_TABLE)
+    samples = [
+        tuple(tree_speculative_sampling(PROMPT, draft, target, N, tree, rng)[len(PROMPT) :]) for _ in range(n_samples)
+    ]
+    exact = exact_distribution(TARGET_TABLE, PROMPT, N)
+    return total_variation(samples, exact), tv_bound(exact, n_samples)
+
+
+@pytest.mark.parametrize("tree", [(2,), (2, 1), (2, 2, 1), (3, 1), (1, 1, 1)])
+def test_tree_speculative_sampling_has_the_target_distribution_for_every_shape(tree):
+    """Two siblings, two siblings with a child each, a (2, 2, 1) tree of 10 nodes, every token at depth 1
+    (the target's token is always among the candidates), and the chain (1, 1, 1): all within the bound."""
+    tv, bound = tree_tv(tree, N_SAMPLES, seed=sum(tree) * 10 + len(tree))
+    assert tv < bound, f"tree {tree}: TV {tv:.4f} >= bound {bound:.4f}"
+
+
+def same_row_for_every_sibling(q_row, p_row):
+    """Wrong rule (a): no residual update: the next sibling is tried against q as it was."""
+    return q_row
+
+
+def inflated_accept(q_row, p_row, token, rng):
+    """Wrong rule (b): keep a candidate when u < 2 q/p, twice the right ratio (capped at 1)."""
+    u = rng.random()
+    return bool(u < 2 * q_row[token] / p_row[token]), u
+
+
+@pytest.mark.parametrize("name, wrong", [("_residual", same_row_for_every_sibling), ("_accept", inflated_accept)])
+def test_the_tree_exactness_test_fails_for_a_wrong_sibling_rule(name, wrong, monkeypatch):
+    """Each wrong rule moves the distribution of the (2, 2, 1) tree's output far outside the bound."""
+    monkeypatch.setattr(sampling, name, wrong)
+    tv, bound = tree_tv((2, 2, 1), WRONG_RULE_SAMPLES, seed=11)
+    assert tv > bound, f"{name}: TV {tv:.4f} is not above the bound {bound:.4f}"
+
+
+def one_hot_table(table):
+    """The greedy version of a Markov table: each row one-hot at its argmax (what temperature 0 makes)."""
+    greedy = np.zeros_like(table)
+    np.put_along_axis(greedy, table.argmax(-1)[..., None], 1.0, axis=-1)
+    return greedy
+
+
+@pytest.mark.parametrize("tree", [(1,), (2,), (2, 2, 1), (3, 3), (1, 2, 1, 2)])
+def test_at_temperature_zero_every_tree_gives_the_greedy_output_of_markov_tables(tree):
+    target = markov_model(one_hot_table(TARGET_TABLE))
+    expected = autoregressive_sampling(PROMPT, target, 12, np.random.default_rng(0))
+    got = tree_speculative_sampling(PROMPT, markov_model(one_hot_table(DRAFT_TABLE)), target, 12, tree,
+                                    np.random.default_rng(1))
+    assert got == expected
+
+
+@pytest.mark.parametrize("tree", [(2, 2, 1), (3,), (1, 1, 1, 1), (2, 1, 2)])
+def test_at_temperature_zero_every_tree_gives_the_greedy_output_of_gpt2(tree):
+    """Tiny random GPT-2s through create_model_fn (the tree mask and the cache's gathered paths): the tree
+    sampler's text is the target's greedy text; the noisy-copy draft has some guesses kept, some not."""
+    def target():
+        return create_model_fn(TARGET_PARAMS, TARGET_HPARAMS, temperature=0)
+
+    expected = autoregressive_sampling([1, 2, 3], target(), 30, np.random.default_rng(0))
+    stats = SpeculativeStats()
+    draft = create_model_fn(NOISY_DRAFT_PARAMS, TARGET_HPARAMS, temperature=0)
+    got = tree_speculative_sampling([1, 2, 3], draft, target(), 30, tree, np.random.default_rng(1), stats=stats)
+    assert got == expected
+    assert 0 < stats.accepted < stats.checked
+
+
+def test_at_temperature_one_a_tree_round_scores_every_node_in_one_target_pass_and_one_draft_pass_per_depth():
+    """(2, 2, 1) has 2 + 4 + 4 = 10 nodes: each full round sends 10 nodes (11 rows) to the target in ONE
+    call, and the draft makes 3 calls, one per depth; the accepted path is at most 3 deep."""
+    calls = []
+    target_markov = markov_model(TARGET_TABLE)
+
+    def target(x, n=1, parents=None):
+        calls.append(("target", n, None if parents is None else len(parents)))
+        return target_markov(x, n, parents)
+
+    target.n_vocab = 3
+    stats = SpeculativeStats()
+    tree_speculative_sampling(PROMPT, markov_model(DRAFT_TABLE), target, 40, (2, 2, 1), np.random.default_rng(3),
+                              stats=stats)
+    full_rounds = [call for call in calls if call[2] == 10]
+    assert len(calls) == stats.rounds == stats.target_passes and full_rounds
+    assert all(n == 11 for _, n, _ in full_rounds)
+    assert stats.draft_passes == sum(min(3, k) for k in stats.ks)
+    assert max(stats.accepted_depths) <= 3 and stats.nodes == stats.drafted
+
+
+@pytest.mark.parametrize("tree, message", [((), "at least one depth"), ((2, 0), "whole number >= 1"),
+                                           ((2, 1.5), "whole number >= 1"), ("abc", "whole number >= 1")])
+def test_a_bad_tree_is_a_value_error(tree, message):
+    with pytest.raises(ValueError, match=message):
+        tree_speculative_sampling(PROMPT, markov_model(DRAFT_TABLE), markov_model(TARGET_TABLE), 5, tree,
+                                  np.random.default_rng(0))
+
+
+def test_top_tokens_are_the_most_likely_with_probability_above_zero():
+    assert drafters.top_tokens(np.array([0.1, 0.5, 0.0, 0.4]), 3) == [1, 3, 0]
+    assert drafters.top_tokens(np.array([0.0, 1.0, 0.0]), 2) == [1]  # a one-hot row offers one candidate
+    assert drafters.tree_size((2, 2, 1)) == 10
