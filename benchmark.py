@@ -69,6 +69,8 @@ code to extend: prompt lookup finds what comes next in the prompt) and "free" (n
   the run proposed: round i proposed m_i tokens, so
       predicted = sum_i tokens_per_round(alpha, m_i) / (c * draft-model calls + sum_i r(m_i + 1)),
   with r measured for every m up to k_max + 1 (lookup runs no model: it costs nothing but its target passes).
+  K="auto" plans with the c and r(m) this run measured (set as the draft model's `cost` and the target's
+  `r_table`), not with drafters.py's calibrated table.
 - The tree table: each tree of --trees against the chain that sends the target as many rows (a tree with
   n nodes against the chain K = n; (2, 1, 1) has 6 nodes, (2, 2, 1) has 10): tokens per target pass, the share
   of guesses kept, and the wall-time speedup.
@@ -105,6 +107,7 @@ from main import (
     timed,
 )
 from sampling import (
+    AUTO_K_MAX,
     AutoregressiveStats,
     SpeculativeStats,
     autoregressive_sampling,
@@ -403,15 +406,6 @@ def make_drafter(name, draft_model, max_ngram):
     return drafters.staged(draft_model, max_ngram=max_ngram)
 
 
-def k_argument(K, drafter, target_model, k_max):
-    """What speculative_sampling gets as K: a number, "auto", or for "hf" Hugging Face's schedule from drafters."""
-    if K != "hf":
-        return K
-    import drafters
-
-    return drafters.hf_schedule(drafter, k_max)
-
-
 @dataclass
 class DrafterRun(Run):
     """A Run of one drafter and K, plus what the cost model needs: draft-model calls and proposal sizes."""
@@ -420,13 +414,21 @@ class DrafterRun(Run):
     proposal_sizes: list = field(default_factory=list)  # tokens proposed in each round (0: a plain step)
 
 
-def run_speculative(prompts, draft, target, N, settings, kv_cache, seed, sample):
+def run_speculative(prompts, draft, target, N, settings, kv_cache, seed, sample, costs=None):
     """One DrafterRun over the prompts: sample(prompt, draft_model, target_model, rng, stats) for each, with
-    fresh model functions (empty caches) and a fresh np.random.default_rng(seed) per prompt."""
+    fresh model functions (empty caches) and a fresh np.random.default_rng(seed) per prompt.
+
+    costs (this cache setting's Costs): K="auto" then plans with the c and r(m) measured in this run (the draft
+    model's `cost`, the target's `r_table`) instead of drafters.py's defaults; they are fixed before the run,
+    so the same seed still gives the same tokens.
+    """
     run = DrafterRun(stats=SpeculativeStats())
     for prompt in prompts:
         draft_model = create_model_fn(*draft, **settings, kv_cache=kv_cache)
         target_model = create_model_fn(*target, **settings, kv_cache=kv_cache)
+        if costs is not None:
+            draft_model.cost = costs.c
+            target_model.r_table = [1.0] + [costs.r(m - 1) for m in range(2, max(costs.target_pass) + 2)]
         rng = np.random.default_rng(seed)
         before = len(getattr(run.stats, "round_log", []))
         ids, seconds = timed(lambda: sample(prompt, draft_model, target_model, rng, run.stats))
@@ -468,7 +470,7 @@ def predicted_run_speedup(run, costs):
 
 
 def run_drafter_comparison(prompt_groups, draft, target, drafter_names, drafter_Ks, trees, N, settings, seed,
-                           max_ngram, k_max, modes, progress):
+                           max_ngram, costs_by_mode, progress):
     """{kv_cache: {"autoregressive": {group: Run}, "rows": {(group, drafter, K): DrafterRun},
     "trees": {(group, shape): DrafterRun}}}: every drafter and K, and each tree against the chain with as many
     nodes, on every prompt group, in each cache setting of `modes`."""
@@ -477,7 +479,8 @@ def run_drafter_comparison(prompt_groups, draft, target, drafter_names, drafter_
         return results
     from sampling import tree_speculative_sampling  # here: only the comparison needs trees
 
-    for kv_cache in modes:
+    for costs in costs_by_mode:
+        kv_cache = costs.kv_cache
         mode = results[kv_cache] = {"autoregressive": {}, "rows": {}, "trees": {}}
         for group, prompts in prompt_groups.items():
             progress.set_postfix_str(f"{group}, autoregressive, cache {'on' if kv_cache else 'off'}")
@@ -489,11 +492,10 @@ def run_drafter_comparison(prompt_groups, draft, target, drafter_names, drafter_
 
                     def sample(prompt, draft_model, target_model, rng, stats, name=name, K=K):
                         drafter = make_drafter(name, draft_model, max_ngram)
-                        return speculative_sampling(prompt, drafter, target_model, N,
-                                                    k_argument(K, drafter, target_model, k_max), rng, stats=stats)
+                        return speculative_sampling(prompt, drafter, target_model, N, K, rng, stats=stats)
 
                     mode["rows"][group, name, K] = run_speculative(prompts, draft, target, N, settings, kv_cache,
-                                                                   seed, sample)
+                                                                   seed, sample, costs)
                     progress.update()
             for tree in trees:
                 for shape in (tree, (1,) * tree_nodes(tree)):  # the tree, then the chain with as many nodes
@@ -753,7 +755,7 @@ def main(
     drafter_Ks=(2, 4, "auto", "hf"),
     trees=None,
     max_ngram=3,
-    k_max=8,
+    k_max=AUTO_K_MAX,
     copy_prompts=COPY_PROMPTS,
     free_prompts=FREE_PROMPTS,
 ):
@@ -780,7 +782,7 @@ def main(
         drafter_Ks: the K of each drafter row: whole numbers, "auto" (drafters.AutoK) and "hf" (Hugging Face's schedule).
         trees: also compare token trees with the chains that send as many rows to the target, e.g. "2,1,1;2,2,1".
         max_ngram: the longest n-gram prompt lookup searches for (lookup and staged).
-        k_max: the largest k of "auto" and "hf"; r is measured up to k_max + 1 rows for the predictions.
+        k_max: r(m) is measured up to m = k_max + 1 rows (and no more than the tokens per run need) for the predictions; sampling.AUTO_K_MAX caps what "auto" and "hf" propose.
         copy_prompts: the prompts that invite copying, for the drafter and tree tables (random ids with --random_weights).
         free_prompts: the prompts with nothing to copy.
     """
@@ -790,8 +792,8 @@ def main(
 def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6, 7, 8), prompts=DEFAULT_PROMPTS,
         n_tokens_to_generate=40, temperature=0.0, top_k=None, top_p=None, seed=0, kv_cache=True,
         random_weights=False, alphas=DEFAULT_ALPHAS, prefix_length=32, repeats=5, models_dir="models", img_dir="img",
-        drafters=None, drafter_Ks=(2, 4, "auto", "hf"), trees=None, max_ngram=3, k_max=8, copy_prompts=COPY_PROMPTS,
-        free_prompts=FREE_PROMPTS):
+        drafters=None, drafter_Ks=(2, 4, "auto", "hf"), trees=None, max_ngram=3, k_max=AUTO_K_MAX,
+        copy_prompts=COPY_PROMPTS, free_prompts=FREE_PROMPTS):
     """`main` (same arguments), returning what it measured: {"costs": [Costs per cache setting, --kv_cache's
     first], "autoregressive": Run, "speculative": {K: Run}, "drafter_rows": [[str]], "tree_rows": [[str]]}
     (the last two: table rows, header first, or None; make_readme_figures.py builds on all of it)."""
@@ -828,7 +830,8 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
         if longest + n_tokens_to_generate > n_ctx:
             raise ValueError(f"the longest prompt + --n_tokens_to_generate {n_tokens_to_generate} is more than the "
                              f"models' context of {n_ctx} tokens: generate fewer tokens")
-        cost_Ks = sorted(set(Ks) | (set(range(1, k_max + 1)) if compare else set()))  # r up to k_max + 1 rows
+        deepest = min(k_max, n_tokens_to_generate - 1) if drafter_names else 0  # no proposal is longer
+        cost_Ks = sorted(set(Ks) | set(range(1, deepest + 1)))  # r(m) for m up to deepest + 1 rows
         if prefix_length + max(cost_Ks) + 1 > n_ctx:
             raise ValueError(f"--prefix_length {prefix_length} + the largest K + 1 is more than the context of {n_ctx}")
 
@@ -846,7 +849,7 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
         autoregressive, speculative = run_samplers(prompt_ids, draft, target, Ks, n_tokens_to_generate, settings,
                                                    kv_cache, seed, progress)
         comparison = run_drafter_comparison(prompt_groups, draft, target, drafter_names, drafter_Ks, trees,
-                                            n_tokens_to_generate, settings, seed, max_ngram, k_max, modes, progress)
+                                            n_tokens_to_generate, settings, seed, max_ngram, costs_by_mode, progress)
 
     title = f"{names[0]} drafts for {names[1]}, KV cache {'on' if kv_cache else 'off'}"
     weights = "RANDOM weights (acceptance is meaningless: cost figures only)" if random_weights else "real weights"

@@ -218,15 +218,6 @@ def test_the_prediction_for_lookup_counts_only_target_passes_and_plain_steps_cos
     assert benchmark.predicted_run_speedup(run, costs) is None
 
 
-import drafters  # noqa: E402
-import sampling  # noqa: E402
-
-# until the drafters and the tree sampler are merged (remove once they are)
-landed = pytest.mark.skipif(not (hasattr(sampling, "tree_speculative_sampling") and hasattr(drafters, "prompt_lookup")),
-                            reason="drafters.prompt_lookup and sampling.tree_speculative_sampling have not landed yet")
-
-
-@landed
 def test_the_drafter_table_has_a_row_per_cache_setting_prompt_group_drafter_and_k(tmp_path, tiny_dir):
     """Draft = target at temperature 0: the model drafter's checked guesses are all kept (alpha 1.00), in both
     cache settings and on both prompt groups; every row has a measured and a predicted speedup."""
@@ -247,7 +238,6 @@ def test_the_drafter_table_has_a_row_per_cache_setting_prompt_group_drafter_and_
         assert cells["speedup (measured)"].endswith("x") and cells["speedup (predicted)"] != ""
 
 
-@landed
 def test_with_random_weights_lookups_alpha_is_labelled_meaningless_and_trees_meet_chains_of_as_many_rows(
         tmp_path, tiny_dir, capsys):
     """Tree (2, 1) has 4 nodes: it runs beside the chain K = 4, both sending 5 rows to the target per pass."""
