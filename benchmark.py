@@ -201,7 +201,17 @@ class Costs:
         return self.draft_step / self.target_step
 
     def r(self, K):
-        return self.target_pass[K] / self.target_step
+        """r of a (K + 1)-token pass: measured, or interpolated linearly between the Ks measured around it."""
+        if K in self.target_pass:
+            return self.target_pass[K] / self.target_step
+        measured = sorted(self.target_pass)
+        if not measured or not measured[0] <= K <= measured[-1]:
+            raise KeyError(f"r was measured for K in {measured}, not around {K}")
+        return float(np.interp(K, measured, [self.target_pass[k] for k in measured])) / self.target_step
+
+    def covers(self, K):
+        """True if r(K) was measured or can be interpolated."""
+        return bool(self.target_pass) and min(self.target_pass) <= K <= max(self.target_pass)
 
 
 def measure_costs(draft, target, Ks, prefix_length, kv_cache, settings, repeats, rng, progress):
@@ -428,7 +438,8 @@ def run_speculative(prompts, draft, target, N, settings, kv_cache, seed, sample,
         target_model = create_model_fn(*target, **settings, kv_cache=kv_cache)
         if costs is not None:
             draft_model.cost = costs.c
-            target_model.r_table = [1.0] + [costs.r(m - 1) for m in range(2, max(costs.target_pass) + 2)]
+            r_table = [1.0] + [costs.r(K) for K in range(1, max(costs.target_pass) + 1)]  # r_table[m - 1] = r(m)
+            target_model.r_table = r_table
         rng = np.random.default_rng(seed)
         before = len(getattr(run.stats, "round_log", []))
         ids, seconds = timed(lambda: sample(prompt, draft_model, target_model, rng, run.stats))
@@ -461,7 +472,7 @@ def predicted_run_speedup(run, costs):
     of K this is the formula of the classic table. None when the costs of some m_i + 1 were not measured.
     """
     sizes = run.proposal_sizes
-    if not sizes or any(m > 0 and m not in costs.target_pass for m in sizes):
+    if not sizes or any(m > 0 and not costs.covers(m) for m in sizes):
         return None
     alpha = run.stats.acceptance_rate
     tokens = sum(tokens_per_round(alpha, m) for m in sizes)
@@ -831,7 +842,8 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
             raise ValueError(f"the longest prompt + --n_tokens_to_generate {n_tokens_to_generate} is more than the "
                              f"models' context of {n_ctx} tokens: generate fewer tokens")
         deepest = min(k_max, n_tokens_to_generate - 1) if drafter_names else 0  # no proposal is longer
-        cost_Ks = sorted(set(Ks) | set(range(1, deepest + 1)))  # r(m) for m up to deepest + 1 rows
+        # r(m) at m = 2, 3, 5, 9, ... and deepest + 1 (between them it is interpolated: Costs.r)
+        cost_Ks = sorted(set(Ks) | {K for K in (1, 2, 4, 8, 16, 32) if K < deepest} | {deepest} - {0})
         if prefix_length + max(cost_Ks) + 1 > n_ctx:
             raise ValueError(f"--prefix_length {prefix_length} + the largest K + 1 is more than the context of {n_ctx}")
 

@@ -269,3 +269,13 @@ def test_a_bad_drafter_or_tree_flag_gets_one_error_line_and_exit_code_2(tmp_path
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and expected in err and len(err.strip().splitlines()) == 1
+
+
+def test_r_between_measured_lengths_is_interpolated_and_outside_them_refused():
+    """r(K) for a (K + 1)-row pass: measured at K = 1 (2 rows, 0.10 s) and K = 3 (4 rows, 0.14 s) over a
+    0.05 s step; K = 2 lies halfway: (0.10 + 0.14) / 2 / 0.05 = 2.4."""
+    costs = benchmark.Costs(True, 32, draft_step=0.02, target_step=0.05, target_pass={1: 0.1, 3: 0.14})
+    assert costs.r(2) == pytest.approx(2.4) and costs.r(3) == pytest.approx(2.8)
+    assert costs.covers(2) and not costs.covers(4)
+    with pytest.raises(KeyError):
+        costs.r(4)
