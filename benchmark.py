@@ -291,17 +291,17 @@ def print_measured_table(costs, autoregressive, speculative, Ks):
     """The table for real weights: measured alpha and speedups beside the two predictions."""
     print(f"autoregressive: {autoregressive.ms_per_token:.1f} ms/token ({autoregressive.stats.tokens} tokens, "
           f"{autoregressive.stats.target_passes} target passes)")
-    print(f"costs at a {costs.prefix_length}-token prefix: c = {costs.c:.2f} (draft step "
+    print(f"costs at a {costs.prefix_length}-token prefix: c = {costs.c:.3f} (draft step "
           f"{1e3 * costs.draft_step:.1f} ms / target step {1e3 * costs.target_step:.1f} ms)\n")
     header = ("K", "alpha", "speedup", "speedup", "c", "r", "spec", "predicted", "predicted")
     header2 = ("", "", "(wall)", "(passes)", "", "", "ms/token", "(cK+1)", "(cK+r)")
-    row_format = "{:>3} {:>6} {:>8} {:>9} {:>5} {:>5} {:>9} {:>10} {:>10}"
+    row_format = "{:>3} {:>6} {:>8} {:>9} {:>6} {:>6} {:>9} {:>10} {:>10}"
     print(row_format.format(*header))
     print(row_format.format(*header2))
     for K in Ks:
         run, alpha = speculative[K], speculative[K].stats.acceptance_rate
         row = (K, f"{alpha:.2f}", f"{autoregressive.ms_per_token / run.ms_per_token:.2f}x",
-               f"{run.stats.tokens_per_target_pass:.2f}x", f"{costs.c:.2f}", f"{costs.r(K):.2f}",
+               f"{run.stats.tokens_per_target_pass:.2f}x", f"{costs.c:.3f}", f"{costs.r(K):.3f}",
                f"{run.ms_per_token:.1f}", f"{predicted_speedup(alpha, K, costs.c):.2f}x",
                f"{predicted_speedup(alpha, K, costs.c, costs.r(K)):.2f}x")
         print(row_format.format(*row))
