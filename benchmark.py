@@ -114,7 +114,7 @@ from sampling import (
     create_model_fn,
     speculative_sampling,
 )
-from utils import MODEL_SIZES, read_hf_hparams
+from utils import DISTILGPT2_HPARAMS, HUB_MODELS, MODEL_SIZES, read_hf_hparams
 
 DEFAULT_PROMPTS = (
     "Alan Turing theorized that computers would one day become",
@@ -700,20 +700,25 @@ def as_list(value, name, kind):
 
 
 def hparams_of(name):
-    """The shapes of a released size, or of a local folder (hparams.json or a Hugging Face config.json)."""
+    """The shapes of a released size or a Hugging Face name (gpt2 is 124M's, distilgpt2 its own), or of a local
+    folder (hparams.json or a Hugging Face config.json)."""
     if name in HPARAMS:
         return HPARAMS[name]
+    if name in HUB_MODELS:
+        size = HUB_MODELS[name][1]
+        return HPARAMS[size] if size else DISTILGPT2_HPARAMS
     folder = Path(name)
     if (folder / "hparams.json").is_file():
         return json.loads((folder / "hparams.json").read_text())
     if (folder / "config.json").is_file():
         return read_hf_hparams(folder / "config.json")
-    raise ValueError(f"{name!r} is neither one of {', '.join(MODEL_SIZES)} nor a folder with GPT-2 hyperparameters")
+    raise ValueError(f"{name!r} is neither one of {', '.join(MODEL_SIZES + tuple(HUB_MODELS))} nor a folder with GPT-2 "
+                     f"hyperparameters")
 
 
 def model_name(name):
     """A short name for titles and file names: '124M', or the last part of a folder's path."""
-    return name if name in MODEL_SIZES else Path(name).name
+    return name if name in MODEL_SIZES or name in HUB_MODELS else Path(name).name
 
 
 def random_pair(draft_model_size, target_model_size, seed):

@@ -165,7 +165,7 @@ def test_without_matplotlib_the_run_says_how_to_install_it_and_writes_no_plots(t
         (dict(Ks=(1, 0)), "every K in --Ks must be a whole number >= 1; got 0"),
         (dict(alphas="x"), "--alphas must be a comma-separated list"),
         (dict(random_weights=True, target_model_size="7B"), "'7B' is neither one of 124M, 355M, 774M, 1558M"),
-        (dict(target_model_size="7B"), "--target_model_size must be one of"),
+        (dict(target_model_size="7B"), "--target_model_size: unknown model"),
         (dict(top_p=0), "--top_p must be a number in (0, 1]"),
     ],
 )
