@@ -652,9 +652,14 @@ def drafter_text(flags):
     return f"draft {flags.draft_model_size}"
 
 
-def acceptance_by_position(stats):
-    """'0.50, 0.25, n/a': the acceptance rate at each draft position; n/a where no guess was ever checked."""
+def acceptance_by_position(stats, flags):
+    """('0.50, 0.25, n/a', 3): the acceptance rate at each draft position 1..K (with K=auto or a tree: up to the
+    deepest one drafted); n/a where no guess was ever checked."""
     rates = stats.acceptance_rate_at
+    while len(rates) > 1 and not stats.drafted_at[len(rates) - 1]:  # positions never even drafted
+        rates = rates[:-1]
+    if flags.K != "auto" and flags.tree is None:
+        rates = rates + [None] * (flags.K - len(rates))  # a fixed K: positions 1..K, never reached ones n/a
     return ", ".join("n/a" if rate is None else f"{rate:.2f}" for rate in rates), len(rates)
 
 
@@ -662,7 +667,7 @@ def round_report(flags, stats, rounds):
     """The drafter's lines: rounds and mean k, lookup's matches, a tree's nodes per pass and accepted depths."""
     ks = [rnd.k for rnd in rounds]
     lines = [f"drafter {flags.drafter}, {lookahead_text(flags)}: {len(rounds)} rounds, mean k {mean(ks):.2f}"]
-    if flags.drafter != "model":
+    if flags.drafter == "lookup":
         matched = sum(1 for rnd in rounds if rnd.proposal.tokens)
         share = matched / len(rounds) if rounds else 0.0
         lines[0] += f"; {matched} of {len(rounds)} rounds ({share:.0%}) found a match"
@@ -785,7 +790,7 @@ def main(
             print(show.trace_line(rnd, token_bytes, color))
         print()
 
-    by_position, n_positions = acceptance_by_position(sp_stats)
+    by_position, n_positions = acceptance_by_position(sp_stats, flags)
     print(f"speedup: {ar_time / sp_time:.2f}x (wall time, autoregressive / speculative)")
     print(f"acceptance rate: {sp_stats.acceptance_rate:.2f} ({sp_stats.accepted} of {sp_stats.checked} checked "
           f"draft tokens kept; by draft position 1..{n_positions}: {by_position})")
