@@ -244,8 +244,8 @@ def trace_lines(out):
      r"[\d.]+; \d+ of \d+ rounds \(\d+%\) found a match"),
     (("--drafter", "staged", "--max_ngram", 2), r"drafter staged, K=3: \d+ rounds, mean k [\d.]+\n"),
     (("--K", "auto"), r"drafter model, K=auto: \d+ rounds, mean k [\d.]+"),
-    (("--tree", "2,2,1", "--plot", "rounds.png"), r"tree: [\d.]+ nodes per target pass; accepted paths went [\d.]+ deep on average, \d+ at "
-     r"most \(rounds by depth: 0: \d+"),
+    (("--tree", "2,2,1", "--plot", "rounds.png"), r"tree: [\d.]+ nodes per target pass; accepted paths went "
+     r"[\d.]+ deep on average, \d+ at most \(rounds by depth: 0: \d+"),
 ], ids=["lookup", "staged", "auto", "tree"])
 def test_every_drafter_prints_the_greedy_text_its_rounds_and_one_trace_line_per_round(tmp_path, target_dir,
                                                                                      draft_dir, flags, report):
