@@ -203,8 +203,11 @@ def test_a_draft_equal_to_the_target_has_every_guess_accepted(tmp_path, target_d
 
 
 def test_without_the_cache_both_samplers_recompute_and_still_print_the_greedy_text(tmp_path, target_dir, draft_dir):
-    """--kv_cache False (picoGPT's way) changes the cost of a pass, never the tokens: same peer text, twice."""
-    result = run_main("--prompt", PROMPT, "--n_tokens_to_generate", 8, "--K", 2, "--kv_cache", False,
+    """--kv_cache false (picoGPT's way) changes the cost of a pass, never the tokens: same peer text, twice.
+
+    Lower-case "false" on purpose: fire alone reads it as the string "false", which is true, and runs WITH the cache.
+    """
+    result = run_main("--prompt", PROMPT, "--n_tokens_to_generate", 8, "--K", 2, "--kv_cache", "false",
                       "--draft_model_size", draft_dir, "--target_model_size", target_dir, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "KV cache OFF" in result.stdout
