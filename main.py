@@ -50,6 +50,7 @@ whole comparison before complaining about a misspelt flag, and would read `--kv_
 """
 
 import difflib
+import inspect
 import math
 import re
 import sys
@@ -61,6 +62,8 @@ from pathlib import Path
 import fire
 import numpy as np
 
+import drafters
+import sampling
 import show
 from sampling import AutoregressiveStats, SpeculativeStats, create_model_fn
 from utils import MODEL_SIZES, CheckpointError, DownloadError, download_gpt2_files, load_encoder_hparams_and_params
@@ -352,8 +355,6 @@ def parse_command_line(argv, function):
     ...
     ValueError: unknown flag --temprature (did you mean --temperature?); python main.py --help lists every flag
     """
-    import inspect
-
     names = list(inspect.signature(function).parameters)
     kwargs, positional, i = {}, [], 0
     while i < len(argv):
@@ -583,8 +584,6 @@ def token_bytes_of(encoder):
 
 def make_drafter(flags, new_draft):
     """The draft argument of the speculative stream for these flags: a model function or a drafter."""
-    import drafters
-
     if flags.drafter == "lookup":
         return drafters.prompt_lookup(max_ngram=flags.max_ngram, min_ngram=flags.min_ngram)
     if flags.drafter == "staged":
@@ -594,8 +593,6 @@ def make_drafter(flags, new_draft):
 
 def speculative_rounds(flags, prompt_ids, draft, target, rng, stats):
     """The Rounds of one speculative run: a chain with K (a number or "auto"), or a tree with --tree."""
-    import sampling
-
     N = flags.n_tokens_to_generate
     if flags.tree is not None:
         return sampling.tree_speculative_stream(prompt_ids, draft, target, N, flags.tree, rng, stats=stats)
@@ -604,8 +601,6 @@ def speculative_rounds(flags, prompt_ids, draft, target, rng, stats):
 
 def run_autoregressive(prompt_ids, model, flags, stream):
     """Autoregressive sampling, its text streamed token by token: (token ids, seconds, AutoregressiveStats)."""
-    import sampling
-
     stats = AutoregressiveStats()
     ids = list(prompt_ids)
     start = time.perf_counter()
@@ -633,6 +628,7 @@ def run_speculative(prompt_ids, draft, target, flags, stream):
 
 
 def mean(values):
+    """The mean of a list of numbers, 0.0 for an empty one."""
     return sum(values) / len(values) if values else 0.0
 
 
