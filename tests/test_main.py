@@ -288,7 +288,7 @@ def test_stripped_of_its_colors_always_prints_exactly_what_never_prints(tmp_path
     """--color always paints the speculative text and the trace; without the codes it is --color never's text.
 
     The draft is the target plus noise (near_params) at temperature 1, so the run has all three colors: green
-    (a kept guess, code 32), red (a residual token, 31) and blue (a bonus token, 34).
+    (a kept guess, code 32), red (a residual token, 31) and blue (a bonus token, 34). It is the README's run.
     """
     import show
 
@@ -306,6 +306,10 @@ def test_stripped_of_its_colors_always_prints_exactly_what_never_prints(tmp_path
     lines = trace_lines(never.stdout)
     assert len(lines) == rounds and sum(line.count(" kept") for line in lines) == kept > 0
     assert sum(line.count(" rejected") for line in lines) == checked - kept > 0
+    # the README's trace excerpt ("Watching the rounds") is this run's: it goes stale if the sampler changes
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    excerpt = readme.split("<!-- trace-excerpt: begin -->\n```text\n", 1)[1].split("```", 1)[0].splitlines()
+    assert excerpt and excerpt == lines[: len(excerpt)]
 
 
 def run_on_a_terminal(flags, cwd, env):
