@@ -26,6 +26,7 @@ OpenAI's checkpoint names (picoGPT's layout): params["blocks"][i]["attn"]["c_att
 """
 
 import json
+import math
 import os
 import re
 import time
@@ -285,6 +286,10 @@ def read_block(table, offset, size):
     return contents
 
 
+MAX_KEY_BYTES = 1024  # TensorFlow variable names are far shorter ("model/h47/attn/c_attn/w" is 23 bytes)
+MAX_TABLE_ENTRIES = 100_000  # GPT-2 has 12 n_layer + 4 variables: 580 for 1558M
+
+
 def parse_block(block):
     """Yield the (key, value) pairs of a block.
 
@@ -307,7 +312,9 @@ def parse_block(block):
         value_length, pos = read_varint(block, pos)
         if shared > len(key) or pos + non_shared + value_length > entries_end:
             raise _CorruptData("a block entry runs past the end of its block")
-        key = key[:shared] + block[pos : pos + non_shared]
+        if shared + non_shared > MAX_KEY_BYTES:  # keys are variable names: short. Prefix sharing could make a
+            raise _CorruptData(f"a key is {shared + non_shared} bytes long, more than {MAX_KEY_BYTES}")  # 3-byte
+        key = key[:shared] + block[pos : pos + non_shared]  # entry rebuild a long key: bounded, so is memory
         pos += non_shared
         yield key, block[pos : pos + value_length]
         pos += value_length
@@ -326,7 +333,10 @@ def read_sstable(table):
     pairs = []
     for _last_key, handle in parse_block(read_block(table, index_offset, index_size)):
         offset, size, _ = read_block_handle(handle, 0)
-        pairs.extend(parse_block(read_block(table, offset, size)))
+        for pair in parse_block(read_block(table, offset, size)):
+            pairs.append(pair)
+            if len(pairs) > MAX_TABLE_ENTRIES:
+                raise _CorruptData(f"it has more than {MAX_TABLE_ENTRIES} entries; GPT-2 has at most a few hundred")
     return pairs
 
 
@@ -360,13 +370,34 @@ def parse_protobuf(message):
     return fields
 
 
+MAX_DIMENSION = 2**40  # no tensor of a GPT-2 is anywhere near: a larger size is damage, not a model
+
+
+def field_int(value, what, maximum=2**63):
+    """An integer field's value, checked: a varint or fixed field (int), 0 <= value < maximum."""
+    if not isinstance(value, int):
+        raise _CorruptData(f"its {what} is stored as bytes where a number belongs (wrong protobuf wire type)")
+    if not 0 <= value < maximum:
+        raise _CorruptData(f"its {what} is {value}, outside 0 .. {maximum - 1}")
+    return value
+
+
+def field_message(value, what):
+    """A nested message field's bytes, checked: length-delimited (bytes), not a number."""
+    if not isinstance(value, bytes):
+        raise _CorruptData(f"its {what} is stored as a number where a message belongs (wrong protobuf wire type)")
+    return value
+
+
 def parse_tensor_shape(message):
     """TensorShapeProto -> list of dimension sizes. Field 2 is a repeated Dim message whose field 1 is size."""
     shape = []
     for field_number, value in parse_protobuf(message):
         if field_number == 2:
-            dim = dict(parse_protobuf(value))
-            shape.append(dim.get(1, 0))  # proto3: a size of 0 is simply not written
+            dim = dict(parse_protobuf(field_message(value, "shape dimension")))
+            shape.append(field_int(dim.get(1, 0), "dimension size", MAX_DIMENSION))  # proto3: 0 is not written
+        if len(shape) > 8:
+            raise _CorruptData("a shape has more than 8 dimensions; GPT-2's tensors have at most 3")
     return shape
 
 
@@ -380,11 +411,11 @@ def parse_bundle_entry(message):
     names = {1: "dtype", 3: "shard_id", 4: "offset", 5: "size", 6: "crc32c"}
     for field_number, value in parse_protobuf(message):
         if field_number == 2:
-            entry["shape"] = parse_tensor_shape(value)
+            entry["shape"] = parse_tensor_shape(field_message(value, "shape"))
         elif field_number == 7:
             entry["sliced"] = True
         elif field_number in names:
-            entry[names[field_number]] = value
+            entry[names[field_number]] = field_int(value, names[field_number])
     return entry
 
 
@@ -401,12 +432,13 @@ def read_checkpoint_index(ckpt_prefix):
         header = dict(parse_protobuf(pairs[0][1])) if pairs and pairs[0][0] == b"" else None
         if header is None:
             raise _CorruptData("it has no bundle header (the entry under the empty key)")
-        if header.get(2, 0) != 0:
+        if field_int(header.get(2, 0), "endianness") != 0:
             raise _CorruptData("its tensors are big-endian; only little-endian checkpoints are supported")
+        num_shards = field_int(header.get(1, 1), "number of data files", 10_000)
         entries = {key.decode("utf-8"): parse_bundle_entry(value) for key, value in pairs[1:]}
     except (_CorruptData, UnicodeDecodeError) as error:
         raise _checkpoint_error(index_path, f"not a valid TensorFlow checkpoint index: {error}") from None
-    return header.get(1, 1), entries
+    return num_shards, entries
 
 
 def list_checkpoint_variables(ckpt_prefix):
@@ -417,6 +449,35 @@ def list_checkpoint_variables(ckpt_prefix):
     """
     _num_shards, entries = read_checkpoint_index(ckpt_prefix)
     return sorted((name, entry["shape"]) for name, entry in entries.items())
+
+
+HPARAM_LIMITS = {"n_vocab": 10**6, "n_ctx": 10**6, "n_embd": 10**5, "n_head": 10**4, "n_layer": 10**3}
+
+
+def check_hparams(hparams, path):
+    """hparams with every size a positive whole number within HPARAM_LIMITS and n_head dividing n_embd;
+    else a CheckpointError naming `path` (hparams.json or config.json) and what is wrong."""
+    if not isinstance(hparams, dict):
+        raise _checkpoint_error(path, f"it holds a JSON {type(hparams).__name__}, not an object of hyperparameters")
+    for key, limit in HPARAM_LIMITS.items():
+        value = hparams.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+            raise _checkpoint_error(path, f"{key} is {value!r}; it must be a whole number from 1 to {limit}")
+    if hparams["n_embd"] % hparams["n_head"]:
+        raise _checkpoint_error(
+            path, f"n_head={hparams['n_head']} does not divide n_embd={hparams['n_embd']}: heads split the width evenly"
+        )
+    return {key: hparams[key] for key in HPARAM_LIMITS}
+
+
+def read_openai_hparams(path):
+    """hparams.json -> the checked hparams (check_hparams)."""
+    path = Path(path)
+    try:
+        hparams = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise _checkpoint_error(path, f"not a readable JSON hparams file ({type(error).__name__}: {error})") from None
+    return check_hparams(hparams, path)
 
 
 def gpt2_param_shapes(hparams):
@@ -446,6 +507,11 @@ def gpt2_param_shapes(hparams):
 
 def check_names_and_shapes(shapes, hparams, path):
     """Raise CheckpointError unless `shapes` ({name: shape}) has exactly GPT-2's parameters for `hparams`."""
+    n_expected = 12 * hparams["n_layer"] + 4  # counted before the names are built: n_layer may be absurd
+    if n_expected > len(shapes) + 1000:  # far more names than tensors: say so without building them all
+        raise _checkpoint_error(
+            path, f"it holds {len(shapes)} tensors, but GPT-2 with n_layer={hparams['n_layer']} has {n_expected}"
+        )
     expected = gpt2_param_shapes(hparams)
     missing = sorted(set(expected) - set(shapes))
     unexpected = sorted(set(shapes) - set(expected))
@@ -478,6 +544,44 @@ def nest_params(arrays, n_layer):
     return params
 
 
+def read_tensor(file, offset, shape, stored_dtype, path, column_major=False):
+    """The tensor of `shape` whose values (row-major, `stored_dtype`) start at byte `offset` of `file`, as
+    float32 in its final layout: column-major if `column_major` (the blocks' weight matrices: see
+    gpt2.column_major), else row-major.
+
+    The bytes go straight from the file into the array (readinto), so loading a model holds the weights once,
+    plus at most one tensor in flight: a float32 matrix is read into a row-major buffer and turned column-major
+    (one tensor's copy, freed at once); float16 and bfloat16 are widened the same way. No memory map, whose
+    touched pages would count as the process's memory too.
+    """
+    stored = np.dtype(stored_dtype)
+    values = np.empty(shape, dtype=stored)  # row-major, as stored
+    file.seek(offset)
+    if file.readinto(memoryview(values.reshape(-1)).cast("B")) != values.nbytes:
+        raise _checkpoint_error(path, f"it ends inside a tensor at byte {offset}")
+    if stored_dtype == "<u2":  # bfloat16: the top half of a float32
+        values = (values.astype(np.uint32) << 16).view(np.float32)
+    if column_major:
+        return np.asfortranarray(values, dtype=np.float32)  # [n_in, n_out], column by column
+    return values.astype(np.float32, copy=False)
+
+
+def is_block_matrix(name):
+    """A block's weight matrix ("h3/attn/c_attn/w"): stored column-major (gpt2.column_major)."""
+    return name.startswith("h") and name.endswith("/w")
+
+
+def check_tensors_tile(spans, path):
+    """CheckpointError unless the tensors' byte spans [(name, begin, end)] lie end to end from byte 0, with
+    no overlap and no hole: two tensors sharing bytes would silently read each other's values."""
+    position = 0
+    for name, begin, end in sorted(spans, key=lambda span: (span[1], span[2])):
+        if begin != position:
+            problem = "overlaps the tensor before it" if begin < position else f"leaves a hole at byte {position}"
+            raise _checkpoint_error(path, f"{name} (bytes {begin} .. {end}) {problem}")
+        position = end
+
+
 def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
     """Read OpenAI's TF checkpoint `{ckpt_prefix}.index` + `.data-00000-of-00001` into picoGPT's nested params.
 
@@ -498,7 +602,7 @@ def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
 
     shapes = {}
     for name, entry in entries.items():
-        n_values = int(np.prod(entry["shape"]))
+        n_values = math.prod(entry["shape"])  # a Python int: no overflow, whatever the index claims
         if entry["dtype"] != DT_FLOAT or entry["sliced"] or entry["shard_id"] != 0:
             raise _checkpoint_error(index_path, f"{name} is not a plain float32 tensor (dtype {entry['dtype']})")
         if entry["size"] != 4 * n_values:
@@ -508,6 +612,9 @@ def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
             shape = shape[1:]  # OpenAI's matrices are stored [1, n_in, n_out]
         shapes[name.removeprefix("model/")] = shape
     check_names_and_shapes(shapes, hparams, index_path)
+    check_tensors_tile(
+        [(name, entry["offset"], entry["offset"] + entry["size"]) for name, entry in entries.items()], index_path
+    )
 
     if not data_path.is_file():
         raise _checkpoint_error(data_path, "file not found")
@@ -517,15 +624,14 @@ def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
             data_path, f"it has {data_path.stat().st_size} bytes, but the index says its tensors take {data_size}"
         )
 
-    data = np.memmap(data_path, dtype=np.uint8, mode="r")  # the file's bytes, read only as they are sliced
     arrays = {}
-    for name, entry in entries.items():
-        tensor_bytes = data[entry["offset"] : entry["offset"] + entry["size"]]
-        if verify_checksums and masked_crc32c(tensor_bytes.tobytes()) != entry["crc32c"]:
-            raise _checkpoint_error(data_path, f"the bytes of {name} fail their crc32c check")
-        short_name = name.removeprefix("model/")
-        arrays[short_name] = np.array(tensor_bytes.view("<f4"), dtype=np.float32).reshape(shapes[short_name])
-    del data
+    with open(data_path, "rb") as file:
+        for name, entry in sorted(entries.items(), key=lambda item: item[1]["offset"]):  # in file order
+            short_name = name.removeprefix("model/")
+            arrays[short_name] = read_tensor(file, entry["offset"], shapes[short_name], "<f4", data_path,
+                                             column_major=is_block_matrix(short_name))
+            if verify_checksums and masked_crc32c(arrays[short_name].tobytes(order="C")) != entry["crc32c"]:
+                raise _checkpoint_error(data_path, f"the bytes of {name} fail their crc32c check")
     return nest_params(arrays, hparams["n_layer"])
 
 
@@ -547,43 +653,84 @@ HF_CONFIG_ASSUMED = {
 }
 
 
-def read_safetensors(path):
-    """Read a .safetensors file into {name: float32 array} with NumPy alone.
+MAX_HEADER_BYTES = 100 * 2**20  # safetensors' own limit on the JSON header
+
+
+def read_safetensors_header(path):
+    """The checked header of a .safetensors file: ({name: (dtype, shape, begin, end)}, where the data starts).
 
     Layout: 8 bytes little-endian N, then N bytes of JSON like
     {"wte.weight": {"dtype": "F32", "shape": [50257, 768], "data_offsets": [0, 154389504]}, ...,
      "__metadata__": {...}}, then the tensors' bytes; data_offsets count from the end of the JSON.
+    Every rule of the format is checked before any tensor is read: a JSON object at the root, each entry an
+    object with a supported dtype, a shape of whole numbers and two whole-number offsets whose span holds the
+    shape exactly; the tensors tile the data from its first byte to the end of the file (no overlap, no hole).
     """
     path = Path(path)
     if not path.is_file():
         raise _checkpoint_error(path, "file not found")
-    raw = np.memmap(path, dtype=np.uint8, mode="r")
-    header_length = int.from_bytes(raw[:8].tobytes(), "little") if len(raw) >= 8 else -1
-    if not 0 <= header_length <= len(raw) - 8:
-        raise _checkpoint_error(path, "not a safetensors file (no header length in its first 8 bytes)")
+    file_size = path.stat().st_size
+    with open(path, "rb") as file:
+        first_8 = file.read(8)
+        header_length = int.from_bytes(first_8, "little") if len(first_8) == 8 else -1
+        if not 0 <= header_length <= min(file_size - 8, MAX_HEADER_BYTES):
+            raise _checkpoint_error(path, "not a safetensors file (no valid header length in its first 8 bytes)")
+        header_bytes = file.read(header_length)
     try:
-        header = json.loads(raw[8 : 8 + header_length].tobytes())
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        header = json.loads(header_bytes, parse_constant=_no_json_constants)
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
         raise _checkpoint_error(path, f"not a safetensors file (its header is not JSON: {error})") from None
-    data = raw[8 + header_length :]
+    if not isinstance(header, dict):
+        raise _checkpoint_error(path, f"its header is a JSON {type(header).__name__}, not an object")
 
-    arrays = {}
+    data_start, data_size = 8 + header_length, file_size - 8 - header_length
+    entries = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
         if not (isinstance(info, dict) and {"dtype", "shape", "data_offsets"} <= info.keys()):
-            raise _checkpoint_error(path, f"its header entry for {name} lacks dtype, shape or data_offsets")
-        if info["dtype"] not in SAFETENSORS_DTYPES:
-            raise _checkpoint_error(path, f"{name} has dtype {info['dtype']}; supported: {list(SAFETENSORS_DTYPES)}")
-        begin, end = info["data_offsets"]
-        stored = np.dtype(SAFETENSORS_DTYPES[info["dtype"]])
-        if end - begin != stored.itemsize * int(np.prod(info["shape"])) or end > len(data):
-            raise _checkpoint_error(path, f"{name} does not fit its shape {info['shape']} or runs past the end")
-        values = data[begin:end].view(stored)
-        if info["dtype"] == "BF16":
-            values = (values.astype(np.uint32) << 16).view(np.float32)  # bfloat16 = a float32's top half
-        arrays[name] = np.array(values, dtype=np.float32).reshape(info["shape"])  # a copy in memory
-    del raw, data
+            raise _checkpoint_error(path, f"its header entry for {name!r} is not an object with dtype, shape and "
+                                          f"data_offsets")
+        dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
+            raise _checkpoint_error(path, f"{name} has dtype {dtype!r}; supported: {list(SAFETENSORS_DTYPES)}")
+        if not (isinstance(shape, list) and len(shape) <= 8 and all(_whole(d, MAX_DIMENSION) for d in shape)):
+            raise _checkpoint_error(path, f"{name} has shape {shape!r}: expected a list of whole numbers")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(_whole(o, data_size + 1) for o in offsets)):
+            raise _checkpoint_error(path, f"{name} has data_offsets {offsets!r}: expected [begin, end] within the "
+                                          f"{data_size} bytes of data (a tensor that runs past the end, or worse)")
+        begin, end = offsets
+        if end - begin != np.dtype(SAFETENSORS_DTYPES[dtype]).itemsize * math.prod(shape):
+            raise _checkpoint_error(path, f"{name}: bytes {begin} .. {end} do not hold a {dtype} tensor of shape {shape}")
+        entries[name] = (dtype, shape, begin, end)
+    check_tensors_tile([(name, begin, end) for name, (_, _, begin, end) in entries.items()], path)
+    last_end = max((end for _, _, _, end in entries.values()), default=0)
+    if last_end != data_size:
+        raise _checkpoint_error(path, f"its tensors end at byte {last_end} of the data, but the file has {data_size}")
+    return entries, data_start
+
+
+def _whole(value, limit):
+    """value is an int (not a bool), 0 <= value < limit."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < limit
+
+
+def _no_json_constants(constant):
+    raise ValueError(f"{constant} is not a number a safetensors header can hold")
+
+
+def read_safetensors(path, column_major=lambda name: False):
+    """Read a .safetensors file into {name: float32 array} with NumPy alone (the header: read_safetensors_header).
+
+    Each tensor goes straight from the file into its final array (`read_tensor`), column-major where
+    column_major(name) says so. F16 and BF16 are widened to float32.
+    """
+    entries, data_start = read_safetensors_header(path)
+    arrays = {}
+    with open(path, "rb") as file:
+        for name, (dtype, shape, begin, _end) in sorted(entries.items(), key=lambda item: item[1][2]):
+            arrays[name] = read_tensor(file, data_start + begin, shape, SAFETENSORS_DTYPES[dtype], path,
+                                       column_major=len(shape) == 2 and column_major(name))
     return arrays
 
 
@@ -603,6 +750,8 @@ def hf_name_to_openai_name(hf_name):
         return parts[0]
     if parts[0] == "h" and len(parts) > 2:
         parts = [f"h{parts[1]}"] + parts[2:]
+    if len(parts) < 2:
+        return name  # not a GPT-2 parameter: check_names_and_shapes reports it as unexpected
     *modules, kind = parts
     leaf = {"weight": "g" if modules[-1].startswith("ln") else "w", "bias": "b"}.get(kind, kind)
     return "/".join(modules + [leaf])
@@ -614,16 +763,19 @@ def read_hf_hparams(config_path):
     if not config_path.is_file():
         raise _checkpoint_error(config_path, "file not found")
     try:
-        config = json.loads(config_path.read_text())
+        config = json.loads(config_path.read_text(encoding="utf-8"))
         sizes = [config[key] for key in ("vocab_size", "n_embd", "n_head", "n_layer")]
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
+    except (UnicodeDecodeError, ValueError, RecursionError, KeyError, TypeError, IndexError) as error:
         raise _checkpoint_error(config_path, f"not a GPT-2 config.json ({type(error).__name__}: {error})") from None
+    if not isinstance(config, dict):
+        raise _checkpoint_error(config_path, f"not a GPT-2 config.json (a JSON {type(config).__name__})")
     for key, assumed in HF_CONFIG_ASSUMED.items():
         if key in config and config[key] != assumed:
-            raise ValueError(f"{config_path}: {key} is {config[key]!r}, but this GPT-2 implements {assumed!r}")
+            raise _checkpoint_error(config_path, f"{key} is {config[key]!r}, but this GPT-2 implements {assumed!r}")
     n_vocab, n_embd, n_head, n_layer = sizes
     n_ctx = config.get("n_positions", config.get("n_ctx"))
-    return {"n_vocab": n_vocab, "n_ctx": n_ctx, "n_embd": n_embd, "n_head": n_head, "n_layer": n_layer}
+    hparams = {"n_vocab": n_vocab, "n_ctx": n_ctx, "n_embd": n_embd, "n_head": n_head, "n_layer": n_layer}
+    return check_hparams(hparams, config_path)
 
 
 def load_hf_gpt2(model_dir):
@@ -635,12 +787,17 @@ def load_hf_gpt2(model_dir):
     model_dir = Path(model_dir)
     hparams = read_hf_hparams(model_dir / "config.json")
     safetensors_path = model_dir / "model.safetensors"
+    entries, data_start = read_safetensors_header(safetensors_path)
+    names = {hf_name: hf_name_to_openai_name(hf_name) for hf_name in entries}  # None: not a parameter
+    shapes = {name: entries[hf_name][1] for hf_name, name in names.items() if name is not None}
+    check_names_and_shapes(shapes, hparams, safetensors_path)  # before a single tensor is read
     arrays = {}
-    for hf_name, array in read_safetensors(safetensors_path).items():
-        name = hf_name_to_openai_name(hf_name)
-        if name is not None:
-            arrays[name] = array
-    check_names_and_shapes({name: array.shape for name, array in arrays.items()}, hparams, safetensors_path)
+    with open(safetensors_path, "rb") as file:
+        for hf_name, name in names.items():
+            if name is not None:
+                dtype, shape, begin, _end = entries[hf_name]
+                arrays[name] = read_tensor(file, data_start + begin, shape, SAFETENSORS_DTYPES[dtype],
+                                           safetensors_path, column_major=is_block_matrix(name))
     return hparams, nest_params(arrays, hparams["n_layer"])
 
 
@@ -683,7 +840,7 @@ def load_encoder_hparams_and_params(model_size, models_dir="models"):
         )
 
     if (folder / "hparams.json").is_file():
-        hparams = json.loads((folder / "hparams.json").read_text())
+        hparams = read_openai_hparams(folder / "hparams.json")
         params = load_gpt2_params_from_tf_ckpt(openai_checkpoint_prefix(folder), hparams)
     elif (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
         hparams, params = load_hf_gpt2(folder)
