@@ -39,6 +39,8 @@ Plots (into --img_dir, if matplotlib is installed: pip install -r requirements-p
     forward_ms_per_token_vs_context.png     ms per token against the context length, and the floor
 """
 
+import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +50,7 @@ from tqdm import tqdm
 
 from gpt2 import HPARAMS, random_params
 from main import timed
+from make_readme_figures import machine_description
 from sampling import _check_probs, _sample, autoregressive_sampling, create_model_fn, logits_to_probs
 
 BANDWIDTH_SHAPE = (8192, 8192)  # float32: 256 MiB, far larger than any cache
@@ -408,6 +411,8 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
     unknown = [s for s in sizes + no_cache_sizes + ([context_size] if context_size else []) if s not in HPARAMS]
     if unknown:
         raise SystemExit(f"unknown size(s) {unknown}: choose from {', '.join(HPARAMS)}")
+    start = time.perf_counter()
+    print(f"{machine_description()}; load average {os.getloadavg()[0]:.2f} at the start", flush=True)
     rng = np.random.default_rng(seed)
     w = rng.standard_normal(BANDWIDTH_SHAPE, dtype=np.float32)  # [8192, 8192]
     v = rng.standard_normal(BANDWIDTH_SHAPE[1], dtype=np.float32)  # [8192]
@@ -438,6 +443,8 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
               f"length in each of {context_rounds} rounds:\n")
         print(context_table(context))
 
+    print(f"\n{(time.perf_counter() - start) / 60:.1f} minutes; load average {os.getloadavg()[0]:.2f} at the end "
+          f"(the 1-minute run-queue average; this run adds 1-2 to it, on 2 cores)")
     plt = import_pyplot() if img_dir else None
     if plt is not None:
         img_dir = Path(img_dir)

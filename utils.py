@@ -286,8 +286,8 @@ def read_block(table, offset, size):
     return contents
 
 
-MAX_KEY_BYTES = 1024  # TensorFlow variable names are far shorter ("model/h47/attn/c_attn/w" is 23 bytes)
-MAX_TABLE_ENTRIES = 100_000  # GPT-2 has 12 n_layer + 4 variables: 580 for 1558M
+MAX_KEY_BYTES = 256  # TensorFlow variable names are far shorter ("model/h47/attn/c_attn/w" is 23 bytes)
+MAX_TABLE_ENTRIES = 10_000  # GPT-2 has 12 n_layer + 4 variables: 580 for 1558M
 
 
 def parse_block(block):
