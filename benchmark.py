@@ -114,7 +114,7 @@ from sampling import (
     create_model_fn,
     speculative_sampling,
 )
-from utils import MODEL_SIZES, read_hf_hparams
+from utils import DISTILGPT2_HPARAMS, HUB_MODELS, MODEL_SIZES, read_hf_hparams
 
 DEFAULT_PROMPTS = (
     "Alan Turing theorized that computers would one day become",
@@ -291,17 +291,17 @@ def print_measured_table(costs, autoregressive, speculative, Ks):
     """The table for real weights: measured alpha and speedups beside the two predictions."""
     print(f"autoregressive: {autoregressive.ms_per_token:.1f} ms/token ({autoregressive.stats.tokens} tokens, "
           f"{autoregressive.stats.target_passes} target passes)")
-    print(f"costs at a {costs.prefix_length}-token prefix: c = {costs.c:.2f} (draft step "
+    print(f"costs at a {costs.prefix_length}-token prefix: c = {costs.c:.3f} (draft step "
           f"{1e3 * costs.draft_step:.1f} ms / target step {1e3 * costs.target_step:.1f} ms)\n")
     header = ("K", "alpha", "speedup", "speedup", "c", "r", "spec", "predicted", "predicted")
     header2 = ("", "", "(wall)", "(passes)", "", "", "ms/token", "(cK+1)", "(cK+r)")
-    row_format = "{:>3} {:>6} {:>8} {:>9} {:>5} {:>5} {:>9} {:>10} {:>10}"
+    row_format = "{:>3} {:>6} {:>8} {:>9} {:>6} {:>6} {:>9} {:>10} {:>10}"
     print(row_format.format(*header))
     print(row_format.format(*header2))
     for K in Ks:
         run, alpha = speculative[K], speculative[K].stats.acceptance_rate
         row = (K, f"{alpha:.2f}", f"{autoregressive.ms_per_token / run.ms_per_token:.2f}x",
-               f"{run.stats.tokens_per_target_pass:.2f}x", f"{costs.c:.2f}", f"{costs.r(K):.2f}",
+               f"{run.stats.tokens_per_target_pass:.2f}x", f"{costs.c:.3f}", f"{costs.r(K):.3f}",
                f"{run.ms_per_token:.1f}", f"{predicted_speedup(alpha, K, costs.c):.2f}x",
                f"{predicted_speedup(alpha, K, costs.c, costs.r(K)):.2f}x")
         print(row_format.format(*row))
@@ -700,20 +700,25 @@ def as_list(value, name, kind):
 
 
 def hparams_of(name):
-    """The shapes of a released size, or of a local folder (hparams.json or a Hugging Face config.json)."""
+    """The shapes of a released size or a Hugging Face name (gpt2 is 124M's, distilgpt2 its own), or of a local
+    folder (hparams.json or a Hugging Face config.json)."""
     if name in HPARAMS:
         return HPARAMS[name]
+    if name in HUB_MODELS:
+        size = HUB_MODELS[name][1]
+        return HPARAMS[size] if size else DISTILGPT2_HPARAMS
     folder = Path(name)
     if (folder / "hparams.json").is_file():
         return json.loads((folder / "hparams.json").read_text())
     if (folder / "config.json").is_file():
         return read_hf_hparams(folder / "config.json")
-    raise ValueError(f"{name!r} is neither one of {', '.join(MODEL_SIZES)} nor a folder with GPT-2 hyperparameters")
+    raise ValueError(f"{name!r} is neither one of {', '.join(MODEL_SIZES + tuple(HUB_MODELS))} nor a folder with GPT-2 "
+                     f"hyperparameters")
 
 
 def model_name(name):
     """A short name for titles and file names: '124M', or the last part of a folder's path."""
-    return name if name in MODEL_SIZES else Path(name).name
+    return name if name in MODEL_SIZES or name in HUB_MODELS else Path(name).name
 
 
 def random_pair(draft_model_size, target_model_size, seed):

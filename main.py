@@ -66,7 +66,15 @@ import drafters
 import sampling
 import show
 from sampling import AutoregressiveStats, SpeculativeStats, create_model_fn
-from utils import MODEL_SIZES, CheckpointError, DownloadError, download_gpt2_files, load_encoder_hparams_and_params
+from utils import (
+    HUB_MODELS,
+    MODEL_SIZES,
+    CheckpointError,
+    DownloadError,
+    check_model_name,
+    load_model,
+    resolve_model,
+)
 
 RELEASED_N_CTX = 1024  # the context of all four released sizes
 DRAFTERS = ("model", "lookup", "staged")
@@ -88,12 +96,14 @@ def check_whole_number(value, flag, minimum):
 
 
 def check_model_names(draft_model_size, target_model_size):
-    """ValueError unless each model is a released size or an existing folder (a draft of None is not checked)."""
+    """ValueError unless each model is a name utils.resolve_model understands (a draft of None is not checked):
+    a released size, a Hugging Face name or id, or a local folder. No network is used."""
     for flag, name in (("--draft_model_size", draft_model_size), ("--target_model_size", target_model_size)):
-        if name is not None and name not in MODEL_SIZES and not Path(name).is_dir():
-            raise ValueError(
-                f"{flag} must be one of {', '.join(MODEL_SIZES)} or a local folder with GPT-2 weights; got {name!r}"
-            )
+        if name is not None:
+            try:
+                check_model_name(name)
+            except ValueError as error:
+                raise ValueError(f"{flag}: {error}") from None
 
 
 def as_whole_number(value, flag, minimum, maximum=None):
@@ -325,7 +335,7 @@ def check_flags(**arguments):
     if flags.plot is not None:
         check_plot_path(flags.plot)
     names = [flags.target_model_size] + ([flags.draft_model_size] if flags.draft_model_size else [])
-    if all(name in MODEL_SIZES for name in names):
+    if all(name in MODEL_SIZES or name in HUB_MODELS for name in names):  # all of them have n_ctx = 1024
         if flags.n_tokens_to_generate + 1 > RELEASED_N_CTX:  # a prompt has at least one token
             raise ValueError(
                 f"--n_tokens_to_generate {flags.n_tokens_to_generate} plus the prompt is more than GPT-2's context "
@@ -427,22 +437,20 @@ def check_same_tokenizer(draft, target, names):
 
 
 def download_and_load(draft_model_size, target_model_size, models_dir, **download_options):
-    """Download what is missing of both models, then load both: (draft, target), each (encoder, hparams, params).
+    """Resolve both models to folders (downloading what is missing), then load both: (draft, target), each
+    (encoder, hparams, params).
 
-    Both are downloaded before either is loaded, so a broken download shows before minutes of loading.
-    download_options go to utils.download_gpt2_files (base_url, retries). A draft_model_size of None (prompt
+    Both are resolved before either is loaded, so a broken download shows before minutes of loading.
+    download_options go to utils.resolve_model (base_url, retries). A draft_model_size of None (prompt
     lookup needs no draft model) is neither downloaded nor loaded: the draft returned is None.
     """
-    for name in (draft_model_size, target_model_size):
-        if name in MODEL_SIZES:
-            download_gpt2_files(name, Path(models_dir) / name, **download_options)
+    folders = [None if name is None else resolve_model(name, models_dir, **download_options)
+               for name in (draft_model_size, target_model_size)]
     if draft_model_size is None:
         print(f"loading the target {target_model_size} (no draft model) ...", flush=True)
-        return None, load_encoder_hparams_and_params(target_model_size, models_dir)
+        return None, load_model(folders[1])
     print(f"loading the draft {draft_model_size} and the target {target_model_size} ...", flush=True)
-    draft = load_encoder_hparams_and_params(draft_model_size, models_dir)
-    target = load_encoder_hparams_and_params(target_model_size, models_dir)
-    return draft, target
+    return load_model(folders[0]), load_model(folders[1])
 
 
 def check_models_fit(draft, target, prompt_ids, flags):
@@ -710,8 +718,8 @@ def main(
     Args:
         prompt: the text to continue (default: "Alan Turing theorized that computers would one day become").
         n_tokens_to_generate: N, how many new tokens each sampler writes.
-        draft_model_size: the small draft model: 124M, 355M, 774M, 1558M (downloaded into models_dir), or a local folder (OpenAI's layout or a Hugging Face GPT-2 folder). Not used with --drafter lookup.
-        target_model_size: the big target model whose distribution both samplers reproduce; a size or a folder.
+        draft_model_size: the small draft model. OpenAI's sizes 124M, 355M, 774M, 1558M (downloaded into models_dir); Hugging Face names gpt2 (= 124M), gpt2-medium (= 355M), gpt2-large (= 774M), gpt2-xl (= 1558M), distilgpt2, their Hub ids (openai-community/gpt2, ..., distilbert/distilgpt2) or any owner/name of a GPT-2 repository with model.safetensors (read from the Hugging Face cache, else downloaded into it); or a local folder (OpenAI's or Hugging Face's layout). Not used with --drafter lookup.
+        target_model_size: the big target model whose distribution both samplers reproduce; any name --draft_model_size takes.
         K: lookahead, draft tokens guessed per round (>= 1), or auto: each round's K chosen from what earlier rounds showed. Leviathan et al. call it gamma.
         temperature: 0 is greedy decoding (then both texts must be identical); > 0 samples from softmax(logits / temperature).
         top_k: keep only the top_k most likely tokens before sampling (default: all).

@@ -63,12 +63,6 @@ class CheckpointError(ValueError):
     """A weights file is missing, damaged or not what it claims to be; the message names the file."""
 
 
-def check_model_size(model_size):
-    """Raise ValueError unless `model_size` is one of MODEL_SIZES."""
-    if model_size not in MODEL_SIZES:
-        raise ValueError(f"model size must be one of {', '.join(MODEL_SIZES)}, got {model_size!r}")
-
-
 # ----------------------------------------------------------------------------------------------------------
 # 1. Downloading
 #
@@ -97,9 +91,9 @@ def download_gpt2_files(model_size, model_dir, base_url=None, retries=5, backoff
 
     The files come from {base_url}/{model_size}/{file}; base_url defaults to $GPT2_BASE_URL, else OpenAI's
     bucket. Retries wait backoff_seconds * 1, 2, 4, ... between attempts. Raises DownloadError when a file
-    still fails after `retries` retries, ValueError for an unknown model size.
+    still fails after `retries` retries. The size is not checked here: resolve_model is the one place that
+    understands model names.
     """
-    check_model_size(model_size)
     base_url = (base_url or os.environ.get("GPT2_BASE_URL") or OPENAI_BASE_URL).rstrip("/")
     model_dir = Path(model_dir)
     model_dir.mkdir(parents=True, exist_ok=True)
@@ -817,37 +811,192 @@ def openai_checkpoint_prefix(folder):
     return Path(folder) / Path(match.group(1) if match else "model.ckpt").name
 
 
-def load_encoder_hparams_and_params(model_size, models_dir="models"):
-    """(encoder, hparams, params) for a model size or a local folder.
+def resolve_model(name, models_dir="models", base_url=None, retries=3):
+    """Step 1 of 2: the local folder that holds the model called `name`, downloading what is missing.
 
-    - One of MODEL_SIZES ("124M", ...): OpenAI's release, downloaded into models_dir/model_size first if any
-      file is missing.
-    - A path to a folder: either OpenAI's layout (hparams.json + model.ckpt.index + model.ckpt.data-...)
-      or a Hugging Face GPT-2 folder (config.json + model.safetensors). The tokenizer files sit beside them
-      (encoder.json + vocab.bpe, or vocab.json + merges.txt).
-
-    The weight matrices come back column-major (`gpt2.column_major`): same shapes and values, faster decoding.
+    The ONE place where a model's name is understood (check_model_name says, without any network, whether it
+    will be):
+    - an existing folder: itself (OpenAI's layout or a Hugging Face GPT-2 folder);
+    - one of MODEL_SIZES ("124M", ...): OpenAI's release files in models_dir/SIZE, downloaded if missing
+      (from base_url, default $GPT2_BASE_URL, else OpenAI's bucket);
+    - a Hugging Face name or id ("gpt2", "distilgpt2", "openai-community/gpt2-medium", any "owner/name" of a
+      GPT-2 repository): its snapshot in the Hugging Face cache, downloaded from the Hub if missing.
     """
-    if model_size in MODEL_SIZES:
-        folder = Path(models_dir) / model_size
-        download_gpt2_files(model_size, folder)
-    elif Path(model_size).is_dir():
-        folder = Path(model_size)
-    else:
-        raise ValueError(
-            f"model_size must be one of {', '.join(MODEL_SIZES)} (downloaded into {models_dir}/) or the path "
-            f"of a local folder with GPT-2 weights (OpenAI's or Hugging Face's layout); got {model_size!r}"
-        )
+    check_model_name(name)
+    if Path(name).is_dir():
+        return Path(name)
+    if name in MODEL_SIZES:
+        folder = Path(models_dir) / name
+        try:
+            download_gpt2_files(name, folder, base_url=base_url, retries=retries)
+        except DownloadError as error:
+            hub_name = next(short for short, (_, size) in HUB_MODELS.items() if size == name)
+            raise DownloadError(f"{error}. The same model is on the Hugging Face Hub as {hub_name!r}: try "
+                                f"--target_model_size {hub_name} (or --draft_model_size {hub_name})") from None
+        return folder
+    return hub_snapshot(hub_repo_id(name), retries=retries)
 
+
+def load_model(folder):
+    """Step 2 of 2: (encoder, hparams, params) from a folder in OpenAI's layout (hparams.json + model.ckpt.*) or
+    a Hugging Face GPT-2 folder (config.json + model.safetensors), with the tokenizer files beside them
+    (encoder.json + vocab.bpe, or vocab.json + merges.txt). The weight matrices come back column-major
+    (`gpt2.column_major`): same shapes and values, faster decoding."""
+    folder = Path(folder)
     if (folder / "hparams.json").is_file():
         hparams = read_openai_hparams(folder / "hparams.json")
         params = load_gpt2_params_from_tf_ckpt(openai_checkpoint_prefix(folder), hparams)
     elif (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
         hparams, params = load_hf_gpt2(folder)
+    elif (folder / "config.json").is_file():
+        raise CheckpointError(f"{folder} has a config.json but no model.safetensors: this project reads GPT-2 "
+                              f"weights in safetensors only (a pytorch_model.bin would need torch)")
     else:
         raise ValueError(
             f"{folder} holds neither OpenAI's GPT-2 files (hparams.json + model.ckpt.*) "
             f"nor a Hugging Face GPT-2 folder (config.json + model.safetensors)"
         )
     encoder = get_encoder(folder.name, str(folder.parent))
-    return encoder, hparams, column_major(params)  # the layout one-row products stream fastest (gpt2.py)
+    return encoder, hparams, column_major(params)  # a no-op for what the readers return (already column-major)
+
+
+def load_encoder_hparams_and_params(model_size, models_dir="models"):
+    """(encoder, hparams, params) for a model name or folder: resolve_model, then load_model."""
+    return load_model(resolve_model(model_size, models_dir))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 5. Models by their Hugging Face names: the Hugging Face cache, and the Hub
+#
+# The Hub's cache layout (huggingface_hub's, shared with transformers), under $HF_HUB_CACHE, else $HF_HOME/hub,
+# else ~/.cache/huggingface/hub:
+#     models--openai-community--gpt2/
+#         refs/main                       the commit that "main" pointed at: 607a30d783dfa663caf39e06633721c8d4cfcd7e
+#         blobs/<etag>                    each file's bytes, named by its ETag (a sha256 for large files)
+#         snapshots/<commit>/config.json  -> ../../blobs/<etag>   (a relative symlink per file)
+# A file is downloaded as blobs/<etag>.part and renamed once complete, like OpenAI's files (section 1).
+# ----------------------------------------------------------------------------------------------------------
+
+# name -> (its Hub id, the OpenAI release it matches, or None)
+HUB_MODELS = {
+    "gpt2": ("openai-community/gpt2", "124M"),
+    "gpt2-medium": ("openai-community/gpt2-medium", "355M"),
+    "gpt2-large": ("openai-community/gpt2-large", "774M"),
+    "gpt2-xl": ("openai-community/gpt2-xl", "1558M"),
+    "distilgpt2": ("distilbert/distilgpt2", None),
+}
+DISTILGPT2_HPARAMS = {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 6}
+HUB_FILES = ("config.json", "model.safetensors", "vocab.json", "merges.txt")
+HUB_ENDPOINT = "https://huggingface.co"
+REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # owner/name
+
+
+def model_names_help():
+    """The names a model flag takes, one line each, for --help and error messages."""
+    lines = [f"{size} (OpenAI's release files)" for size in MODEL_SIZES]
+    for name, (repo_id, size) in HUB_MODELS.items():
+        lines.append(f"{name} or {repo_id} (Hugging Face" + (f"; the same weights as {size})" if size else ")"))
+    lines.append("any owner/name of a GPT-2 repository on the Hub with config.json and model.safetensors")
+    lines.append("a local folder in OpenAI's or Hugging Face's layout")
+    return lines
+
+
+def hub_repo_id(name):
+    """The Hub id for a name: hub_repo_id("gpt2") == "openai-community/gpt2"; an owner/name stays as it is."""
+    if name in HUB_MODELS:
+        return HUB_MODELS[name][0]
+    return name if isinstance(name, str) and REPO_ID.fullmatch(name) else None
+
+
+def check_model_name(name):
+    """ValueError naming `name` and the known names unless it is a model name resolve_model understands.
+    No network: an owner/name passes here and may still turn out not to exist on the Hub."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a model name must be text, like 124M or gpt2; got {name!r}")
+    if Path(name).is_dir() or name in MODEL_SIZES or hub_repo_id(name):
+        return
+    if Path(name).exists():
+        raise ValueError(f"{name!r} is a file, not a folder: give the folder that holds the model's files")
+    raise ValueError(f"unknown model {name!r}: use one of " + "; ".join(model_names_help()))
+
+
+def hf_hub_cache():
+    """The Hugging Face cache folder: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]) / "hub"
+    return Path.home() / ".cache" / "huggingface" / "hub"
+
+
+def hub_cache_folders(repo_id):
+    """The cache folders a repository may be under: its canonical name, and the legacy one for the models the
+    Hub once had without an owner ("gpt2" was renamed "openai-community/gpt2")."""
+    names = [repo_id]
+    legacy = {hub_id: short for short, (hub_id, _) in HUB_MODELS.items()}
+    if repo_id in legacy:
+        names.append(legacy[repo_id])
+    return [hf_hub_cache() / ("models--" + name.replace("/", "--")) for name in names]
+
+
+def cached_snapshot(repo_id):
+    """The snapshot folder of repo_id's "main" in the Hugging Face cache that holds every HUB_FILES, or None."""
+    for folder in hub_cache_folders(repo_id):
+        ref = folder / "refs" / "main"
+        if ref.is_file():
+            snapshot = folder / "snapshots" / ref.read_text().strip()
+            if all((snapshot / name).is_file() for name in HUB_FILES):  # is_file follows the symlinks
+                return snapshot
+    return None
+
+
+def hub_snapshot(repo_id, retries=3, backoff_seconds=1.0, timeout_seconds=30.0):
+    """repo_id's snapshot folder: from the Hugging Face cache if every file is there (no network at all), else
+    downloaded from the Hub ($HF_ENDPOINT, default https://huggingface.co) into that cache, in its layout."""
+    snapshot = cached_snapshot(repo_id)
+    if snapshot is not None:
+        return snapshot
+    endpoint = (os.environ.get("HF_ENDPOINT") or HUB_ENDPOINT).rstrip("/")
+    folder = hub_cache_folders(repo_id)[0]
+    commit = None
+    for name in HUB_FILES:
+        url = f"{endpoint}/{repo_id}/resolve/main/{name}"
+        etag, file_commit = hub_file_metadata(url, folder, timeout_seconds)
+        commit = commit or file_commit
+        blob = folder / "blobs" / etag
+        if not blob.is_file():  # a blob under its final name is complete (section 1)
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            download_file(url, blob, retries, backoff_seconds, timeout_seconds)
+        link = folder / "snapshots" / commit / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.is_symlink():
+            link.symlink_to(Path("..") / ".." / "blobs" / etag)  # relative, as huggingface_hub makes them
+    (folder / "refs").mkdir(parents=True, exist_ok=True)
+    (folder / "refs" / "main").write_text(commit)
+    return folder / "snapshots" / commit
+
+
+def hub_file_metadata(url, cache_folder, timeout_seconds):
+    """(etag, commit) of a file on the Hub, from a HEAD request as huggingface_hub makes it: the ETag of the
+    file (X-Linked-Etag for a large file stored elsewhere, whose answer is a redirect), and X-Repo-Commit."""
+    try:
+        response = requests.head(url, allow_redirects=False, timeout=timeout_seconds,
+                                 headers={"Accept-Encoding": "identity"})
+    except requests.RequestException as error:
+        raise DownloadError(
+            f"could not reach the Hugging Face Hub at {url} ({type(error).__name__}), and the model is not in the "
+            f"Hugging Face cache {cache_folder}: connect to the internet once, or set HF_ENDPOINT to a mirror"
+        ) from None
+    if response.status_code in (401, 404):
+        raise DownloadError(f"{url} answered HTTP {response.status_code}: the repository or its file does not "
+                            f"exist (or is private). A GPT-2 repository needs {', '.join(HUB_FILES)}")
+    if response.status_code >= 400:
+        raise DownloadError(f"{url} answered HTTP {response.status_code} {response.reason}")
+    etag = response.headers.get("X-Linked-Etag") or response.headers.get("ETag")
+    commit = response.headers.get("X-Repo-Commit")
+    if not etag or not commit:
+        raise DownloadError(f"{url} did not answer like the Hugging Face Hub (no ETag or X-Repo-Commit header)")
+    etag = etag.removeprefix("W/").strip('"')
+    if not re.fullmatch(r"[\w.-]+", etag) or not re.fullmatch(r"[\w.-]+", commit):
+        raise DownloadError(f"{url} sent an ETag or commit that cannot name a file: {etag!r}, {commit!r}")
+    return etag, commit

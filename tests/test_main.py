@@ -397,9 +397,9 @@ def test_the_base_url_flag_overrides_the_environment(tmp_path):
 
 BAD_FLAGS = [
     # (flags, what the one error line must say); each is refused before anything is downloaded
-    (("--target_model_size", "7B"), "--target_model_size must be one of 124M, 355M, 774M, 1558M"),
-    (("--draft_model_size", "no/such/folder"), "--draft_model_size must be one of"),
-    (("--draft_model_size", "124"), "--draft_model_size must be one of"),  # fire would have made it the int 124
+    (("--target_model_size", "7B"), "--target_model_size: unknown model '7B': use one of 124M"),
+    (("--draft_model_size", "no/such/folder"), "--draft_model_size: unknown model 'no/such/folder'"),
+    (("--draft_model_size", "124"), "--draft_model_size: unknown model '124'"),  # fire would have made it the int 124
     (("--K", 0), "--K (draft tokens per round) must be a whole number >= 1 or auto; got '0'"),
     (("--K", "2.5"), "--K (draft tokens per round) must be a whole number >= 1 or auto"),
     (("--K", 1_000_000_000), "--K 1000000000 is more draft tokens than GPT-2's context of 1024 tokens can hold"),
