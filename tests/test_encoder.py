@@ -277,7 +277,7 @@ def test_decoding_an_unknown_id_is_a_value_error(tmp_path):
 
 
 @pytest.mark.parametrize("word", ["a" * 30_000, "ab" * 15_000, "Ġ" + "xyzzy" * 4_000, "long_seeded_letters"])
-def test_a_very_long_word_encodes_exactly_as_tiktoken(release_124M_dir, word):
+def test_a_very_long_word_encodes_to_the_same_ids_as_the_peer(release_124M_dir, word):
     """One pre-token tens of thousands of letters long (the old loop rescanned it after every merge: O(n^2),
     minutes at 100,000 letters). Overlapping runs ("a a a") test the left-to-right rule within one rank."""
     if word == "long_seeded_letters":
@@ -287,7 +287,7 @@ def test_a_very_long_word_encodes_exactly_as_tiktoken(release_124M_dir, word):
     assert our_encoder(release_124M_dir).encode(word) == expected
 
 
-def test_random_short_texts_encode_exactly_as_tiktoken(release_124M_dir):
+def test_random_short_texts_encode_to_the_same_ids_as_the_peer(release_124M_dir):
     """1,000 seeded strings over an alphabet with repeats, spaces, newlines, accents, CJK and emoji."""
     rng = np.random.default_rng(1)
     alphabet = list("abcdeeeetttnnsss ĠāéЖ中😀\n  .,'")
