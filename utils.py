@@ -560,6 +560,12 @@ def read_tensor(file, offset, shape, stored_dtype, path, column_major=False):
     return values.astype(np.float32, copy=False)
 
 
+def reading_bar(total_bytes, path):
+    """A progress bar over the bytes of weights read from `path`; silent below 100 MB (tests, tiny models)."""
+    return tqdm(desc=f"reading {Path(path).name}", total=total_bytes, unit="B", unit_scale=True, unit_divisor=1024,
+                disable=total_bytes < 100e6)
+
+
 def is_block_matrix(name):
     """A block's weight matrix ("h3/attn/c_attn/w"): stored column-major (gpt2.column_major)."""
     return name.startswith("h") and name.endswith("/w")
@@ -619,11 +625,12 @@ def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
         )
 
     arrays = {}
-    with open(data_path, "rb") as file:
+    with open(data_path, "rb") as file, reading_bar(data_size, data_path) as bar:
         for name, entry in sorted(entries.items(), key=lambda item: item[1]["offset"]):  # in file order
             short_name = name.removeprefix("model/")
             arrays[short_name] = read_tensor(file, entry["offset"], shapes[short_name], "<f4", data_path,
                                              column_major=is_block_matrix(short_name))
+            bar.update(entry["size"])
             if verify_checksums and masked_crc32c(arrays[short_name].tobytes(order="C")) != entry["crc32c"]:
                 raise _checkpoint_error(data_path, f"the bytes of {name} fail their crc32c check")
     return nest_params(arrays, hparams["n_layer"])
@@ -786,12 +793,14 @@ def load_hf_gpt2(model_dir):
     shapes = {name: entries[hf_name][1] for hf_name, name in names.items() if name is not None}
     check_names_and_shapes(shapes, hparams, safetensors_path)  # before a single tensor is read
     arrays = {}
-    with open(safetensors_path, "rb") as file:
+    total = sum(end - begin for hf_name, (_, _, begin, end) in entries.items() if names[hf_name] is not None)
+    with open(safetensors_path, "rb") as file, reading_bar(total, safetensors_path) as bar:
         for hf_name, name in names.items():
             if name is not None:
-                dtype, shape, begin, _end = entries[hf_name]
+                dtype, shape, begin, end = entries[hf_name]
                 arrays[name] = read_tensor(file, data_start + begin, shape, SAFETENSORS_DTYPES[dtype],
                                            safetensors_path, column_major=is_block_matrix(name))
+                bar.update(end - begin)
     return hparams, nest_params(arrays, hparams["n_layer"])
 
 
