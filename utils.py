@@ -967,6 +967,8 @@ def hub_snapshot(repo_id, retries=3, backoff_seconds=1.0, timeout_seconds=30.0):
         if not blob.is_file():  # a blob under its final name is complete (section 1)
             blob.parent.mkdir(parents=True, exist_ok=True)
             download_file(url, blob, retries, backoff_seconds, timeout_seconds)
+        if name == "config.json":  # first, so that a repository of another kind fails before its big weights
+            check_hub_config(repo_id, blob)
         link = folder / "snapshots" / commit / name
         link.parent.mkdir(parents=True, exist_ok=True)
         if not link.is_symlink():
@@ -974,6 +976,18 @@ def hub_snapshot(repo_id, retries=3, backoff_seconds=1.0, timeout_seconds=30.0):
     (folder / "refs").mkdir(parents=True, exist_ok=True)
     (folder / "refs" / "main").write_text(commit)
     return folder / "snapshots" / commit
+
+
+def check_hub_config(repo_id, config_path):
+    """DownloadError unless the config.json of repo_id is readable and says model_type "gpt2" (the loader checks
+    the rest of it)."""
+    try:
+        model_type = json.loads(Path(config_path).read_text(encoding="utf-8")).get("model_type")
+    except (ValueError, AttributeError):
+        raise DownloadError(f"{repo_id}'s config.json ({config_path}) is not a JSON object") from None
+    if model_type != "gpt2":
+        raise DownloadError(f"{repo_id} is not a GPT-2 repository: its config.json says model_type {model_type!r}, "
+                            f"and this project runs GPT-2 only (model_type 'gpt2')")
 
 
 def hub_file_metadata(url, cache_folder, timeout_seconds):
@@ -987,6 +1001,11 @@ def hub_file_metadata(url, cache_folder, timeout_seconds):
             f"could not reach the Hugging Face Hub at {url} ({type(error).__name__}), and the model is not in the "
             f"Hugging Face cache {cache_folder}: connect to the internet once, or set HF_ENDPOINT to a mirror"
         ) from None
+    if response.status_code == 404 and response.headers.get("X-Error-Code") == "EntryNotFound":
+        head, _, name = url.partition("/resolve/main/")  # {endpoint}/{owner}/{name}/resolve/main/{file}
+        repo_id = "/".join(head.rsplit("/", 2)[-2:])
+        raise DownloadError(f"{repo_id} has no {name} on the Hub ({url} answered HTTP 404): this project reads a "
+                            f"GPT-2 repository with {', '.join(HUB_FILES)}")
     if response.status_code in (401, 404):
         raise DownloadError(f"{url} answered HTTP {response.status_code}: the repository or its file does not "
                             f"exist (or is private). A GPT-2 repository needs {', '.join(HUB_FILES)}")
