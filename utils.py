@@ -124,6 +124,9 @@ def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.
 
 def _download_error(url, folder, reason):
     by_hand_url = url.rsplit("/", 1)[0]
+    if "/resolve/main/" in url:  # a Hub file (section 5): its blob's name must be the ETag, so no copy by hand
+        return DownloadError(f"could not download {url} into {folder}: {reason}. Run again to resume (finished "
+                             f"files are kept)")
     return DownloadError(
         f"could not download {url} into {folder}: {reason}. Run again to resume (finished files are kept), "
         f"or download the files by hand from {by_hand_url} into {folder} "
@@ -961,12 +964,17 @@ def hub_snapshot(repo_id, retries=3, backoff_seconds=1.0, timeout_seconds=30.0):
     commit = None
     for name in HUB_FILES:
         url = f"{endpoint}/{repo_id}/resolve/main/{name}"
-        etag, file_commit = hub_file_metadata(url, folder, timeout_seconds)
+        etag, file_commit, size = hub_file_metadata(url, folder, timeout_seconds)
         commit = commit or file_commit
         blob = folder / "blobs" / etag
         if not blob.is_file():  # a blob under its final name is complete (section 1)
             blob.parent.mkdir(parents=True, exist_ok=True)
             download_file(url, blob, retries, backoff_seconds, timeout_seconds)
+            if size is not None and blob.stat().st_size != size:  # the size the Hub announced (X-Linked-Size)
+                got = blob.stat().st_size
+                blob.unlink()
+                raise DownloadError(f"{url} sent {got} bytes where the Hub announced {size}: run again to download "
+                                    f"it afresh")
         if name == "config.json":  # first, so that a repository of another kind fails before its big weights
             check_hub_config(repo_id, blob)
         link = folder / "snapshots" / commit / name
@@ -991,8 +999,9 @@ def check_hub_config(repo_id, config_path):
 
 
 def hub_file_metadata(url, cache_folder, timeout_seconds):
-    """(etag, commit) of a file on the Hub, from a HEAD request as huggingface_hub makes it: the ETag of the
-    file (X-Linked-Etag for a large file stored elsewhere, whose answer is a redirect), and X-Repo-Commit."""
+    """(etag, commit, size) of a file on the Hub, from a HEAD request as huggingface_hub makes it: the ETag of
+    the file (X-Linked-Etag for a large file stored elsewhere, whose answer is a redirect), X-Repo-Commit, and
+    the size (X-Linked-Size, else Content-Length of a direct answer; None if neither)."""
     try:
         response = requests.head(url, allow_redirects=False, timeout=timeout_seconds,
                                  headers={"Accept-Encoding": "identity"})
@@ -1018,4 +1027,6 @@ def hub_file_metadata(url, cache_folder, timeout_seconds):
     etag = etag.removeprefix("W/").strip('"')
     if not re.fullmatch(r"[\w.-]+", etag) or not re.fullmatch(r"[\w.-]+", commit):
         raise DownloadError(f"{url} sent an ETag or commit that cannot name a file: {etag!r}, {commit!r}")
-    return etag, commit
+    size = response.headers.get("X-Linked-Size") or (None if response.is_redirect else
+                                                       response.headers.get("Content-Length"))
+    return etag, commit, int(size) if size and size.isdigit() else None

@@ -41,7 +41,8 @@ def hub_repo_files(folder, tokenizer_dir, seed, model_type="gpt2"):
     write_hf_folder(folder, tiny_params(seed), TINY_HPARAMS, tokenizer_dir)
     config = json.loads((folder / "config.json").read_text())
     config["model_type"] = model_type
-    return {"config.json": json.dumps(config).encode(), "model.safetensors": (folder / "model.safetensors").read_bytes(),
+    return {"config.json": json.dumps(config).encode(),
+            "model.safetensors": (folder / "model.safetensors").read_bytes(),
             "vocab.json": (folder / "encoder.json").read_bytes(), "merges.txt": (folder / "vocab.bpe").read_bytes()}
 
 
@@ -51,6 +52,7 @@ class FakeHub(http.server.ThreadingHTTPServer):
     def __init__(self, repos):
         super().__init__(("127.0.0.1", 0), HubHandler)
         self.repos, self.requests, self.lfs = repos, [], {}
+        self.announced_extra = 0  # bytes added to the size a large file is announced with (a lying server)
         for files in repos.values():
             for name, data in files.items():
                 if name.endswith(".safetensors"):
@@ -93,7 +95,8 @@ class HubHandler(http.server.BaseHTTPRequestHandler):
         if name.endswith(".safetensors"):
             sha256 = hashlib.sha256(data).hexdigest()
             self.send_response(302)
-            for key, value in {**headers, "X-Linked-Etag": f'"{sha256}"', "X-Linked-Size": str(len(data)),
+            announced = len(data) + self.server.announced_extra
+            for key, value in {**headers, "X-Linked-Etag": f'"{sha256}"', "X-Linked-Size": str(announced),
                                "ETag": '"git-pointer-etag"', "Location": f"{self.server.storage_url}/lfs/{sha256}",
                                "Content-Length": "0"}.items():
                 self.send_header(key, value)
@@ -204,6 +207,16 @@ def test_a_second_resolve_uses_no_network_and_a_partial_blob_is_resumed(hub, rep
     assert resolve_model("distilbert/distilgpt2", tmp_path / "models") == folder and hub.requests == []
 
 
+def test_a_blob_whose_size_is_not_the_announced_one_is_deleted_and_refused(hub, tmp_path):
+    hub.announced_extra = 1
+    with pytest.raises(DownloadError, match="bytes where the Hub announced"):
+        resolve_model("gpt2", tmp_path / "models")
+    repo_folder = tmp_path / "hf-cache" / "models--openai-community--gpt2"
+    assert not (repo_folder / "refs" / "main").exists()
+    assert not (repo_folder / "snapshots" / COMMIT / "model.safetensors").exists()
+    assert all(blob.stat().st_size < 1000 for blob in (repo_folder / "blobs").iterdir())  # only config.json
+
+
 def test_the_legacy_folder_name_is_found_too(hub, repos, tmp_path, monkeypatch):
     """Caches written before the Hub gave gpt2 an owner hold it under models--gpt2."""
     download_with_huggingface_hub("openai-community/gpt2", hub.url, tmp_path / "hf-cache")
@@ -271,12 +284,14 @@ def test_an_unknown_name_is_one_line_naming_it_and_listing_the_known_names(tmp_p
 
 
 def test_a_repository_without_model_safetensors_is_one_line(hub, tmp_path, capsys):
-    err = one_error_line(tmp_path, capsys, "--draft_model_size", "someone/no-safetensors", "--target_model_size", "someone/no-safetensors")
+    name = "someone/no-safetensors"
+    err = one_error_line(tmp_path, capsys, "--draft_model_size", name, "--target_model_size", name)
     assert "someone/no-safetensors has no model.safetensors" in err
 
 
 def test_a_config_that_is_not_gpt2_is_one_line(hub, tmp_path, capsys):
-    err = one_error_line(tmp_path, capsys, "--draft_model_size", "someone/llama-ish", "--target_model_size", "someone/llama-ish")
+    name = "someone/llama-ish"
+    err = one_error_line(tmp_path, capsys, "--draft_model_size", name, "--target_model_size", name)
     assert "someone/llama-ish" in err and "'llama'" in err
 
 
