@@ -961,6 +961,9 @@ def hub_snapshot(repo_id, retries=3, backoff_seconds=1.0, timeout_seconds=30.0):
         return snapshot
     endpoint = (os.environ.get("HF_ENDPOINT") or HUB_ENDPOINT).rstrip("/")
     folder = hub_cache_folders(repo_id)[0]
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):  # huggingface_hub's switch
+        raise DownloadError(f"{repo_id} is not (completely) in the Hugging Face cache {hf_hub_cache()}, and "
+                            f"HF_HUB_OFFLINE is set: unset it to download it from {endpoint}/{repo_id}")
     commit = None
     for name in HUB_FILES:
         url = f"{endpoint}/{repo_id}/resolve/main/{name}"

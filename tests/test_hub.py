@@ -217,6 +217,13 @@ def test_a_blob_whose_size_is_not_the_announced_one_is_deleted_and_refused(hub, 
     assert all(blob.stat().st_size < 1000 for blob in (repo_folder / "blobs").iterdir())  # only config.json
 
 
+def test_with_HF_HUB_OFFLINE_a_missing_model_is_an_error_without_any_request(hub, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(DownloadError, match="HF_HUB_OFFLINE"):
+        resolve_model("gpt2", tmp_path / "models")
+    assert hub.requests == []
+
+
 def test_the_legacy_folder_name_is_found_too(hub, repos, tmp_path, monkeypatch):
     """Caches written before the Hub gave gpt2 an owner hold it under models--gpt2."""
     download_with_huggingface_hub("openai-community/gpt2", hub.url, tmp_path / "hf-cache")
