@@ -50,6 +50,7 @@ whole comparison before complaining about a misspelt flag, and would read `--kv_
 """
 
 import difflib
+import inspect
 import math
 import re
 import sys
@@ -61,6 +62,8 @@ from pathlib import Path
 import fire
 import numpy as np
 
+import drafters
+import sampling
 import show
 from sampling import AutoregressiveStats, SpeculativeStats, create_model_fn
 from utils import (
@@ -362,8 +365,6 @@ def parse_command_line(argv, function):
     ...
     ValueError: unknown flag --temprature (did you mean --temperature?); python main.py --help lists every flag
     """
-    import inspect
-
     names = list(inspect.signature(function).parameters)
     kwargs, positional, i = {}, [], 0
     while i < len(argv):
@@ -591,8 +592,6 @@ def token_bytes_of(encoder):
 
 def make_drafter(flags, new_draft):
     """The draft argument of the speculative stream for these flags: a model function or a drafter."""
-    import drafters
-
     if flags.drafter == "lookup":
         return drafters.prompt_lookup(max_ngram=flags.max_ngram, min_ngram=flags.min_ngram)
     if flags.drafter == "staged":
@@ -602,8 +601,6 @@ def make_drafter(flags, new_draft):
 
 def speculative_rounds(flags, prompt_ids, draft, target, rng, stats):
     """The Rounds of one speculative run: a chain with K (a number or "auto"), or a tree with --tree."""
-    import sampling
-
     N = flags.n_tokens_to_generate
     if flags.tree is not None:
         return sampling.tree_speculative_stream(prompt_ids, draft, target, N, flags.tree, rng, stats=stats)
@@ -612,8 +609,6 @@ def speculative_rounds(flags, prompt_ids, draft, target, rng, stats):
 
 def run_autoregressive(prompt_ids, model, flags, stream):
     """Autoregressive sampling, its text streamed token by token: (token ids, seconds, AutoregressiveStats)."""
-    import sampling
-
     stats = AutoregressiveStats()
     ids = list(prompt_ids)
     start = time.perf_counter()
@@ -641,6 +636,7 @@ def run_speculative(prompt_ids, draft, target, flags, stream):
 
 
 def mean(values):
+    """The mean of a list of numbers, 0.0 for an empty one."""
     return sum(values) / len(values) if values else 0.0
 
 
@@ -660,9 +656,14 @@ def drafter_text(flags):
     return f"draft {flags.draft_model_size}"
 
 
-def acceptance_by_position(stats):
-    """'0.50, 0.25, n/a': the acceptance rate at each draft position; n/a where no guess was ever checked."""
+def acceptance_by_position(stats, flags):
+    """('0.50, 0.25, n/a', 3): the acceptance rate at each draft position 1..K (with K=auto or a tree: up to the
+    deepest one drafted); n/a where no guess was ever checked."""
     rates = stats.acceptance_rate_at
+    while len(rates) > 1 and not stats.drafted_at[len(rates) - 1]:  # positions never even drafted
+        rates = rates[:-1]
+    if flags.K != "auto" and flags.tree is None:
+        rates = rates + [None] * (flags.K - len(rates))  # a fixed K: positions 1..K, never reached ones n/a
     return ", ".join("n/a" if rate is None else f"{rate:.2f}" for rate in rates), len(rates)
 
 
@@ -670,7 +671,7 @@ def round_report(flags, stats, rounds):
     """The drafter's lines: rounds and mean k, lookup's matches, a tree's nodes per pass and accepted depths."""
     ks = [rnd.k for rnd in rounds]
     lines = [f"drafter {flags.drafter}, {lookahead_text(flags)}: {len(rounds)} rounds, mean k {mean(ks):.2f}"]
-    if flags.drafter != "model":
+    if flags.drafter == "lookup":
         matched = sum(1 for rnd in rounds if rnd.proposal.tokens)
         share = matched / len(rounds) if rounds else 0.0
         lines[0] += f"; {matched} of {len(rounds)} rounds ({share:.0%}) found a match"
@@ -793,7 +794,7 @@ def main(
             print(show.trace_line(rnd, token_bytes, color))
         print()
 
-    by_position, n_positions = acceptance_by_position(sp_stats)
+    by_position, n_positions = acceptance_by_position(sp_stats, flags)
     print(f"speedup: {ar_time / sp_time:.2f}x (wall time, autoregressive / speculative)")
     print(f"acceptance rate: {sp_stats.acceptance_rate:.2f} ({sp_stats.accepted} of {sp_stats.checked} checked "
           f"draft tokens kept; by draft position 1..{n_positions}: {by_position})")

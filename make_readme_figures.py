@@ -248,9 +248,9 @@ def sample_run(seed, tokenizer_dir, n_tokens, sizes=("124M", "355M")):
 
 
 def main(random_weights=False, draft_model_size="124M", target_model_size="355M", Ks=KS, alpha=ALPHA,
-         n_tokens_to_generate=16, repeats=3, prefix_length=32, seed=0, readme="README.md", img_dir="img",
+         n_tokens_to_generate=12, repeats=3, prefix_length=32, seed=0, readme="README.md", img_dir="img",
          models_dir="models", dry_run=False, sample_run_tokens=40, drafters="model,lookup,staged",
-         drafter_Ks=(4, "auto", "hf"), trees="2,1,1", sample_run_sizes=("124M", "355M"), exactness=True):
+         drafter_Ks=(4, "auto"), trees="2,1,1", sample_run_sizes=("124M", "355M"), exactness=True):
     """Regenerate the README's numbers, tables and plots (see the module docstring) from one run.
 
     Args:

@@ -159,7 +159,7 @@ def fetch_into_part_file(url, part_path, timeout_seconds):
             mode = "wb"
         else:
             raise _download_error(url, part_path.parent, f"HTTP {response.status_code} {response.reason}")
-        write_body(response, part_path, mode, have, total)
+        write_body(response, part_path, mode, have, total, desc=url.rsplit("/", 1)[-1])
 
     size = part_path.stat().st_size
     if total is not None and size != total:
@@ -168,10 +168,10 @@ def fetch_into_part_file(url, part_path, timeout_seconds):
         raise _TransientError(f"got {size} of {total} bytes")
 
 
-def write_body(response, part_path, mode, have, total):
-    """Stream the response body into `part_path` with a progress bar (bytes, scaled units, rate)."""
+def write_body(response, part_path, mode, have, total, desc=None):
+    """Stream the response body into `part_path` with a progress bar (bytes, scaled units, rate) named desc."""
     with open(part_path, mode) as file, tqdm(
-        desc=part_path.name.removesuffix(".part"),
+        desc=desc or part_path.name.removesuffix(".part"),
         total=total,
         initial=have,
         unit="B",

@@ -13,7 +13,7 @@ import pytest
 import tiktoken
 import tiktoken.load
 
-from encoder import bytes_to_unicode, get_encoder
+from encoder import GPT2_PATTERN, bytes_to_unicode, get_encoder
 
 try:  # tiktoken >= 0.7 names its GPT-2 pattern; older versions spell it inline, as OpenAI's encoder.py does
     from tiktoken_ext.openai_public import r50k_pat_str as TIKTOKEN_GPT2_PATTERN
@@ -295,3 +295,11 @@ def test_random_short_texts_encode_exactly_as_tiktoken(release_124M_dir):
     for _ in range(1_000):
         text = "".join(rng.choice(alphabet, size=rng.integers(1, 40)))
         assert ours.encode(text) == reference.encode(text, disallowed_special=()), repr(text)
+
+
+def test_the_pre_tokenizer_follows_the_regex_package_s_unicode_tables_as_openai_s_encoder_does():
+    """U+0558 is a letter in `regex`'s tables (newer than tiktoken's): "!" + it + "'s" is cut as OpenAI's
+    encoder.py, which also uses `regex`, cuts it (README, "Which Unicode")."""
+    import regex
+
+    assert regex.findall(GPT2_PATTERN, "!\u0558's") == ["!", "\u0558", "'s"]

@@ -1,308 +1,203 @@
-"""Models by their Hugging Face names (issue 10), tested against the real client, huggingface_hub, both ways.
+"""Models by their Hugging Face names: the Hugging Face cache and the Hub, checked against the real client.
 
-A local server on 127.0.0.1 answers like the Hub does for `/{repo}/resolve/main/{file}` (what hf_hub_download
-asks, in huggingface_hub's file_download.get_hf_file_metadata): a HEAD gives X-Repo-Commit and an ETag; a large
-file (model.safetensors, stored in LFS on the Hub) answers with a 302 to its storage URL, and its ETag and size
-come as X-Linked-Etag and X-Linked-Size. GETs honour Range. HF_ENDPOINT points at the server and HF_HUB_CACHE at
-tmp_path, so nothing here touches the network or the learner's real cache.
-
-The repositories hold tiny random GPT-2s (tests/test_main.py's, 1.6 MB) with the real tokenizer files under
-their Hugging Face names: vocab.json is OpenAI's encoder.json, merges.txt is vocab.bpe.
+`HubServer` answers on 127.0.0.1 like the Hugging Face Hub answers huggingface_hub: HEAD and GET on
+/{repo}/resolve/main/{file} with the headers the client reads (ETag, X-Repo-Commit, Content-Length), and for
+the large file a 302 redirect to a content address with X-Linked-Etag and X-Linked-Size, where the bytes are
+served (with Range). Both directions are tested: a cache written by huggingface_hub's own hf_hub_download is
+read by this project with no request at all, and what this project downloads is found by huggingface_hub
+(try_to_load_from_cache, and hf_hub_download with local_files_only=True). The weights are tiny and random.
 """
 
 import hashlib
 import http.server
 import json
-import os
 import shutil
 import threading
 from pathlib import Path
 
 import pytest
 
-huggingface_hub = pytest.importorskip("huggingface_hub")  # a test requirement only (requirements-dev.txt)
+import main
+import utils
+from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
 
-from test_main import TINY_HPARAMS, tiny_params, write_hf_folder  # noqa: E402
-from utils import (  # noqa: E402
-    HUB_FILES,
-    DownloadError,
-    check_model_name,
-    hf_hub_cache,
-    load_model,
-    resolve_model,
-)
-
-COMMIT = "607a30d783dfa663caf39e06633721c8d4cfcd7e"  # the shape of a real commit id (40 hex digits)
-DEAD_ENDPOINT = "http://127.0.0.1:9"  # nobody listens on the discard port: any request fails at once
+huggingface_hub = pytest.importorskip("huggingface_hub")
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
-def hub_repo_files(folder, tokenizer_dir, seed, model_type="gpt2"):
-    """{file name: bytes} of a GPT-2 repository as the Hub holds it."""
-    write_hf_folder(folder, tiny_params(seed), TINY_HPARAMS, tokenizer_dir)
-    config = json.loads((folder / "config.json").read_text())
-    config["model_type"] = model_type
-    return {"config.json": json.dumps(config).encode(),
-            "model.safetensors": (folder / "model.safetensors").read_bytes(),
+class HubServer:
+    """{repo id: {file name: bytes}} served the Hub's way (see the module docstring); requests are counted."""
+
+    def __init__(self, repos):
+        self.repos = repos
+        self.requests = []
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self.http.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.http.server_port}"
+        threading.Thread(target=self.http.serve_forever, args=(0.01,), daemon=True).start()
+
+    def close(self):
+        self.http.shutdown()
+        self.http.server_close()
+
+    def _handler_class(self):
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_HEAD(self):
+                self.answer(body=False)
+
+            def do_GET(self):
+                self.answer(body=True)
+
+            def answer(self, body):
+                server.requests.append((self.command, self.path))
+                if self.path.startswith("/cdn/"):  # where a large file's redirect points: its sha256
+                    data = next((d for files in server.repos.values() for d in files.values()
+                                 if hashlib.sha256(d).hexdigest() == self.path[5:]), None)
+                    if data is None:
+                        return self.send_error(404)
+                    return self.send_bytes(data, body, etag=self.path[5:])
+                repo, sep, name = self.path.lstrip("/").partition("/resolve/main/")
+                data = server.repos.get(repo, {}).get(name) if sep else None
+                if data is None:
+                    self.send_response(404)
+                    self.send_header("X-Error-Code", "EntryNotFound" if repo in server.repos else "RepoNotFound")
+                    self.send_header("Content-Length", "0")
+                    return self.end_headers()
+                if name.endswith(".safetensors"):  # a large (LFS) file: a redirect to its content address
+                    sha256 = hashlib.sha256(data).hexdigest()
+                    self.send_response(302)
+                    self.send_header("Location", f"{server.url}/cdn/{sha256}")
+                    self.send_header("X-Linked-Etag", f'"{sha256}"')
+                    self.send_header("X-Linked-Size", str(len(data)))
+                    self.send_header("ETag", '"not-the-linked-one"')
+                    self.send_header("X-Repo-Commit", COMMIT)
+                    self.send_header("Content-Length", "0")
+                    return self.end_headers()
+                self.send_bytes(data, body, etag=hashlib.sha1(data).hexdigest())
+
+            def send_bytes(self, data, body, etag=None):
+                start = 0
+                if self.headers.get("Range"):
+                    start = int(self.headers["Range"].split("=")[1].split("-")[0])
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(data) - start))
+                self.send_header("X-Repo-Commit", COMMIT)
+                if etag:
+                    self.send_header("ETag", f'"{etag}"')
+                self.end_headers()
+                if body:
+                    self.wfile.write(data[start:])
+
+        return Handler
+
+
+def repo_files(tmp_path, tokenizer_dir, seed=1, config_changes=None):
+    """{file name: bytes} of a tiny random GPT-2 repository: config.json, model.safetensors, vocab.json, merges.txt."""
+    folder = write_hf_folder(tmp_path / f"repo{seed}", tiny_params(seed), TINY_HPARAMS, tokenizer_dir)
+    config = {**json.loads((folder / "config.json").read_text()), **(config_changes or {})}
+    return {"config.json": json.dumps(config).encode(), "model.safetensors": (folder / "model.safetensors").read_bytes(),
             "vocab.json": (folder / "encoder.json").read_bytes(), "merges.txt": (folder / "vocab.bpe").read_bytes()}
 
 
-class FakeHub(http.server.ThreadingHTTPServer):
-    """The Hub's answers for `repos` ({repo id: {file: bytes}}); `requests` records every (method, path)."""
-
-    def __init__(self, repos):
-        super().__init__(("127.0.0.1", 0), HubHandler)
-        self.repos, self.requests, self.lfs = repos, [], {}
-        self.announced_extra = 0  # bytes added to the size a large file is announced with (a lying server)
-        for files in repos.values():
-            for name, data in files.items():
-                if name.endswith(".safetensors"):
-                    self.lfs[hashlib.sha256(data).hexdigest()] = data
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-    @property
-    def storage_url(self):
-        """Another host name for the same server: the Hub sends large files to a CDN on another host, and
-        huggingface_hub takes a large file's metadata from the redirect only when it leaves the Hub's host."""
-        return f"http://localhost:{self.server_address[1]}"
-
-
-class HubHandler(http.server.BaseHTTPRequestHandler):
-    def log_message(self, *args):  # quiet
-        pass
-
-    def do_HEAD(self):
-        self.answer(body=False)
-
-    def do_GET(self):
-        self.answer(body=True)
-
-    def answer(self, body):
-        self.server.requests.append((self.command, self.path))
-        if self.path.startswith("/lfs/"):  # the storage a large file is redirected to: bytes only, no Hub headers
-            data = self.server.lfs.get(self.path.removeprefix("/lfs/"))
-            return self.send_bytes(data, {}, body) if data is not None else self.send_error(404)
-        repo, _, name = self.path.lstrip("/").partition("/resolve/main/")
-        data = self.server.repos.get(repo, {}).get(name)
-        if data is None:
-            self.send_response(404)
-            self.send_header("X-Error-Code", "EntryNotFound" if repo in self.server.repos else "RepoNotFound")
-            self.send_header("Content-Length", "0")
-            return self.end_headers()
-        headers = {"X-Repo-Commit": COMMIT}
-        if name.endswith(".safetensors"):
-            sha256 = hashlib.sha256(data).hexdigest()
-            self.send_response(302)
-            announced = len(data) + self.server.announced_extra
-            for key, value in {**headers, "X-Linked-Etag": f'"{sha256}"', "X-Linked-Size": str(announced),
-                               "ETag": '"git-pointer-etag"', "Location": f"{self.server.storage_url}/lfs/{sha256}",
-                               "Content-Length": "0"}.items():
-                self.send_header(key, value)
-            return self.end_headers()
-        headers["ETag"] = f'"{hashlib.sha1(data).hexdigest()}"'  # a git blob's id on the Hub
-        self.send_bytes(data, headers, body)
-
-    def send_bytes(self, data, headers, body):
-        start = 0
-        if self.headers.get("Range", "").startswith("bytes="):
-            start = int(self.headers["Range"].removeprefix("bytes=").split("-")[0])
-        self.send_response(206 if start else 200)
-        for key, value in headers.items():
-            self.send_header(key, value)
-        if start:
-            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-        self.send_header("Content-Length", str(len(data) - start))
-        self.end_headers()
-        if body:
-            self.wfile.write(data[start:])
-
-
 @pytest.fixture
-def repos(tmp_path, release_124M_dir):
-    return {
-        "openai-community/gpt2": hub_repo_files(tmp_path / "src" / "gpt2", release_124M_dir, seed=1),
-        "distilbert/distilgpt2": hub_repo_files(tmp_path / "src" / "distilgpt2", release_124M_dir, seed=2),
-        "someone/llama-ish": hub_repo_files(tmp_path / "src" / "llama", release_124M_dir, seed=3, model_type="llama"),
-        "someone/no-safetensors": {"config.json": b'{"model_type": "gpt2"}', "vocab.json": b"{}"},
-    }
-
-
-@pytest.fixture
-def hub(repos, tmp_path, monkeypatch):
-    """The fake Hub, running; HF_ENDPOINT points at it and HF_HUB_CACHE at an empty tmp_path/hf-cache."""
-    server = FakeHub(repos)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv("HF_ENDPOINT", server.url)
+def hub(tmp_path, release_124M_dir, monkeypatch):
+    files = repo_files(tmp_path, release_124M_dir)
+    server = HubServer({"openai-community/gpt2": files, "gpt2": files, "distilbert/distilgpt2": files,
+                        "someone/not-gpt2": repo_files(tmp_path, release_124M_dir, 2, {"model_type": "llama"}),
+                        "someone/no-safetensors": {k: v for k, v in files.items() if k != "model.safetensors"}})
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
     yield server
-    server.shutdown()
-    server.server_close()
+    server.close()
 
 
-def download_with_huggingface_hub(repo_id, endpoint, cache):
-    for name in HUB_FILES:
-        huggingface_hub.hf_hub_download(repo_id, name, cache_dir=cache, endpoint=endpoint)
+def error_lines(stderr):
+    """The lines of stderr that are not progress bars (tqdm redraws its bar with carriage returns), and no
+    traceback: what a user reads as the error."""
+    assert "Traceback" not in stderr
+    return [line.rsplit("\r", 1)[-1] for line in stderr.splitlines() if line.rsplit("\r", 1)[-1].strip()
+            and "%|" not in line.rsplit("\r", 1)[-1]]
 
 
-# ------------------------------------------------------------------------------------------------------------
-# Both ways with the real client
-# ------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("hub_id", ["openai-community/gpt2", "gpt2"])  # canonical, and the legacy folder name
+def test_a_cache_written_by_huggingface_hub_is_read_with_no_request(hub, tmp_path, hub_id):
+    for name in utils.HUB_FILES:
+        huggingface_hub.hf_hub_download(hub_id, name, cache_dir=tmp_path / "hf-cache", endpoint=hub.url)
+    assert (tmp_path / "hf-cache" / f"models--{hub_id.replace('/', '--')}" / "refs" / "main").is_file()
+    requests_before = len(hub.requests)
+    folder = utils.resolve_model("gpt2", str(tmp_path / "models"))
+    encoder, hparams, params = utils.load_model(folder)
+    assert len(hub.requests) == requests_before  # not one request: every file was in the cache
+    assert hparams == TINY_HPARAMS and encoder.encode("Hello world!") == [15496, 995, 0]
 
 
-def test_a_cache_written_by_huggingface_hub_is_read_without_any_request(hub, repos, tmp_path, monkeypatch):
-    download_with_huggingface_hub("openai-community/gpt2", hub.url, tmp_path / "hf-cache")
-    hub.requests.clear()
-    monkeypatch.setenv("HF_ENDPOINT", DEAD_ENDPOINT)  # a request would now fail loudly, and the server counts
-
-    folder = resolve_model("gpt2", tmp_path / "models")
-
-    assert hub.requests == []
-    assert folder == tmp_path / "hf-cache" / "models--openai-community--gpt2" / "snapshots" / COMMIT
-    assert (folder / "model.safetensors").read_bytes() == repos["openai-community/gpt2"]["model.safetensors"]
-    encoder, hparams, params = load_model(folder)
-    assert hparams == TINY_HPARAMS and params["wte"].shape == (50257, 8)
-    assert not (tmp_path / "models").exists()  # the OpenAI models folder is not touched for a Hub name
-
-
-def test_what_we_download_is_found_by_huggingface_hub_without_network(hub, repos, tmp_path):
-    folder = resolve_model("openai-community/gpt2", tmp_path / "models")
-
+def test_what_we_download_is_found_by_huggingface_hub_and_is_the_same_bytes(hub, tmp_path):
+    folder = utils.resolve_model("distilgpt2", str(tmp_path / "models"))
     cache = tmp_path / "hf-cache"
-    repo_folder = cache / "models--openai-community--gpt2"
-    assert (repo_folder / "refs" / "main").read_text() == COMMIT and folder == repo_folder / "snapshots" / COMMIT
-    sha256 = hashlib.sha256(repos["openai-community/gpt2"]["model.safetensors"]).hexdigest()
-    assert os.readlink(folder / "model.safetensors") == os.path.join("..", "..", "blobs", sha256)
-    assert not list(repo_folder.rglob("*.part"))
-    for name in HUB_FILES:
-        found = huggingface_hub.try_to_load_from_cache("openai-community/gpt2", name, cache_dir=cache)
-        assert isinstance(found, str) and Path(found).read_bytes() == repos["openai-community/gpt2"][name]
-        offline = huggingface_hub.hf_hub_download("openai-community/gpt2", name, cache_dir=cache,
-                                                  endpoint=DEAD_ENDPOINT, local_files_only=True)
-        assert Path(offline).read_bytes() == repos["openai-community/gpt2"][name]
+    assert folder == cache / "models--distilbert--distilgpt2" / "snapshots" / COMMIT
+    assert (cache / "models--distilbert--distilgpt2" / "refs" / "main").read_text() == COMMIT
+    blob = (folder / "model.safetensors").resolve()
+    assert blob.parent.name == "blobs" and blob.name == hashlib.sha256(blob.read_bytes()).hexdigest()  # by ETag
+    for name in utils.HUB_FILES:
+        found = huggingface_hub.try_to_load_from_cache("distilbert/distilgpt2", name, cache_dir=cache)
+        assert isinstance(found, str) and Path(found).read_bytes() == hub.repos["distilbert/distilgpt2"][name]
+    requests_before = len(hub.requests)
+    path = huggingface_hub.hf_hub_download("distilbert/distilgpt2", "model.safetensors", cache_dir=cache,
+                                           local_files_only=True)
+    assert Path(path).resolve() == blob and len(hub.requests) == requests_before
+    assert utils.resolve_model("distilgpt2", str(tmp_path / "models")) == folder  # the second time: the cache
 
 
-def test_huggingface_hub_agrees_with_our_blob_names_so_it_downloads_nothing_more(hub, tmp_path):
-    """Our blobs carry the ETags huggingface_hub would give them: asked online, it finds them and fetches no body."""
-    resolve_model("distilgpt2", tmp_path / "models")
-    hub.requests.clear()
-    download_with_huggingface_hub("distilbert/distilgpt2", hub.url, tmp_path / "hf-cache")
-    assert [method for method, _ in hub.requests] == ["HEAD"] * len(HUB_FILES)
+def test_main_runs_the_seeds_pair_by_hub_names(hub, tmp_path, capsys):
+    """`--draft_model_size distilgpt2 --target_model_size gpt2` (distinct repos, one tokenizer), greedy."""
+    main.run_command_line(["--draft_model_size", "distilgpt2", "--target_model_size", "openai-community/gpt2",
+                           "--n_tokens_to_generate", "6", "--models_dir", str(tmp_path / "models")])
+    assert "identical: yes" in capsys.readouterr().out
 
 
-def test_a_second_resolve_uses_no_network_and_a_partial_blob_is_resumed(hub, repos, tmp_path):
-    repo_folder = tmp_path / "hf-cache" / "models--distilbert--distilgpt2"
-    data = repos["distilbert/distilgpt2"]["model.safetensors"]
-    sha256 = hashlib.sha256(data).hexdigest()
-    (repo_folder / "blobs").mkdir(parents=True)
-    (repo_folder / "blobs" / f"{sha256}.part").write_bytes(data[:1000])  # an earlier run cut short
-
-    folder = resolve_model("distilgpt2", tmp_path / "models")
-    assert (folder / "model.safetensors").read_bytes() == data
-    assert ("GET", f"/lfs/{sha256}") in hub.requests
-    hub.requests.clear()
-    assert resolve_model("distilbert/distilgpt2", tmp_path / "models") == folder and hub.requests == []
-
-
-def test_a_blob_whose_size_is_not_the_announced_one_is_deleted_and_refused(hub, tmp_path):
-    hub.announced_extra = 1
-    with pytest.raises(DownloadError, match="bytes where the Hub announced"):
-        resolve_model("gpt2", tmp_path / "models")
-    repo_folder = tmp_path / "hf-cache" / "models--openai-community--gpt2"
-    assert not (repo_folder / "refs" / "main").exists()
-    assert not (repo_folder / "snapshots" / COMMIT / "model.safetensors").exists()
-    assert all(blob.stat().st_size < 1000 for blob in (repo_folder / "blobs").iterdir())  # only config.json
-
-
-def test_with_HF_HUB_OFFLINE_a_missing_model_is_an_error_without_any_request(hub, tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(DownloadError, match="HF_HUB_OFFLINE"):
-        resolve_model("gpt2", tmp_path / "models")
-    assert hub.requests == []
-
-
-def test_the_legacy_folder_name_is_found_too(hub, repos, tmp_path, monkeypatch):
-    """Caches written before the Hub gave gpt2 an owner hold it under models--gpt2."""
-    download_with_huggingface_hub("openai-community/gpt2", hub.url, tmp_path / "hf-cache")
-    cache = tmp_path / "hf-cache"
-    (cache / "models--openai-community--gpt2").rename(cache / "models--gpt2")
-    monkeypatch.setenv("HF_ENDPOINT", DEAD_ENDPOINT)
-    assert resolve_model("gpt2", tmp_path / "models") == cache / "models--gpt2" / "snapshots" / COMMIT
-
-
-def test_the_cache_folder_is_HF_HUB_CACHE_else_HF_HOME_hub_else_the_home_default(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "a"))
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "b"))
-    assert hf_hub_cache() == tmp_path / "a"
-    monkeypatch.delenv("HF_HUB_CACHE")
-    assert hf_hub_cache() == tmp_path / "b" / "hub"
-    monkeypatch.delenv("HF_HOME")
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert hf_hub_cache() == tmp_path / "home" / ".cache" / "huggingface" / "hub"
-
-
-@pytest.mark.parametrize("name", ["124M", "1558M", "gpt2", "gpt2-xl", "distilgpt2", "openai-community/gpt2-large",
-                                  "distilbert/distilgpt2", "someone/any-gpt2"])
-def test_every_documented_name_passes_the_network_free_check(name):
-    check_model_name(name)
-
-
-def test_a_failed_openai_download_names_the_hub_name_of_the_same_model(tmp_path):
-    with pytest.raises(DownloadError) as error:
-        resolve_model("355M", tmp_path / "models", base_url=DEAD_ENDPOINT, retries=0)
-    assert "'gpt2-medium'" in str(error.value)
-
-
-# ------------------------------------------------------------------------------------------------------------
-# main.py by name, and its one-line errors
-# ------------------------------------------------------------------------------------------------------------
-
-
-def run_main_in_process(tmp_path, *flags):
-    import main
-
-    main.run_command_line(["--models_dir", str(tmp_path / "models"), "--n_tokens_to_generate", "3",
-                           "--temperature", "0", *flags])
-
-
-def test_the_seed_pair_runs_by_hub_names(hub, tmp_path, capsys):
-    run_main_in_process(tmp_path, "--draft_model_size", "distilgpt2", "--target_model_size", "gpt2")
-    out = capsys.readouterr().out
-    assert "loading the draft distilgpt2 and the target gpt2" in out
-    assert (tmp_path / "hf-cache" / "models--distilbert--distilgpt2" / "refs" / "main").is_file()
-
-
-def one_error_line(tmp_path, capsys, *flags):
+@pytest.mark.parametrize("name, expected", [
+    ("someone/no-safetensors", "someone/no-safetensors has no model.safetensors on the Hub"),
+    ("someone/not-gpt2", "someone/not-gpt2 is not a GPT-2 repository: its config.json says model_type 'llama'"),
+    ("nobody/nothing", "HTTP 404"),
+])
+def test_a_bad_repository_is_one_error_line_and_a_nonzero_exit(hub, tmp_path, capsys, name, expected):
     with pytest.raises(SystemExit) as exit_info:
-        run_main_in_process(tmp_path, *flags)
-    err = capsys.readouterr().err  # after the download's progress bars, if any: one line, no traceback
-    errors = [line for line in err.split("\n") if line.startswith("error: ")]
-    assert exit_info.value.code != 0 and len(errors) == 1 and err.endswith(errors[0] + "\n"), err
-    assert "Traceback" not in err
-    return errors[0]
+        main.run_command_line(["--target_model_size", name, "--drafter", "lookup", "--models_dir",
+                               str(tmp_path / "models"), "--download_retries", "0"])
+    err = error_lines(capsys.readouterr().err)
+    assert exit_info.value.code == 1 and len(err) == 1 and expected in err[0], err
 
 
-def test_an_unknown_name_is_one_line_naming_it_and_listing_the_known_names(tmp_path, capsys):
-    err = one_error_line(tmp_path, capsys, "--target_model_size", "gpt3")
-    assert "'gpt3'" in err and all(name in err for name in ("124M", "gpt2-xl", "distilgpt2", "owner/name"))
+def test_nothing_cached_and_no_network_names_the_cache_folder_and_the_url(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing answers
+    with pytest.raises(SystemExit) as exit_info:
+        main.run_command_line(["--target_model_size", "gpt2-medium", "--drafter", "lookup", "--download_retries",
+                               "0", "--models_dir", str(tmp_path / "models")])
+    err = error_lines(capsys.readouterr().err)
+    assert exit_info.value.code == 1 and len(err) == 1
+    assert "http://127.0.0.1:9/openai-community/gpt2-medium/resolve/main/config.json" in err[0]
+    assert str(tmp_path / "empty-cache" / "models--openai-community--gpt2-medium") in err[0]
 
 
-def test_a_repository_without_model_safetensors_is_one_line(hub, tmp_path, capsys):
-    name = "someone/no-safetensors"
-    err = one_error_line(tmp_path, capsys, "--draft_model_size", name, "--target_model_size", name)
-    assert "someone/no-safetensors has no model.safetensors" in err
+def test_when_openai_s_bucket_fails_the_error_names_the_same_model_on_the_hub(tmp_path):
+    with pytest.raises(utils.DownloadError, match="'gpt2-medium'"):
+        utils.resolve_model("355M", str(tmp_path / "models"), base_url="http://127.0.0.1:9", retries=0)
 
 
-def test_a_config_that_is_not_gpt2_is_one_line(hub, tmp_path, capsys):
-    name = "someone/llama-ish"
-    err = one_error_line(tmp_path, capsys, "--draft_model_size", name, "--target_model_size", name)
-    assert "someone/llama-ish" in err and "'llama'" in err
-
-
-def test_nothing_cached_and_no_network_names_the_cache_folder_and_the_url(hub, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("HF_ENDPOINT", DEAD_ENDPOINT)
-    err = one_error_line(tmp_path, capsys, "--draft_model_size", "gpt2-medium", "--target_model_size", "gpt2-medium")
-    assert str(tmp_path / "hf-cache") in err and f"{DEAD_ENDPOINT}/openai-community/gpt2-medium/resolve/main/" in err
+def test_help_lists_every_name_and_the_openai_size_it_matches(capsys):
+    with pytest.raises(SystemExit):  # fire exits after printing the help
+        main.run_command_line(["--help"])
+    captured = capsys.readouterr()
+    out = " ".join((captured.out + captured.err).split())  # fire writes its help to one or the other
+    for name, size in [("gpt2", "124M"), ("gpt2-medium", "355M"), ("gpt2-large", "774M"), ("gpt2-xl", "1558M")]:
+        assert f"{name} (= {size})" in out
+    assert "distilgpt2" in out and "openai-community/gpt2" in out and "distilbert/distilgpt2" in out

@@ -203,8 +203,11 @@ def test_a_draft_equal_to_the_target_has_every_guess_accepted(tmp_path, target_d
 
 
 def test_without_the_cache_both_samplers_recompute_and_still_print_the_greedy_text(tmp_path, target_dir, draft_dir):
-    """--kv_cache False (picoGPT's way) changes the cost of a pass, never the tokens: same peer text, twice."""
-    result = run_main("--prompt", PROMPT, "--n_tokens_to_generate", 8, "--K", 2, "--kv_cache", False,
+    """--kv_cache false (picoGPT's way) changes the cost of a pass, never the tokens: same peer text, twice.
+
+    Lower-case "false" on purpose: fire alone reads it as the string "false", which is true, and runs WITH the cache.
+    """
+    result = run_main("--prompt", PROMPT, "--n_tokens_to_generate", 8, "--K", 2, "--kv_cache", "false",
                       "--draft_model_size", draft_dir, "--target_model_size", target_dir, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "KV cache OFF" in result.stdout
@@ -242,10 +245,10 @@ def trace_lines(out):
 @pytest.mark.parametrize("flags, report", [
     (("--drafter", "lookup", "--draft_model_size", "no/such/folder"), r"drafter lookup, K=3: \d+ rounds, mean k "
      r"[\d.]+; \d+ of \d+ rounds \(\d+%\) found a match"),
-    (("--drafter", "staged", "--max_ngram", 2), r"drafter staged, K=3: \d+ rounds, mean k [\d.]+; \d+ of \d+"),
+    (("--drafter", "staged", "--max_ngram", 2), r"drafter staged, K=3: \d+ rounds, mean k [\d.]+\n"),
     (("--K", "auto"), r"drafter model, K=auto: \d+ rounds, mean k [\d.]+"),
-    (("--tree", "2,2,1", "--plot", "rounds.png"), r"tree: [\d.]+ nodes per target pass; accepted paths went [\d.]+ deep on average, \d+ at "
-     r"most \(rounds by depth: 0: \d+"),
+    (("--tree", "2,2,1", "--plot", "rounds.png"), r"tree: [\d.]+ nodes per target pass; accepted paths went "
+     r"[\d.]+ deep on average, \d+ at most \(rounds by depth: 0: \d+"),
 ], ids=["lookup", "staged", "auto", "tree"])
 def test_every_drafter_prints_the_greedy_text_its_rounds_and_one_trace_line_per_round(tmp_path, target_dir,
                                                                                      draft_dir, flags, report):
@@ -285,7 +288,7 @@ def test_stripped_of_its_colors_always_prints_exactly_what_never_prints(tmp_path
     """--color always paints the speculative text and the trace; without the codes it is --color never's text.
 
     The draft is the target plus noise (near_params) at temperature 1, so the run has all three colors: green
-    (a kept guess, code 32), red (a residual token, 31) and blue (a bonus token, 34).
+    (a kept guess, code 32), red (a residual token, 31) and blue (a bonus token, 34). It is the README's run.
     """
     import show
 
@@ -303,6 +306,10 @@ def test_stripped_of_its_colors_always_prints_exactly_what_never_prints(tmp_path
     lines = trace_lines(never.stdout)
     assert len(lines) == rounds and sum(line.count(" kept") for line in lines) == kept > 0
     assert sum(line.count(" rejected") for line in lines) == checked - kept > 0
+    # the README's trace excerpt ("Watching the rounds") is this run's: it goes stale if the sampler changes
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    excerpt = readme.split("<!-- trace-excerpt: begin -->\n```text\n", 1)[1].split("```", 1)[0].splitlines()
+    assert excerpt and excerpt == lines[: len(excerpt)]
 
 
 def run_on_a_terminal(flags, cwd, env):
