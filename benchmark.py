@@ -69,6 +69,8 @@ code to extend: prompt lookup finds what comes next in the prompt) and "free" (n
   the run proposed: round i proposed m_i tokens, so
       predicted = sum_i tokens_per_round(alpha, m_i) / (c * draft-model calls + sum_i r(m_i + 1)),
   with r measured for every m up to k_max + 1 (lookup runs no model: it costs nothing but its target passes).
+  K="auto" plans with the c and r(m) this run measured (set as the draft model's `cost` and the target's
+  `r_table`), not with drafters.py's calibrated table.
 - The tree table: each tree of --trees against the chain that sends the target as many rows (a tree with
   n nodes against the chain K = n; (2, 1, 1) has 6 nodes, (2, 2, 1) has 10): tokens per target pass, the share
   of guesses kept, and the wall-time speedup.
@@ -82,6 +84,7 @@ Plots (written into --img_dir if matplotlib is installed: `pip install -r requir
                                                    with and without the cache
     ms_per_token_random_DRAFT_TARGET_cache.png     --random_weights: measured ms/token (alpha ~ 0) and the
                                                    predicted ms/token for each alpha
+    drafters[_random]_DRAFT_TARGET.png             --drafters: measured and predicted speedup per drafter and K
 (`nocache` instead of `cache` with --kv_cache False.)
 """
 
@@ -104,13 +107,14 @@ from main import (
     timed,
 )
 from sampling import (
+    AUTO_K_MAX,
     AutoregressiveStats,
     SpeculativeStats,
     autoregressive_sampling,
     create_model_fn,
     speculative_sampling,
 )
-from utils import MODEL_SIZES, read_hf_hparams
+from utils import DISTILGPT2_HPARAMS, HUB_MODELS, MODEL_SIZES, read_hf_hparams
 
 DEFAULT_PROMPTS = (
     "Alan Turing theorized that computers would one day become",
@@ -197,7 +201,17 @@ class Costs:
         return self.draft_step / self.target_step
 
     def r(self, K):
-        return self.target_pass[K] / self.target_step
+        """r of a (K + 1)-token pass: measured, or interpolated linearly between the Ks measured around it."""
+        if K in self.target_pass:
+            return self.target_pass[K] / self.target_step
+        measured = sorted(self.target_pass)
+        if not measured or not measured[0] <= K <= measured[-1]:
+            raise KeyError(f"r was measured for K in {measured}, not around {K}")
+        return float(np.interp(K, measured, [self.target_pass[k] for k in measured])) / self.target_step
+
+    def covers(self, K):
+        """True if r(K) was measured or can be interpolated."""
+        return bool(self.target_pass) and min(self.target_pass) <= K <= max(self.target_pass)
 
 
 def measure_costs(draft, target, Ks, prefix_length, kv_cache, settings, repeats, rng, progress):
@@ -277,17 +291,17 @@ def print_measured_table(costs, autoregressive, speculative, Ks):
     """The table for real weights: measured alpha and speedups beside the two predictions."""
     print(f"autoregressive: {autoregressive.ms_per_token:.1f} ms/token ({autoregressive.stats.tokens} tokens, "
           f"{autoregressive.stats.target_passes} target passes)")
-    print(f"costs at a {costs.prefix_length}-token prefix: c = {costs.c:.2f} (draft step "
+    print(f"costs at a {costs.prefix_length}-token prefix: c = {costs.c:.3f} (draft step "
           f"{1e3 * costs.draft_step:.1f} ms / target step {1e3 * costs.target_step:.1f} ms)\n")
     header = ("K", "alpha", "speedup", "speedup", "c", "r", "spec", "predicted", "predicted")
     header2 = ("", "", "(wall)", "(passes)", "", "", "ms/token", "(cK+1)", "(cK+r)")
-    row_format = "{:>3} {:>6} {:>8} {:>9} {:>5} {:>5} {:>9} {:>10} {:>10}"
+    row_format = "{:>3} {:>6} {:>8} {:>9} {:>6} {:>6} {:>9} {:>10} {:>10}"
     print(row_format.format(*header))
     print(row_format.format(*header2))
     for K in Ks:
         run, alpha = speculative[K], speculative[K].stats.acceptance_rate
         row = (K, f"{alpha:.2f}", f"{autoregressive.ms_per_token / run.ms_per_token:.2f}x",
-               f"{run.stats.tokens_per_target_pass:.2f}x", f"{costs.c:.2f}", f"{costs.r(K):.2f}",
+               f"{run.stats.tokens_per_target_pass:.2f}x", f"{costs.c:.3f}", f"{costs.r(K):.3f}",
                f"{run.ms_per_token:.1f}", f"{predicted_speedup(alpha, K, costs.c):.2f}x",
                f"{predicted_speedup(alpha, K, costs.c, costs.r(K)):.2f}x")
         print(row_format.format(*row))
@@ -402,15 +416,6 @@ def make_drafter(name, draft_model, max_ngram):
     return drafters.staged(draft_model, max_ngram=max_ngram)
 
 
-def k_argument(K, drafter, target_model, k_max):
-    """What speculative_sampling gets as K: a number, "auto", or for "hf" Hugging Face's schedule from drafters."""
-    if K != "hf":
-        return K
-    import drafters
-
-    return drafters.hf_schedule(drafter, k_max)
-
-
 @dataclass
 class DrafterRun(Run):
     """A Run of one drafter and K, plus what the cost model needs: draft-model calls and proposal sizes."""
@@ -419,13 +424,22 @@ class DrafterRun(Run):
     proposal_sizes: list = field(default_factory=list)  # tokens proposed in each round (0: a plain step)
 
 
-def run_speculative(prompts, draft, target, N, settings, kv_cache, seed, sample):
+def run_speculative(prompts, draft, target, N, settings, kv_cache, seed, sample, costs=None):
     """One DrafterRun over the prompts: sample(prompt, draft_model, target_model, rng, stats) for each, with
-    fresh model functions (empty caches) and a fresh np.random.default_rng(seed) per prompt."""
+    fresh model functions (empty caches) and a fresh np.random.default_rng(seed) per prompt.
+
+    costs (this cache setting's Costs): K="auto" then plans with the c and r(m) measured in this run (the draft
+    model's `cost`, the target's `r_table`) instead of drafters.py's defaults; they are fixed before the run,
+    so the same seed still gives the same tokens.
+    """
     run = DrafterRun(stats=SpeculativeStats())
     for prompt in prompts:
         draft_model = create_model_fn(*draft, **settings, kv_cache=kv_cache)
         target_model = create_model_fn(*target, **settings, kv_cache=kv_cache)
+        if costs is not None:
+            draft_model.cost = costs.c
+            r_table = [1.0] + [costs.r(K) for K in range(1, max(costs.target_pass) + 1)]  # r_table[m - 1] = r(m)
+            target_model.r_table = r_table
         rng = np.random.default_rng(seed)
         before = len(getattr(run.stats, "round_log", []))
         ids, seconds = timed(lambda: sample(prompt, draft_model, target_model, rng, run.stats))
@@ -434,7 +448,7 @@ def run_speculative(prompts, draft, target, N, settings, kv_cache, seed, sample)
         run.draft_calls += draft_model.stats.calls
         log = getattr(run.stats, "round_log", None)
         if log is not None:
-            run.proposal_sizes += [len(r.proposal.tokens) for r in log[before:]]
+            run.proposal_sizes += [len(r.proposal.tokens) for r in log[before:]]  # m_i: what was proposed
     return run
 
 
@@ -458,7 +472,7 @@ def predicted_run_speedup(run, costs):
     of K this is the formula of the classic table. None when the costs of some m_i + 1 were not measured.
     """
     sizes = run.proposal_sizes
-    if not sizes or any(m > 0 and m not in costs.target_pass for m in sizes):
+    if not sizes or any(m > 0 and not costs.covers(m) for m in sizes):
         return None
     alpha = run.stats.acceptance_rate
     tokens = sum(tokens_per_round(alpha, m) for m in sizes)
@@ -467,7 +481,7 @@ def predicted_run_speedup(run, costs):
 
 
 def run_drafter_comparison(prompt_groups, draft, target, drafter_names, drafter_Ks, trees, N, settings, seed,
-                           max_ngram, k_max, modes, progress):
+                           max_ngram, costs_by_mode, progress):
     """{kv_cache: {"autoregressive": {group: Run}, "rows": {(group, drafter, K): DrafterRun},
     "trees": {(group, shape): DrafterRun}}}: every drafter and K, and each tree against the chain with as many
     nodes, on every prompt group, in each cache setting of `modes`."""
@@ -476,7 +490,8 @@ def run_drafter_comparison(prompt_groups, draft, target, drafter_names, drafter_
         return results
     from sampling import tree_speculative_sampling  # here: only the comparison needs trees
 
-    for kv_cache in modes:
+    for costs in costs_by_mode:
+        kv_cache = costs.kv_cache
         mode = results[kv_cache] = {"autoregressive": {}, "rows": {}, "trees": {}}
         for group, prompts in prompt_groups.items():
             progress.set_postfix_str(f"{group}, autoregressive, cache {'on' if kv_cache else 'off'}")
@@ -488,11 +503,10 @@ def run_drafter_comparison(prompt_groups, draft, target, drafter_names, drafter_
 
                     def sample(prompt, draft_model, target_model, rng, stats, name=name, K=K):
                         drafter = make_drafter(name, draft_model, max_ngram)
-                        return speculative_sampling(prompt, drafter, target_model, N,
-                                                    k_argument(K, drafter, target_model, k_max), rng, stats=stats)
+                        return speculative_sampling(prompt, drafter, target_model, N, K, rng, stats=stats)
 
                     mode["rows"][group, name, K] = run_speculative(prompts, draft, target, N, settings, kv_cache,
-                                                                   seed, sample)
+                                                                   seed, sample, costs)
                     progress.update()
             for tree in trees:
                 for shape in (tree, (1,) * tree_nodes(tree)):  # the tree, then the chain with as many nodes
@@ -511,10 +525,13 @@ def run_drafter_comparison(prompt_groups, draft, target, drafter_names, drafter_
     return results
 
 
-def drafter_table_rows(comparison, costs_by_mode, random_weights):
-    """The drafter table as rows of strings: header first. One row per cache setting, prompt group, drafter, K."""
+def drafter_table_rows(comparison, costs_by_mode, random_weights, greedy):
+    """The drafter table as rows of strings: header first. One row per cache setting, prompt group, drafter, K.
+
+    greedy (temperature 0): a last column says whether the texts are autoregressive sampling's, token for token.
+    """
     header = ["cache", "prompts", "drafter", "K", "alpha", "mean k", "tokens/pass", "speedup (measured)",
-              "speedup (predicted)"]
+              "speedup (predicted)"] + (["greedy text"] if greedy else [])
     rows = [header]
     for costs in costs_by_mode:
         if costs.kv_cache not in comparison:
@@ -531,7 +548,8 @@ def drafter_table_rows(comparison, costs_by_mode, random_weights):
             rows.append(["on" if costs.kv_cache else "off", group, name, str(K), alpha, mean_k,
                          f"{run.stats.tokens_per_target_pass:.2f}",
                          f"{autoregressive.ms_per_token / run.ms_per_token:.2f}x",
-                         "n/a" if predicted is None else f"{predicted:.2f}x"])
+                         "n/a" if predicted is None else f"{predicted:.2f}x"]
+                        + (["same" if run.texts == autoregressive.texts else "differs"] if greedy else []))
     return rows
 
 
@@ -642,6 +660,31 @@ def plot_random(plt, costs_by_mode, alphas, Ks, kv_cache, autoregressive, specul
     save(plt, fig, paths[1])
 
 
+def plot_drafters(plt, drafter_rows, title, path):
+    """Measured and predicted speedup of each drafter and K: one panel per cache setting and prompt group."""
+    header, *rows = drafter_rows
+    column = {name: i for i, name in enumerate(header)}
+    panels = sorted({(row[column["cache"]], row[column["prompts"]]) for row in rows}, key=lambda p: (p[0] != "on", p[1]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4), sharey=True, squeeze=False)
+    for ax, (cache, group) in zip(axes[0], panels):
+        chosen = [row for row in rows if (row[column["cache"]], row[column["prompts"]]) == (cache, group)]
+        labels = [f"{row[column['drafter']]}\nK={row[column['K']]}" for row in chosen]
+        x = np.arange(len(chosen))
+
+        def values(name):
+            return [float(row[column[name]][:-1]) if row[column[name]] != "n/a" else np.nan for row in chosen]
+
+        ax.bar(x - 0.2, values("speedup (measured)"), width=0.4, label="measured (wall time)")
+        ax.bar(x + 0.2, values("speedup (predicted)"), width=0.4, label="predicted (cost model)")
+        ax.axhline(1, color="gray", linewidth=0.8)
+        ax.set_xticks(x, labels, fontsize=7)
+        ax.set_title(f"{group} prompts, KV cache {cache}", fontsize=10)
+    axes[0][0].set_ylabel("speedup over autoregressive")
+    axes[0][0].legend(fontsize="small")
+    fig.suptitle(title)
+    save(plt, fig, path)
+
+
 # ------------------------------------------------------------------------------------------------------------
 # The command line
 # ------------------------------------------------------------------------------------------------------------
@@ -657,20 +700,25 @@ def as_list(value, name, kind):
 
 
 def hparams_of(name):
-    """The shapes of a released size, or of a local folder (hparams.json or a Hugging Face config.json)."""
+    """The shapes of a released size or a Hugging Face name (gpt2 is 124M's, distilgpt2 its own), or of a local
+    folder (hparams.json or a Hugging Face config.json)."""
     if name in HPARAMS:
         return HPARAMS[name]
+    if name in HUB_MODELS:
+        size = HUB_MODELS[name][1]
+        return HPARAMS[size] if size else DISTILGPT2_HPARAMS
     folder = Path(name)
     if (folder / "hparams.json").is_file():
         return json.loads((folder / "hparams.json").read_text())
     if (folder / "config.json").is_file():
         return read_hf_hparams(folder / "config.json")
-    raise ValueError(f"{name!r} is neither one of {', '.join(MODEL_SIZES)} nor a folder with GPT-2 hyperparameters")
+    raise ValueError(f"{name!r} is neither one of {', '.join(MODEL_SIZES + tuple(HUB_MODELS))} nor a folder with GPT-2 "
+                     f"hyperparameters")
 
 
 def model_name(name):
     """A short name for titles and file names: '124M', or the last part of a folder's path."""
-    return name if name in MODEL_SIZES else Path(name).name
+    return name if name in MODEL_SIZES or name in HUB_MODELS else Path(name).name
 
 
 def random_pair(draft_model_size, target_model_size, seed):
@@ -723,7 +771,9 @@ def main(
     drafter_Ks=(2, 4, "auto", "hf"),
     trees=None,
     max_ngram=3,
-    k_max=8,
+    k_max=AUTO_K_MAX,
+    copy_prompts=COPY_PROMPTS,
+    free_prompts=FREE_PROMPTS,
 ):
     """Print the table of acceptance, costs and speedups for each K (see the module docstring), and plot it.
 
@@ -748,7 +798,9 @@ def main(
         drafter_Ks: the K of each drafter row: whole numbers, "auto" (drafters.AutoK) and "hf" (Hugging Face's schedule).
         trees: also compare token trees with the chains that send as many rows to the target, e.g. "2,1,1;2,2,1".
         max_ngram: the longest n-gram prompt lookup searches for (lookup and staged).
-        k_max: the largest k of "auto" and "hf"; r is measured up to k_max + 1 rows for the predictions.
+        k_max: r(m) is measured up to m = k_max + 1 rows (and no more than the tokens per run need) for the predictions; sampling.AUTO_K_MAX caps what "auto" and "hf" propose.
+        copy_prompts: the prompts that invite copying, for the drafter and tree tables (random ids with --random_weights).
+        free_prompts: the prompts with nothing to copy.
     """
     run(**locals())
 
@@ -756,7 +808,8 @@ def main(
 def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6, 7, 8), prompts=DEFAULT_PROMPTS,
         n_tokens_to_generate=40, temperature=0.0, top_k=None, top_p=None, seed=0, kv_cache=True,
         random_weights=False, alphas=DEFAULT_ALPHAS, prefix_length=32, repeats=5, models_dir="models", img_dir="img",
-        drafters=None, drafter_Ks=(2, 4, "auto", "hf"), trees=None, max_ngram=3, k_max=8):
+        drafters=None, drafter_Ks=(2, 4, "auto", "hf"), trees=None, max_ngram=3, k_max=AUTO_K_MAX,
+        copy_prompts=COPY_PROMPTS, free_prompts=FREE_PROMPTS):
     """`main` (same arguments), returning what it measured: {"costs": [Costs per cache setting, --kv_cache's
     first], "autoregressive": Run, "speculative": {K: Run}, "drafter_rows": [[str]], "tree_rows": [[str]]}
     (the last two: table rows, header first, or None; make_readme_figures.py builds on all of it)."""
@@ -780,10 +833,12 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
             draft, target, prompt_ids = random_pair(draft_model_size, target_model_size, seed)
             prompt_groups = random_prompt_groups(np.random.default_rng(seed + 2), target[1]["n_vocab"])
         else:
-            extra = list(COPY_PROMPTS + FREE_PROMPTS) if compare else []
+            copy_prompts, free_prompts = ([p] if isinstance(p, str) else as_list(p, flag, str)
+                                          for p, flag in ((copy_prompts, "copy_prompts"), (free_prompts, "free_prompts")))
+            extra = copy_prompts + free_prompts if compare else []
             draft, target, all_ids = load_pair(draft_model_size, target_model_size, prompts + extra, models_dir)
             prompt_ids, extra_ids = all_ids[: len(prompts)], all_ids[len(prompts) :]
-            prompt_groups = {"copying": extra_ids[: len(COPY_PROMPTS)], "free": extra_ids[len(COPY_PROMPTS) :]}
+            prompt_groups = {"copying": extra_ids[: len(copy_prompts)], "free": extra_ids[len(copy_prompts) :]}
         if not compare:
             prompt_groups = {}
         n_ctx = min(draft[1]["n_ctx"], target[1]["n_ctx"])
@@ -791,7 +846,9 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
         if longest + n_tokens_to_generate > n_ctx:
             raise ValueError(f"the longest prompt + --n_tokens_to_generate {n_tokens_to_generate} is more than the "
                              f"models' context of {n_ctx} tokens: generate fewer tokens")
-        cost_Ks = sorted(set(Ks) | (set(range(1, k_max + 1)) if compare else set()))  # r up to k_max + 1 rows
+        deepest = min(k_max, n_tokens_to_generate - 1) if drafter_names else 0  # no proposal is longer
+        # r(m) at m = 2, 3, 5, 9, ... and deepest + 1 (between them it is interpolated: Costs.r)
+        cost_Ks = sorted(set(Ks) | {K for K in (1, 2, 4, 8, 16, 32) if K < deepest} | {deepest} - {0})
         if prefix_length + max(cost_Ks) + 1 > n_ctx:
             raise ValueError(f"--prefix_length {prefix_length} + the largest K + 1 is more than the context of {n_ctx}")
 
@@ -809,7 +866,7 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
         autoregressive, speculative = run_samplers(prompt_ids, draft, target, Ks, n_tokens_to_generate, settings,
                                                    kv_cache, seed, progress)
         comparison = run_drafter_comparison(prompt_groups, draft, target, drafter_names, drafter_Ks, trees,
-                                            n_tokens_to_generate, settings, seed, max_ngram, k_max, modes, progress)
+                                            n_tokens_to_generate, settings, seed, max_ngram, costs_by_mode, progress)
 
     title = f"{names[0]} drafts for {names[1]}, KV cache {'on' if kv_cache else 'off'}"
     weights = "RANDOM weights (acceptance is meaningless: cost figures only)" if random_weights else "real weights"
@@ -827,7 +884,7 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
     results = {"costs": costs_by_mode, "autoregressive": autoregressive, "speculative": speculative,
                "drafter_rows": None, "tree_rows": None}
     if drafter_names:
-        results["drafter_rows"] = drafter_table_rows(comparison, costs_by_mode, random_weights)
+        results["drafter_rows"] = drafter_table_rows(comparison, costs_by_mode, random_weights, temperature == 0)
         print(f"\ndrafters, {n_tokens_to_generate} tokens per prompt; speedups against autoregressive sampling in the "
               f"same cache setting; predicted: the cost model at the row's alpha with the measured c and r(m)")
         print(format_table(results["drafter_rows"]))
@@ -851,6 +908,11 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
         plot_measured(plt, costs_by_mode[0], autoregressive, speculative, Ks, title,
                       [img_dir / f"speedup_{names[0]}_{names[1]}_{cache_word}.png",
                        img_dir / f"ms_per_token_{names[0]}_{names[1]}_{cache_word}.png"])
+    if results["drafter_rows"]:
+        random_word = "_random" if random_weights else ""
+        plot_drafters(plt, results["drafter_rows"], f"drafters for {names[1]}"
+                      f"{', random weights (alpha is an accident)' if random_weights else ''}",
+                      img_dir / f"drafters{random_word}_{names[0]}_{names[1]}.png")
     return results
 
 

@@ -49,6 +49,7 @@ import numpy as np
 from tqdm import tqdm
 
 from gpt2 import HPARAMS, random_params
+from benchmark import save
 from main import timed
 from make_readme_figures import machine_description
 from sampling import _check_probs, _sample, autoregressive_sampling, create_model_fn, logits_to_probs
@@ -375,14 +376,6 @@ def plot_context(plt, context, floor, path):
            title=f"{context.size}: a cached decoding step against the context length")
     ax.legend(fontsize=8)
     save(plt, fig, path)
-
-
-def save(plt, fig, path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    print(f"wrote {path}")
 
 
 # ------------------------------------------------------------------------------------------------------------

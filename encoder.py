@@ -27,6 +27,7 @@ Decoding runs the table backwards: ids -> symbols -> characters -> bytes -> UTF-
 This follows OpenAI's gpt-2/src/encoder.py and minGPT's bpe.py, and equals tiktoken's "gpt2" encoding.
 """
 
+import heapq
 import json
 import os
 
@@ -75,26 +76,53 @@ class Encoder:
         "Ġworld": of the pairs (Ġ,w) (w,o) (o,r) (r,l) (l,d), (Ġ,w) has the lowest rank (10): Ġw o r l d;
         then (o,r) (rank 17): Ġw or l d; (l,d) (79): Ġw or ld; (Ġw,or) (220): Ġwor ld; (Ġwor,ld) (739): Ġworld.
         One symbol is left, so the result is ("Ġworld",). A pair absent from vocab.bpe is never merged.
+
+        The rule (OpenAI's encoder.py): while some pair of neighbours is in the merge list, take the pair of
+        lowest rank and merge every occurrence of it, left to right. Rescanning the word for the best pair
+        after every merge costs O(n) per merge, O(n^2) per word: minutes for a 100,000-letter "word". So the
+        symbols are a linked list and the pairs wait in a heap by (rank, position): each step pops ALL the
+        pairs of the lowest rank, merges those still present left to right (one of two overlapping
+        occurrences, as in "a a a", is gone once its left twin has merged), and pushes the new pairs the
+        merged symbols make with their neighbours. O(n log n) per word, and the same merges as the rescan.
         """
         if token in self.cache:
             return self.cache[token]
-        word = tuple(token)  # ("Ġ", "w", "o", "r", "l", "d")
-        while len(word) > 1:
-            pairs = set(zip(word[:-1], word[1:]))
-            best_pair = min(pairs, key=lambda pair: self.bpe_ranks.get(pair, float("inf")))
-            if best_pair not in self.bpe_ranks:
-                break  # no pair of neighbours is in the merge list: done
-            first, second = best_pair
-            merged_word = []
-            i = 0
-            while i < len(word):  # replace every occurrence of (first, second), left to right
-                if i < len(word) - 1 and word[i] == first and word[i + 1] == second:
-                    merged_word.append(first + second)
-                    i += 2
-                else:
-                    merged_word.append(word[i])
-                    i += 1
-            word = tuple(merged_word)
+        symbols = list(token)  # symbols[i]: the symbol that starts at character i ("" once merged away)
+        next_start = list(range(1, len(token) + 1))  # the start of the symbol after i (len(token): none)
+        prev_start = list(range(-1, len(token) - 1))  # the start of the symbol before i (-1: none)
+        heap = []  # (rank, start of the left symbol, left symbol, right symbol) for each pair in the list
+
+        def push_pair(left):
+            right = next_start[left]
+            if right < len(token):
+                rank = self.bpe_ranks.get((symbols[left], symbols[right]))
+                if rank is not None:
+                    heapq.heappush(heap, (rank, left, symbols[left], symbols[right]))
+
+        for start in range(len(token) - 1):
+            push_pair(start)
+        while heap:
+            rank = heap[0][0]
+            batch = []  # every pair of this rank, by position: "merge every occurrence, left to right"
+            while heap and heap[0][0] == rank:
+                batch.append(heapq.heappop(heap))
+            merged = []
+            for _, left, first, second in sorted(batch, key=lambda pair: pair[1]):
+                right = next_start[left]
+                still_there = symbols[left] == first and right < len(token) and symbols[right] == second
+                if not still_there:  # merged away by an overlapping occurrence to its left, or a stale entry
+                    continue
+                symbols[left], symbols[right] = first + second, ""  # the right symbol joins the left one
+                next_start[left] = next_start[right]
+                if next_start[left] < len(token):
+                    prev_start[next_start[left]] = left
+                merged.append(left)
+            for left in merged:  # the pairs the merged symbols now make with their neighbours
+                if symbols[left]:
+                    if prev_start[left] >= 0:
+                        push_pair(prev_start[left])
+                    push_pair(left)
+        word = tuple(symbol for symbol in symbols if symbol)  # ("Ġworld",)
         self.cache[token] = word
         return word
 

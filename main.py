@@ -3,22 +3,34 @@
     python main.py                       # the demo: 124M drafts for 355M, K=4, greedy, 40 tokens
     python main.py --help                # every flag
     python main.py --kv_cache False      # both samplers the picoGPT way: the whole sequence again every pass
+    python main.py --drafter lookup      # guesses copied from earlier text (prompt lookup): no draft model
+    python main.py --K auto              # each round's lookahead chosen from what earlier rounds showed
+    python main.py --tree 2,2,1          # a tree of guesses (2 at depth 1, 2 under each, 1 under those)
+    python main.py --trace               # one line per round: the guesses, p, q, the draw, kept or rejected
+    python main.py --plot img/rounds.png # a picture of the rounds (needs matplotlib)
 
 What happens:
 
-1. Download what is missing (OpenAI's release files, into --models_dir/SIZE, with progress bars) and load both
+1. Check every flag (names, types, ranges) before anything else: a misspelt flag, `--kv_cache maybe` or
+   `--seed -1` ends at once with one line `error: ...`.
+2. Download what is missing (OpenAI's release files, into --models_dir/SIZE, with progress bars) and load the
    models. A model may also be a local folder: OpenAI's layout (hparams.json + model.ckpt.*) or a Hugging Face
-   GPT-2 folder (config.json + model.safetensors), e.g. `--draft_model_size path/to/distilgpt2`.
-2. Autoregressive sampling with the target alone: one target forward pass per token.
-3. Speculative sampling: the draft guesses K tokens, one target pass checks them all (see sampling.py).
-4. Print both texts, their times and tokens/s, the speedup, the acceptance rate and each run's target
-   forward passes. At temperature 0 both samplers must give the target's greedy text, so the two texts are
+   GPT-2 folder (config.json + model.safetensors), e.g. `--draft_model_size path/to/distilgpt2`. With
+   `--drafter lookup` no draft model is downloaded or loaded.
+3. Autoregressive sampling with the target alone: one target forward pass per token. Its text is printed as
+   it is written, token by token.
+4. Speculative sampling: the drafter guesses up to K tokens, one target pass checks them all (see
+   sampling.py and drafters.py). Its text is printed round by round, colored by where each token came from
+   (see show.py): a kept draft guess green, the target's token after a rejection red, the free token after a
+   round that kept every guess blue.
+5. Print both runs' times and tokens/s, the speedup, the acceptance rate, the target forward passes, and the
+   drafter's rounds. At temperature 0 both samplers must give the target's greedy text, so the two texts are
    compared.
 
 Timing: loading is not timed. Before timing, each model runs once over the prompt (a warm-up, not timed),
 so one-off costs (the first touch of freshly loaded weights, OpenBLAS starting its threads) fall on neither
 sampler. Then each sampler gets fresh model functions, so both start with an empty KV cache, and runs once;
-the pass over the prompt is part of its time.
+the pass over the prompt is part of its time, and so is printing its text (microseconds per token).
 
 Why the speedup depends on the cache (measured on a 2-core machine with NumPy's OpenBLAS): with the KV cache a
 decoding step reads every weight once for one position, so it is memory-bound, while a target pass over the
@@ -27,32 +39,53 @@ matrix for a multi-row product). Without a cache (picoGPT's way, `--kv_cache Fal
 whole sequence anyway, so checking K + 1 tokens costs about the same as one step, and speculative sampling
 wins more. benchmark.py measures both.
 
-Bad flags, a failed download, or a damaged checkpoint end with one line `error: ...` and exit code 2 (bad
-input) or 1 (download or checkpoint).
+Bad flags, a failed download, or a damaged checkpoint (including weights that are NaN or infinite) end with
+one line `error: ...` and exit code 2 (bad input) or 1 (download or checkpoint), without a traceback.
+
+The command line: `python main.py` reads its flags with the same syntax as fire (`--name value`,
+`--name=value`, `--flag` / `--noflag` for booleans, `-x` for a unique first letter, values by position in the
+order of main()'s arguments) but checks them itself, as text, before anything runs. fire alone would run the
+whole comparison before complaining about a misspelt flag, and would read `--kv_cache false` as the
+(true) string "false" and `--prompt "Hello, world"` as a tuple. `--help` is fire's.
 """
 
+import difflib
+import inspect
+import math
+import re
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import fire
 import numpy as np
 
-from sampling import (
-    AutoregressiveStats,
-    SpeculativeStats,
-    autoregressive_sampling,
-    create_model_fn,
-    speculative_sampling,
+import drafters
+import sampling
+import show
+from sampling import AutoregressiveStats, SpeculativeStats, create_model_fn
+from utils import (
+    HUB_MODELS,
+    MODEL_SIZES,
+    CheckpointError,
+    DownloadError,
+    check_model_name,
+    load_model,
+    resolve_model,
 )
-from utils import MODEL_SIZES, CheckpointError, DownloadError, download_gpt2_files, load_encoder_hparams_and_params
 
 RELEASED_N_CTX = 1024  # the context of all four released sizes
+DRAFTERS = ("model", "lookup", "staged")
+# The smallest temperature > 0 that no float32 logit can overflow when divided by it in float64:
+# float32's largest value / float64's largest value = 3.4e38 / 1.8e308 = 1.9e-270.
+MIN_TEMPERATURE = float(np.finfo(np.float32).max) / float(np.finfo(np.float64).max)
+MAX_DOWNLOAD_RETRIES = 20  # the waits double (1, 2, 4, ... s): 20 retries already wait up to 2^20 s, 12 days
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Checking the flags and loading the models (the only place where bad input is expected)
+# Checking the flags (the only place where bad input is expected), before anything is downloaded
 # ------------------------------------------------------------------------------------------------------------
 
 
@@ -63,36 +96,333 @@ def check_whole_number(value, flag, minimum):
 
 
 def check_model_names(draft_model_size, target_model_size):
-    """ValueError unless each model is a released size or an existing folder."""
+    """ValueError unless each model is a name utils.resolve_model understands (a draft of None is not checked):
+    a released size, a Hugging Face name or id, or a local folder. No network is used."""
     for flag, name in (("--draft_model_size", draft_model_size), ("--target_model_size", target_model_size)):
-        if name not in MODEL_SIZES and not Path(name).is_dir():
-            raise ValueError(
-                f"{flag} must be one of {', '.join(MODEL_SIZES)} or a local folder with GPT-2 weights; got {name!r}"
-            )
+        if name is not None:
+            try:
+                check_model_name(name)
+            except ValueError as error:
+                raise ValueError(f"{flag}: {error}") from None
+
+
+def as_whole_number(value, flag, minimum, maximum=None):
+    """value as an int in [minimum, maximum]: an int, or text of one ("40"); anything else is a ValueError.
+
+    >>> as_whole_number("40", "--n_tokens_to_generate", 1)
+    40
+    """
+    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d+\s*", value):
+        value = int(value)
+    check_whole_number(value, flag, minimum)
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{flag} must be a whole number from {minimum} to {maximum}; got {value}")
+    return value
+
+
+def as_number(value, flag):
+    """value as a finite float: a number, or text of one ("0.8", "1e-3"); anything else is a ValueError."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ValueError(f"{flag} must be a number; got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{flag} must be a finite number; got {value!r}")
+    return float(value)
+
+
+def as_bool(value, flag):
+    """value as a bool: True/False, or the text true/false in any case; anything else is a ValueError.
+
+    >>> as_bool("FALSE", "--kv_cache")
+    False
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"{flag} must be true or false; got {value!r}")
+
+
+def as_optional(value, convert, *args):
+    """None for None or the text "none" (any case); else convert(value, *args)."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
+        return None
+    return convert(value, *args)
+
+
+def as_text(value, flag):
+    """value as a str (from Python, fire may have made a number of it); a bare --flag (True) has no text."""
+    if isinstance(value, bool):
+        raise ValueError(f"{flag} needs a value: {flag} TEXT")
+    if isinstance(value, (list, tuple, dict)):
+        raise ValueError(f"{flag} must be text; got {value!r}")
+    return str(value)
+
+
+def as_K(value):
+    """K as an int >= 1 or the text "auto" (each round's lookahead chosen from what earlier rounds showed)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    try:
+        return as_whole_number(value, "--K", 1)
+    except ValueError:
+        raise ValueError(f"--K (draft tokens per round) must be a whole number >= 1 or auto; got {value!r}") from None
+
+
+def as_tree(value):
+    """The branching per depth as a tuple of ints >= 1: "2,2,1", (2, 2, 1) or 2 (one depth).
+
+    >>> as_tree("2,2,1")
+    (2, 2, 1)
+    """
+    text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+    parts = [part.strip() for part in text.strip().strip("()[]").split(",")]
+    if parts == [""]:
+        raise ValueError("--tree is empty: give the branching per depth, e.g. --tree 2,2,1")
+    if not all(re.fullmatch(r"[-+]?\d+", part) for part in parts):
+        raise ValueError(f"--tree must be whole numbers separated by commas, e.g. 2,2,1; got {text!r}")
+    branching = tuple(int(part) for part in parts)
+    if min(branching) < 1:
+        raise ValueError(f"--tree: every branching must be >= 1 (candidates per node at that depth); got {text!r}")
+    return branching
+
+
+def tree_nodes(branching, limit):
+    """How many nodes the tree has (2,2,1 -> 2 + 4 + 4 = 10), or limit + 1 as soon as it has more than limit."""
+    nodes, width = 0, 1
+    for b in branching:
+        width *= b
+        nodes += width
+        if nodes > limit:
+            return limit + 1
+    return nodes
+
+
+def check_base_url(base_url):
+    """ValueError unless base_url is None or looks like http(s)://host..."""
+    if base_url is not None and not re.fullmatch(r"https?://[^\s/]+\S*", base_url):
+        raise ValueError(f"--base_url must be a web address starting http:// or https://; got {base_url!r}")
+
+
+def check_models_dir(models_dir):
+    """ValueError if models_dir names something that is not a folder (a file, say)."""
+    if Path(models_dir).exists() and not Path(models_dir).is_dir():
+        raise ValueError(f"--models_dir {models_dir} is a file, not a folder: name a folder to download models into")
+
+
+def check_plot_path(plot):
+    """ValueError unless matplotlib is installed and `plot` names a file that can be written in an existing folder."""
+    show.import_matplotlib()  # one line saying how to install it, if it is missing
+    path = Path(plot)
+    if path.is_dir() or not path.parent.is_dir():
+        raise ValueError(f"--plot must name a file in an existing folder, e.g. img/rounds.png; got {plot!r}")
+    from matplotlib.figure import Figure
+
+    formats = Figure().canvas.get_supported_filetypes()
+    if path.suffix.lstrip(".").lower() not in formats:
+        raise ValueError(f"--plot {plot}: the name must end in one of {', '.join('.' + f for f in formats)}")
 
 
 def check_sampling_flags(temperature, top_k, top_p):
     """ValueError unless temperature >= 0, top_k is None or >= 1, top_p is None or in (0, 1]."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
         raise ValueError(f"--temperature must be a number >= 0 (0 is greedy decoding); got {temperature!r}")
+    if 0 < temperature < MIN_TEMPERATURE:
+        raise ValueError(
+            f"--temperature {temperature} is too small: logits / temperature overflows float64 for temperatures "
+            f"below {MIN_TEMPERATURE:.2g} (float32's largest value / float64's); use 0 for greedy decoding"
+        )
     if top_k is not None:
         check_whole_number(top_k, "--top_k", 1)
     if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
         raise ValueError(f"--top_p must be a number in (0, 1]; got {top_p!r}")
 
 
-def check_flags(n_tokens_to_generate, draft_model_size, target_model_size, K, temperature, top_k, top_p):
-    """One clear ValueError for the first bad flag, before anything is downloaded."""
-    check_model_names(draft_model_size, target_model_size)
-    check_whole_number(K, "--K (draft tokens per round)", 1)
-    check_whole_number(n_tokens_to_generate, "--n_tokens_to_generate", 1)
-    both_released = draft_model_size in MODEL_SIZES and target_model_size in MODEL_SIZES
-    if both_released and n_tokens_to_generate + 1 > RELEASED_N_CTX:  # a prompt has at least one token
-        raise ValueError(
-            f"--n_tokens_to_generate {n_tokens_to_generate} plus the prompt is more than GPT-2's context of "
-            f"{RELEASED_N_CTX} tokens: generate fewer tokens"
-        )
-    check_sampling_flags(temperature, top_k, top_p)
+def check_fits_context(flags, n_ctx, where):
+    """ValueError unless K, the tree and max_ngram fit in a context of n_ctx positions (where: whose context).
+
+    A round's guesses sit in the context after at least one prompt token, so K, a tree's nodes and an n-gram
+    are at most n_ctx - 1.
+    """
+    limit = n_ctx - 1
+    if flags.tree is not None:
+        nodes = tree_nodes(flags.tree, limit)
+        if nodes > limit:
+            raise ValueError(
+                f"--tree {','.join(map(str, flags.tree))} has more than {limit} nodes: it does not fit in {where} "
+                f"of {n_ctx} tokens after a prompt; use fewer candidates or fewer depths"
+            )
+    elif flags.K != "auto" and flags.K > limit:
+        raise ValueError(f"--K {flags.K} is more draft tokens than {where} of {n_ctx} tokens can hold after a "
+                         f"prompt: use K <= {limit}")
+    if flags.drafter != "model" and flags.max_ngram > limit:
+        raise ValueError(f"--max_ngram {flags.max_ngram} is longer than {where} of {n_ctx} tokens: use <= {limit}")
+
+
+@dataclass
+class Flags:
+    """main()'s arguments after checking, with their types."""
+
+    prompt: str
+    n_tokens_to_generate: int
+    draft_model_size: object  # str, or None when the drafter needs no draft model
+    target_model_size: str
+    K: object  # int >= 1 or "auto"
+    temperature: float
+    top_k: object
+    top_p: object
+    seed: int
+    kv_cache: bool
+    models_dir: str
+    base_url: object
+    download_retries: int
+    drafter: str
+    max_ngram: int
+    min_ngram: int
+    tree: object  # None or a tuple of ints
+    color: str
+    trace: bool
+    plot: object
+
+
+def check_flags(**arguments):
+    """main()'s arguments (values or their text) -> Flags, or one clear ValueError for the first bad one.
+
+    Nothing is downloaded or loaded here; what needs the models (the prompt's length, their contexts) is
+    checked by check_models_fit once they are loaded.
+    """
+    a = arguments
+    drafter = as_text(a["drafter"], "--drafter").strip().lower()
+    if drafter not in DRAFTERS:
+        close = difflib.get_close_matches(drafter, DRAFTERS, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ValueError(f"--drafter must be one of {', '.join(DRAFTERS)}; got {a['drafter']!r}{hint}")
+    flags = Flags(
+        prompt=as_text(a["prompt"], "--prompt"),
+        n_tokens_to_generate=as_whole_number(a["n_tokens_to_generate"], "--n_tokens_to_generate", 1),
+        draft_model_size=None if drafter == "lookup" else as_text(a["draft_model_size"], "--draft_model_size"),
+        target_model_size=as_text(a["target_model_size"], "--target_model_size"),
+        K=as_K(a["K"]),
+        temperature=as_number(a["temperature"], "--temperature"),
+        top_k=as_optional(a["top_k"], as_whole_number, "--top_k", 1),
+        top_p=as_optional(a["top_p"], as_number, "--top_p"),
+        seed=as_whole_number(a["seed"], "--seed", 0),
+        kv_cache=as_bool(a["kv_cache"], "--kv_cache"),
+        models_dir=as_text(a["models_dir"], "--models_dir"),
+        base_url=as_optional(a["base_url"], as_text, "--base_url"),
+        download_retries=as_whole_number(a["download_retries"], "--download_retries", 0, MAX_DOWNLOAD_RETRIES),
+        drafter=drafter,
+        max_ngram=as_whole_number(a["max_ngram"], "--max_ngram", 1),
+        min_ngram=as_whole_number(a["min_ngram"], "--min_ngram", 1),
+        tree=as_optional(a["tree"], as_tree),
+        color=as_text(a["color"], "--color").strip().lower(),
+        trace=as_bool(a["trace"], "--trace"),
+        plot=as_optional(a["plot"], as_text, "--plot"),
+    )
+    check_model_names(flags.draft_model_size, flags.target_model_size)
+    check_sampling_flags(flags.temperature, flags.top_k, flags.top_p)
+    if flags.min_ngram > flags.max_ngram:
+        raise ValueError(f"--min_ngram {flags.min_ngram} is more than --max_ngram {flags.max_ngram}: prompt lookup "
+                         f"tries n-grams from max_ngram down to min_ngram")
+    if flags.tree is not None and drafter != "model":
+        raise ValueError(f"--tree needs --drafter model (a tree's candidates are the draft model's top tokens); "
+                         f"got --drafter {drafter}")
+    show.wants_color(flags.color, sys.stdout)  # a ValueError for anything but auto, always, never
+    check_base_url(flags.base_url)
+    check_models_dir(flags.models_dir)
+    if flags.plot is not None:
+        check_plot_path(flags.plot)
+    names = [flags.target_model_size] + ([flags.draft_model_size] if flags.draft_model_size else [])
+    if all(name in MODEL_SIZES or name in HUB_MODELS for name in names):  # all of them have n_ctx = 1024
+        if flags.n_tokens_to_generate + 1 > RELEASED_N_CTX:  # a prompt has at least one token
+            raise ValueError(
+                f"--n_tokens_to_generate {flags.n_tokens_to_generate} plus the prompt is more than GPT-2's context "
+                f"of {RELEASED_N_CTX} tokens: generate fewer tokens"
+            )
+        check_fits_context(flags, RELEASED_N_CTX, "GPT-2's context")
+    return flags
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The command line: fire's syntax, checked before anything runs
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _is_flag(argument):
+    """fire's rule: --anything, or -x..., but not a negative number such as -1."""
+    return argument.startswith("--") or re.match(r"^-[a-zA-Z]", argument) is not None
+
+
+def parse_command_line(argv, function):
+    """The keyword arguments that `argv` gives `function`, as text (True/False for a bare --flag / --noflag).
+
+    The syntax is fire's (see the module docstring). An unknown flag is a ValueError naming the closest known
+    one; so is a value given twice, an ambiguous -x, or more values by position than the function takes.
+    >>> parse_command_line(["--K=3", "--nokv_cache", "--temprature", "0"], main)
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown flag --temprature (did you mean --temperature?); python main.py --help lists every flag
+    """
+    names = list(inspect.signature(function).parameters)
+    kwargs, positional, i = {}, [], 0
+    while i < len(argv):
+        argument = argv[i]
+        if argument == "--":
+            raise ValueError("a bare -- (fire's separator for its own flags) is not used by main.py: "
+                             "python main.py --help lists every flag")
+        if not _is_flag(argument):
+            positional.append(argument)
+            i += 1
+            continue
+        key, has_value, value = argument.lstrip("-").partition("=")
+        key = key.replace("-", "_")
+        bare = not has_value and (i + 1 == len(argv) or _is_flag(argv[i + 1]))
+        if key in names:
+            name = key
+        elif bare and key.startswith("no") and key[2:] in names:
+            name, value = key[2:], False
+        elif len(key) == 1 and len([n for n in names if n[0] == key]) == 1:
+            name = next(n for n in names if n[0] == key)
+        elif len(key) == 1 and [n for n in names if n[0] == key]:
+            matches = ", ".join("--" + n for n in names if n[0] == key)
+            raise ValueError(f"-{key} is ambiguous: it could be any of {matches}; spell the flag out")
+        else:
+            close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
+            hint = f" (did you mean --{close[0]}?)" if close else ""
+            raise ValueError(f"unknown flag {argument.split('=')[0]}{hint}; python main.py --help lists every flag")
+        if name in kwargs:
+            raise ValueError(f"--{name} is given twice; give it once")
+        if has_value or value is False:
+            kwargs[name] = value
+        elif bare:
+            kwargs[name] = True
+        else:
+            kwargs[name] = argv[i + 1]
+            i += 1
+        i += 1
+    free = [name for name in names if name not in kwargs]
+    if len(positional) > len(free):
+        raise ValueError(f"unexpected argument {positional[len(free)]!r}: give values as flags (--prompt \"...\"); "
+                         f"a prompt with spaces needs quotes")
+    kwargs.update(zip(free, positional))
+    return kwargs
+
+
+def run_command_line(argv):
+    """`python main.py ARGS`: fire's help for --help / -h, else the checked flags into main()."""
+    if any(argument in ("--help", "-h") for argument in argv):
+        fire.Fire(main, command=argv)
+        return
+    with errors_as_one_line():
+        kwargs = parse_command_line(argv, main)
+    main(**kwargs)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Loading the models
+# ------------------------------------------------------------------------------------------------------------
 
 
 def check_same_tokenizer(draft, target, names):
@@ -106,31 +436,79 @@ def check_same_tokenizer(draft, target, names):
         )
 
 
-def check_models_fit(draft, target, prompt_ids, n_tokens_to_generate, names):
-    """ValueError unless the two models share a tokenizer and prompt + N fits in both contexts."""
-    check_same_tokenizer(draft, target, names)
-    n_ctx = min(draft[1]["n_ctx"], target[1]["n_ctx"])
-    if len(prompt_ids) + n_tokens_to_generate > n_ctx:
+def download_and_load(draft_model_size, target_model_size, models_dir, **download_options):
+    """Resolve both models to folders (downloading what is missing), then load both: (draft, target), each
+    (encoder, hparams, params).
+
+    Both are resolved before either is loaded, so a broken download shows before minutes of loading.
+    download_options go to utils.resolve_model (base_url, retries). A draft_model_size of None (prompt
+    lookup needs no draft model) is neither downloaded nor loaded: the draft returned is None.
+    """
+    folders = [None if name is None else resolve_model(name, models_dir, **download_options)
+               for name in (draft_model_size, target_model_size)]
+    if draft_model_size is None:
+        print(f"loading the target {target_model_size} (no draft model) ...", flush=True)
+        return None, load_model(folders[1])
+    print(f"loading the draft {draft_model_size} and the target {target_model_size} ...", flush=True)
+    return load_model(folders[0]), load_model(folders[1])
+
+
+def check_models_fit(draft, target, prompt_ids, flags):
+    """ValueError unless the models share a tokenizer and prompt + N, K, the tree and n-grams fit the context.
+
+    draft is None when the drafter needs no draft model; then only the target's context counts.
+    """
+    models = [target] if draft is None else [draft, target]
+    if draft is not None:
+        check_same_tokenizer(draft, target, (flags.draft_model_size, flags.target_model_size))
+    n_ctx = min(hparams["n_ctx"] for _, hparams, _ in models)
+    whose = "the target's context" if draft is None else "the models' context"
+    if len(prompt_ids) + flags.n_tokens_to_generate > n_ctx:
         raise ValueError(
-            f"the prompt ({len(prompt_ids)} tokens) + --n_tokens_to_generate {n_tokens_to_generate} = "
-            f"{len(prompt_ids) + n_tokens_to_generate} tokens is more than the models' context of {n_ctx}: "
+            f"the prompt ({len(prompt_ids)} tokens) + --n_tokens_to_generate {flags.n_tokens_to_generate} = "
+            f"{len(prompt_ids) + flags.n_tokens_to_generate} tokens is more than {whose} of {n_ctx}: "
             f"use a shorter prompt or generate fewer tokens"
         )
+    check_fits_context(flags, n_ctx, whose)
+    if flags.tree is not None:  # the last round's tree sits after the prompt and up to N - 1 new tokens
+        needed = len(prompt_ids) + flags.n_tokens_to_generate - 1 + tree_nodes(flags.tree, n_ctx)
+        if needed > n_ctx:
+            raise ValueError(
+                f"--tree {','.join(map(str, flags.tree))} ({tree_nodes(flags.tree, n_ctx)} nodes) after the prompt "
+                f"({len(prompt_ids)} tokens) and up to {flags.n_tokens_to_generate - 1} new tokens needs {needed} "
+                f"positions, more than {whose} of {n_ctx}: use a smaller tree or generate fewer tokens"
+            )
 
 
-def download_and_load(draft_model_size, target_model_size, models_dir, **download_options):
-    """Download what is missing of both models, then load both: (draft, target), each (encoder, hparams, params).
+def damaged_weights(params, prefix=""):
+    """The first weight tensor that holds NaN or infinite values, as 'name (n NaN, m infinite of size)', or None.
 
-    Both are downloaded before either is loaded, so a broken download shows before minutes of loading.
-    download_options go to utils.download_gpt2_files (base_url, retries).
+    params: picoGPT's nested dicts and lists of arrays. Such weights make every logit NaN, and greedy decoding
+    of NaN logits writes token 0 ("!") forever, so they are reported instead of decoded.
     """
-    for name in (draft_model_size, target_model_size):
-        if name in MODEL_SIZES:
-            download_gpt2_files(name, Path(models_dir) / name, **download_options)
-    print(f"loading the draft {draft_model_size} and the target {target_model_size} ...", flush=True)
-    draft = load_encoder_hparams_and_params(draft_model_size, models_dir)
-    target = load_encoder_hparams_and_params(target_model_size, models_dir)
-    return draft, target
+    if isinstance(params, dict):
+        items = params.items()
+    elif isinstance(params, (list, tuple)):
+        items = enumerate(params)
+    else:
+        array = np.asarray(params)
+        if np.isfinite(array.sum(dtype=np.float64)):  # NaN and inf survive a sum; float64 cannot overflow here
+            return None
+        n_nan, n_inf = int(np.isnan(array).sum()), int(np.isinf(array).sum())
+        return f"{prefix} ({n_nan} NaN and {n_inf} infinite of {array.size} values)"
+    for key, value in items:
+        found = damaged_weights(value, f"{prefix}.{key}" if prefix else str(key))
+        if found:
+            return found
+    return None
+
+
+def check_weights_finite(model, name, role):
+    """CheckpointError if a loaded model, (encoder, hparams, params), has NaN or infinite weights."""
+    found = damaged_weights(model[2])
+    if found:
+        raise CheckpointError(f"the {role} {name} has NaN or infinite weights in {found}: the checkpoint is damaged; "
+                              f"download or convert it again")
 
 
 @contextmanager
@@ -150,21 +528,43 @@ def errors_as_one_line():
         raise SystemExit(2) from None
 
 
-def load_and_check(prompt, n_tokens_to_generate, draft_model_size, target_model_size, K, temperature, top_k,
-                   top_p, models_dir, base_url, download_retries):
-    """Check the flags, download and load both models, encode the prompt: (draft, target, prompt_ids).
+@contextmanager
+def damage_as_one_line():
+    """Inside (the decoding): a ValueError about NaN or infinite numbers becomes one `error:` line and exit 1.
 
-    draft and target are (encoder, hparams, params). Raises ValueError (bad input), DownloadError, or
-    CheckpointError (a subclass of ValueError), each with a message that says what to do.
+    The weights were checked before (check_weights_finite), so this is a forward pass that overflowed on
+    finite weights: sampling.py's checks raise a ValueError whose message says NaN. NumPy's warnings about
+    the overflow are silenced here, since that error says it in one line. Any other exception while decoding
+    is a bug and keeps its traceback.
     """
-    check_flags(n_tokens_to_generate, draft_model_size, target_model_size, K, temperature, top_k, top_p)
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            yield
+    except ValueError as error:
+        if "NaN" not in str(error):  # sampling.logits_to_probs and _check_probs name NaN in their messages
+            raise
+        print(f"\nerror: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def load_and_check(flags):
+    """Download and load the models, check them, encode the prompt: (draft, target, prompt_ids).
+
+    draft and target are (encoder, hparams, params); draft is None with --drafter lookup. Raises ValueError
+    (bad input), DownloadError, or CheckpointError (a subclass of ValueError), each with a message that says
+    what to do.
+    """
     draft, target = download_and_load(
-        draft_model_size, target_model_size, models_dir, base_url=base_url, retries=download_retries
+        flags.draft_model_size, flags.target_model_size, flags.models_dir, base_url=flags.base_url,
+        retries=flags.download_retries,
     )
-    prompt_ids = target[0].encode(prompt)  # the target's tokenizer; check_models_fit makes sure they agree
+    prompt_ids = target[0].encode(flags.prompt)  # the target's tokenizer; check_models_fit makes sure they agree
     if not prompt_ids:
         raise ValueError("--prompt is empty: give some text to continue")
-    check_models_fit(draft, target, prompt_ids, n_tokens_to_generate, (draft_model_size, target_model_size))
+    check_models_fit(draft, target, prompt_ids, flags)
+    for model, name, role in ((draft, flags.draft_model_size, "draft"), (target, flags.target_model_size, "target")):
+        if model is not None:
+            check_weights_finite(model, name, role)
     return draft, target, prompt_ids
 
 
@@ -185,6 +585,108 @@ def describe(name, hparams):
     return f"{name} ({hparams['n_layer']} layers, {hparams['n_embd']} wide)"
 
 
+def token_bytes_of(encoder):
+    """token id -> the bytes it stands for (GPT-2's tokens are byte sequences, written as unicode stand-ins)."""
+    return lambda token: bytes(encoder.byte_decoder[char] for char in encoder.decoder[token])
+
+
+def make_drafter(flags, new_draft):
+    """The draft argument of the speculative stream for these flags: a model function or a drafter."""
+    if flags.drafter == "lookup":
+        return drafters.prompt_lookup(max_ngram=flags.max_ngram, min_ngram=flags.min_ngram)
+    if flags.drafter == "staged":
+        return drafters.staged(new_draft(), max_ngram=flags.max_ngram)
+    return new_draft()  # a model function is a drafter (drafters.as_drafter): Chen et al.'s Step 1
+
+
+def speculative_rounds(flags, prompt_ids, draft, target, rng, stats):
+    """The Rounds of one speculative run: a chain with K (a number or "auto"), or a tree with --tree."""
+    N = flags.n_tokens_to_generate
+    if flags.tree is not None:
+        return sampling.tree_speculative_stream(prompt_ids, draft, target, N, flags.tree, rng, stats=stats)
+    return sampling.speculative_stream(prompt_ids, draft, target, N, flags.K, rng, stats=stats)
+
+
+def run_autoregressive(prompt_ids, model, flags, stream):
+    """Autoregressive sampling, its text streamed token by token: (token ids, seconds, AutoregressiveStats)."""
+    stats = AutoregressiveStats()
+    ids = list(prompt_ids)
+    start = time.perf_counter()
+    rng = np.random.default_rng(flags.seed)
+    for token in sampling.autoregressive_stream(prompt_ids, model, flags.n_tokens_to_generate, rng, stats=stats):
+        ids.append(token)
+        stream.write([token])
+    seconds = time.perf_counter() - start
+    stream.finish()
+    return ids, seconds, stats
+
+
+def run_speculative(prompt_ids, draft, target, flags, stream):
+    """Speculative sampling, its text streamed round by round: (token ids, seconds, stats, rounds)."""
+    stats = SpeculativeStats()
+    ids, rounds = list(prompt_ids), []
+    start = time.perf_counter()
+    for rnd in speculative_rounds(flags, prompt_ids, draft, target, np.random.default_rng(flags.seed), stats):
+        ids.extend(rnd.tokens)
+        rounds.append(rnd)
+        stream.write(rnd.tokens, rnd.origins)
+    seconds = time.perf_counter() - start
+    stream.finish()
+    return ids, seconds, stats, rounds
+
+
+def mean(values):
+    """The mean of a list of numbers, 0.0 for an empty one."""
+    return sum(values) / len(values) if values else 0.0
+
+
+def lookahead_text(flags):
+    """'K=4', 'K=auto', or 'tree 2,2,1 (10 nodes)'."""
+    if flags.tree is not None:
+        return f"tree {','.join(map(str, flags.tree))} ({tree_nodes(flags.tree, math.inf)} nodes)"
+    return f"K={flags.K}"
+
+
+def drafter_text(flags):
+    """The drafter in words, for the run's heading."""
+    if flags.drafter == "lookup":
+        return f"drafter lookup (prompt lookup, n-grams of {flags.max_ngram} down to {flags.min_ngram} tokens)"
+    if flags.drafter == "staged":
+        return f"drafter staged (draft {flags.draft_model_size}, itself drafted by prompt lookup)"
+    return f"draft {flags.draft_model_size}"
+
+
+def acceptance_by_position(stats, flags):
+    """('0.50, 0.25, n/a', 3): the acceptance rate at each draft position 1..K (with K=auto or a tree: up to the
+    deepest one drafted); n/a where no guess was ever checked."""
+    rates = stats.acceptance_rate_at
+    while len(rates) > 1 and not stats.drafted_at[len(rates) - 1]:  # positions never even drafted
+        rates = rates[:-1]
+    if flags.K != "auto" and flags.tree is None:
+        rates = rates + [None] * (flags.K - len(rates))  # a fixed K: positions 1..K, never reached ones n/a
+    return ", ".join("n/a" if rate is None else f"{rate:.2f}" for rate in rates), len(rates)
+
+
+def round_report(flags, stats, rounds):
+    """The drafter's lines: rounds and mean k, lookup's matches, a tree's nodes per pass and accepted depths."""
+    ks = [rnd.k for rnd in rounds]
+    lines = [f"drafter {flags.drafter}, {lookahead_text(flags)}: {len(rounds)} rounds, mean k {mean(ks):.2f}"]
+    if flags.drafter == "lookup":
+        matched = sum(1 for rnd in rounds if rnd.proposal.tokens)
+        share = matched / len(rounds) if rounds else 0.0
+        lines[0] += f"; {matched} of {len(rounds)} rounds ({share:.0%}) found a match"
+    if flags.tree is not None:
+        depths = [sum(origin == "draft" for origin in rnd.origins) for rnd in rounds]
+        nodes = sum(len(rnd.proposal.tokens) for rnd in rounds)
+        histogram = ", ".join(f"{d}: {depths.count(d)}" for d in range(max(depths, default=0) + 1))
+        lines.append(f"tree: {nodes / max(stats.target_passes, 1):.2f} nodes per target pass; accepted paths went "
+                     f"{mean(depths):.2f} deep on average, {max(depths, default=0)} at most (rounds by depth: "
+                     f"{histogram})")
+    return lines
+
+
+# The Args lines of main()'s docstring run past 120 columns on purpose: fire's --help shows only the first line
+# of each argument's text.
 def main(
     prompt="Alan Turing theorized that computers would one day become",
     n_tokens_to_generate=40,
@@ -199,95 +701,125 @@ def main(
     models_dir="models",
     base_url=None,
     download_retries=3,
+    drafter="model",
+    max_ngram=3,
+    min_ngram=1,
+    tree=None,
+    color="auto",
+    trace=False,
+    plot=None,
 ):
     """Generate the same continuation with autoregressive sampling (target alone) and speculative sampling.
 
-    Loading is not timed. Each model first runs once over the prompt as an untimed warm-up; then each sampler
-    gets fresh model functions (empty caches) and runs once, and its time includes the pass over the prompt.
+    Every flag is checked first. Loading is not timed. Each model first runs once over the prompt as an
+    untimed warm-up; then each sampler gets fresh model functions (empty caches) and runs once, and its time
+    includes the pass over the prompt.
 
     Args:
         prompt: the text to continue (default: "Alan Turing theorized that computers would one day become").
         n_tokens_to_generate: N, how many new tokens each sampler writes.
-        draft_model_size: the small draft model: 124M, 355M, 774M, 1558M (downloaded into models_dir), or a local folder (OpenAI's layout or a Hugging Face GPT-2 folder).
-        target_model_size: the big target model whose distribution both samplers reproduce; a size or a folder.
-        K: lookahead, draft tokens guessed per round (>= 1). Leviathan et al. call it gamma.
+        draft_model_size: the small draft model. OpenAI's sizes 124M, 355M, 774M, 1558M (downloaded into models_dir); Hugging Face names gpt2 (= 124M), gpt2-medium (= 355M), gpt2-large (= 774M), gpt2-xl (= 1558M), distilgpt2, their Hub ids (openai-community/gpt2, ..., distilbert/distilgpt2) or any owner/name of a GPT-2 repository with model.safetensors (read from the Hugging Face cache, else downloaded into it); or a local folder (OpenAI's or Hugging Face's layout). Not used with --drafter lookup.
+        target_model_size: the big target model whose distribution both samplers reproduce; any name --draft_model_size takes.
+        K: lookahead, draft tokens guessed per round (>= 1), or auto: each round's K chosen from what earlier rounds showed. Leviathan et al. call it gamma.
         temperature: 0 is greedy decoding (then both texts must be identical); > 0 samples from softmax(logits / temperature).
         top_k: keep only the top_k most likely tokens before sampling (default: all).
         top_p: keep only the smallest set of most likely tokens whose probability sums to top_p (default: all).
-        seed: seed of the np.random.Generator; each sampler gets a fresh one with this seed.
-        kv_cache: True keeps the keys and values of earlier tokens. False recomputes the whole sequence in every forward pass, as picoGPT does: the setting in which checking K + 1 tokens is almost free.
+        seed: seed of the np.random.Generator (a whole number >= 0); each sampler gets a fresh one with this seed.
+        kv_cache: true keeps the keys and values of earlier tokens. false recomputes the whole sequence in every forward pass, as picoGPT does: the setting in which checking K + 1 tokens is almost free.
         models_dir: where released sizes are downloaded to (models_dir/124M/...).
-        base_url: where to download from (default: $GPT2_BASE_URL, else OpenAI's bucket).
-        download_retries: how often a failed download is retried (waiting 1, 2, 4, ... s) before giving up.
+        base_url: where to download from, http(s)://... (default: $GPT2_BASE_URL, else OpenAI's bucket).
+        download_retries: how often a failed download is retried (waiting 1, 2, 4, ... s) before giving up (0 to 20).
+        drafter: where the guesses come from: model (the draft model samples them), lookup (copied from earlier text after a repeated n-gram: prompt lookup, no draft model), staged (the draft model's own guesses drafted by prompt lookup).
+        max_ngram: prompt lookup (lookup, staged): the longest n-gram at the end of the text searched for earlier.
+        min_ngram: prompt lookup: the shortest n-gram tried before giving up (the round is then a plain target step).
+        tree: a tree of guesses checked in one target pass, its branching per depth, e.g. 2,2,1 (overrides K; needs --drafter model).
+        color: color the speculative text by where each token came from: auto (on a terminal, unless NO_COLOR is set), always, never.
+        trace: print one line per round: the drafted tokens, for each checked guess p, q, the uniform draw and kept or rejected, and the residual's or the bonus token.
+        plot: write a picture of the rounds to this file, e.g. img/rounds.png (needs matplotlib).
     """
-    prompt = str(prompt)  # fire turns `--prompt 42` into an int
+    arguments = dict(locals())  # main()'s arguments, as given
     with errors_as_one_line():
-        draft, target, prompt_ids = load_and_check(
-            prompt, n_tokens_to_generate, draft_model_size, target_model_size, K, temperature, top_k, top_p,
-            models_dir, base_url, download_retries,
-        )
+        flags = check_flags(**arguments)
+        draft, target, prompt_ids = load_and_check(flags)
 
-    # From here on the input has been checked: any exception is a bug and keeps its traceback.
-    encoder, draft_hparams, draft_params = draft
-    _, target_hparams, target_params = target
-    settings = dict(temperature=temperature, top_k=top_k, top_p=top_p, kv_cache=kv_cache)
-    N = n_tokens_to_generate
+    # From here on the input has been checked: any exception is a bug and keeps its traceback (except NaN: see
+    # damage_as_one_line).
+    encoder, target_hparams, target_params = target
+    settings = dict(temperature=flags.temperature, top_k=flags.top_k, top_p=flags.top_p, kv_cache=flags.kv_cache)
+    token_bytes = token_bytes_of(encoder)
+    color = show.wants_color(flags.color, sys.stdout)
+    N = flags.n_tokens_to_generate
 
     def new_draft():
-        return create_model_fn(draft_params, draft_hparams, **settings)
+        return create_model_fn(draft[2], draft[1], **settings)
 
     def new_target():
         return create_model_fn(target_params, target_hparams, **settings)
 
-    print(f"draft  {describe(draft_model_size, draft_hparams)}")
-    print(f"target {describe(target_model_size, target_hparams)}")
-    cache_note = "on" if kv_cache else "OFF (every forward pass recomputes the whole sequence, picoGPT's way)"
-    print(f"K={K}, temperature={temperature}, top_k={top_k}, top_p={top_p}, seed={seed}, KV cache {cache_note}")
-    print(f"prompt ({len(prompt_ids)} tokens): {prompt}\n", flush=True)
+    if draft is not None:
+        print(f"draft  {describe(flags.draft_model_size, draft[1])}")
+    else:
+        print(f"draft  none: prompt lookup copies guesses from earlier text (--draft_model_size is not used)")
+    print(f"target {describe(flags.target_model_size, target_hparams)}")
+    cache_note = "on" if flags.kv_cache else "OFF (every forward pass recomputes the whole sequence, picoGPT's way)"
+    print(f"{lookahead_text(flags)}, drafter {flags.drafter}, temperature={flags.temperature}, top_k={flags.top_k}, "
+          f"top_p={flags.top_p}, seed={flags.seed}, KV cache {cache_note}")
+    print(f"prompt ({len(prompt_ids)} tokens): {flags.prompt}\n", flush=True)
 
-    new_draft()(prompt_ids)  # warm-up, not timed: see the docstring
-    new_target()(prompt_ids)
+    with damage_as_one_line():
+        if draft is not None:
+            new_draft()(prompt_ids)  # warm-up, not timed: see the docstring
+        new_target()(prompt_ids)
 
-    ar_stats = AutoregressiveStats()
-    ar_ids, ar_time = timed(
-        lambda: autoregressive_sampling(prompt_ids, new_target(), N, np.random.default_rng(seed), stats=ar_stats)
-    )
-    ar_text = encoder.decode(ar_ids[len(prompt_ids):])
-    print(f"autoregressive sampling, target {target_model_size} alone:")
-    print(prompt + ar_text)
-    print(f"  {ar_stats.tokens} tokens in {ar_time:.2f} s = {ar_stats.tokens / ar_time:.2f} tokens/s; "
-          f"{ar_stats.target_passes} target forward passes\n", flush=True)
+        print(f"autoregressive sampling, target {flags.target_model_size} alone:")
+        print(flags.prompt, end="", flush=True)
+        ar_ids, ar_time, ar_stats = run_autoregressive(prompt_ids, new_target(), flags, show.TextStream(token_bytes,
+                                                                                                      sys.stdout))
+        print(f"  {ar_stats.tokens} tokens in {ar_time:.2f} s = {ar_stats.tokens / ar_time:.2f} tokens/s; "
+              f"{ar_stats.target_passes} target forward passes\n", flush=True)
 
-    sp_stats = SpeculativeStats()
-    sp_ids, sp_time = timed(
-        lambda: speculative_sampling(
-            prompt_ids, new_draft(), new_target(), N, K, np.random.default_rng(seed), stats=sp_stats
+        print(f"speculative sampling, {drafter_text(flags)}, target {flags.target_model_size}, "
+              f"{lookahead_text(flags)}:")
+        print(show.legend(color))
+        print(flags.prompt, end="", flush=True)
+        sp_ids, sp_time, sp_stats, rounds = run_speculative(
+            prompt_ids, make_drafter(flags, new_draft), new_target(), flags, show.TextStream(token_bytes, sys.stdout,
+                                                                                              color)
         )
-    )
-    sp_text = encoder.decode(sp_ids[len(prompt_ids):])
-    print(f"speculative sampling, draft {draft_model_size}, target {target_model_size}, K={K}:")
-    print(prompt + sp_text)
+    draft_passes = f"{sp_stats.draft_passes} draft forward passes" if draft is not None else "no draft model"
     print(f"  {sp_stats.tokens} tokens in {sp_time:.2f} s = {sp_stats.tokens / sp_time:.2f} tokens/s; "
-          f"{sp_stats.target_passes} target forward passes, {sp_stats.draft_passes} draft forward passes\n")
+          f"{len(rounds)} rounds, {sp_stats.target_passes} target forward passes, {draft_passes}\n")
+    if flags.trace:
+        for rnd in rounds:
+            print(show.trace_line(rnd, token_bytes, color))
+        print()
 
-    by_position = ", ".join("n/a" if rate is None else f"{rate:.2f}" for rate in sp_stats.acceptance_rate_at)
+    by_position, n_positions = acceptance_by_position(sp_stats, flags)
     print(f"speedup: {ar_time / sp_time:.2f}x (wall time, autoregressive / speculative)")
     print(f"acceptance rate: {sp_stats.acceptance_rate:.2f} ({sp_stats.accepted} of {sp_stats.checked} checked "
-          f"draft tokens kept; by draft position 1..{K}: {by_position})")
+          f"draft tokens kept; by draft position 1..{n_positions}: {by_position})")
     print(f"target forward passes: autoregressive {ar_stats.target_passes}, speculative {sp_stats.target_passes} "
           f"({sp_stats.tokens_per_target_pass:.2f} tokens per target pass)")
-    if temperature == 0:
+    for line in round_report(flags, sp_stats, rounds):
+        print(line)
+    if flags.temperature == 0:
         if ar_ids == sp_ids:
             print("temperature 0: the two texts are identical: yes (both are the target's greedy text)")
         else:
             first = next(i for i, (a, b) in enumerate(zip(ar_ids, sp_ids)) if a != b) - len(prompt_ids)
             print(f"temperature 0: the two texts are identical: NO, they part at new token {first}. A "
-                  f"{K + 1}-token pass and a 1-token pass round float32 differently, which can flip a near-tie "
+                  f"multi-token pass and a 1-token pass round float32 differently, which can flip a near-tie "
                   f"between the two most likely tokens")
     else:
-        print(f"temperature {temperature}: the two texts are two samples from the same distribution (the "
+        print(f"temperature {flags.temperature}: the two texts are two samples from the same distribution (the "
               f"samplers use the random numbers differently), so they need not be identical")
+    if flags.plot is not None:
+        names = f"draft {flags.draft_model_size}" if draft is not None else "prompt lookup"
+        title = (f"{len(rounds)} rounds of speculative sampling: {names}, target {flags.target_model_size}, "
+                 f"{lookahead_text(flags)}, temperature {flags.temperature}")
+        show.plot_rounds(rounds, token_bytes, flags.plot, title=title)
+        print(f"the rounds are drawn in {flags.plot}")
 
 
 if __name__ == "__main__":
-    fire.Fire(main)
+    run_command_line(sys.argv[1:])

@@ -172,11 +172,49 @@ def cost_summary(costs_by_mode, Ks, alpha, names):
 
 
 # ------------------------------------------------------------------------------------------------------------
+# The exactness table: the statistical test's own runs
+# ------------------------------------------------------------------------------------------------------------
+
+
+RULES = {  # the wrong rules of tests/test_speculative_exactness.py, in words; others are named by their key
+    "a_resample_from_target": "on a rejection, resample from q instead of (q − p)₊",
+    "b_argmax_draft_full_p_ratio": "draft the argmax but put the draft's full p in the ratio",
+    "c_target_row_off_by_one": "compare against the target row one position off",
+}
+
+
+def rule_description(rule):
+    """RULES[rule], or the key in words: 'd_keep_any_lookup' -> 'keep any lookup'."""
+    return RULES.get(rule, " ".join(rule.split("_")[1:] if re.match(r"[a-z]_", rule) else rule.split("_")))
+
+
+def exactness_table():
+    """Markdown: the total variation of the correct sampler for each K of the test, and of each wrong rule,
+    beside the bound each must stay under (correct) or exceed (wrong), from the test's own functions."""
+    import test_speculative_exactness as exactness
+    from _pytest.monkeypatch import MonkeyPatch
+
+    correct = [exactness.speculative_tv(K, n_samples=exactness.N_SAMPLES, seed=100 + K) for K in (1, 2, 3, 4, 7)]
+    lines = ["| rule | total variation | bound |", "| --- | --- | --- |",
+             f"| speculative, K = 1, 2, 3, 4, 7 (correct) | {span([tv for tv, _ in correct], '{:.3f}')} | "
+             f"{span([bound for _, bound in correct], '{:.3f}')} |"]
+    import sampling
+
+    for rule in sorted(exactness.WRONG_RULES):
+        *owner, name, wrong = exactness.WRONG_RULES[rule]  # (module or class, attribute, wrong version)
+        with MonkeyPatch.context() as patch:
+            patch.setattr(owner[0] if owner else sampling, name, wrong)
+            tv, bound = exactness.speculative_tv(K=2, n_samples=exactness.WRONG_RULE_SAMPLES, seed=3)
+        lines.append(f"| wrong: {rule_description(rule)} | {tv:.3f} | {bound:.3f} |")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------------------
 # The sample run
 # ------------------------------------------------------------------------------------------------------------
 
 
-def sample_run(seed, tokenizer_dir, n_tokens):
+def sample_run(seed, tokenizer_dir, n_tokens, sizes=("124M", "355M")):
     """`python main.py` on random weights of the 124M and 355M shapes, saved as Hugging Face folders: its output.
 
     The folders go to a temporary directory, so the command shown names /tmp/random-124M and /tmp/random-355M.
@@ -186,9 +224,12 @@ def sample_run(seed, tokenizer_dir, n_tokens):
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory() as tmp:
         folders = []
-        for size in ("124M", "355M"):
+        names = [benchmark.model_name(size) for size in sizes]
+        if names[0] == names[1]:
+            names = [f"{names[0]}-draft", f"{names[1]}-target"]
+        for size, name in zip(sizes, names):
             hparams = benchmark.hparams_of(size)
-            folders.append(write_hf_folder(Path(tmp) / f"random-{size}", random_params(hparams, rng), hparams,
+            folders.append(write_hf_folder(Path(tmp) / f"random-{name}", random_params(hparams, rng), hparams,
                                            tokenizer_dir))
         command = [sys.executable, "main.py", "--draft_model_size", str(folders[0]), "--target_model_size",
                    str(folders[1]), "--n_tokens_to_generate", str(n_tokens)]
@@ -207,8 +248,9 @@ def sample_run(seed, tokenizer_dir, n_tokens):
 
 
 def main(random_weights=False, draft_model_size="124M", target_model_size="355M", Ks=KS, alpha=ALPHA,
-         n_tokens_to_generate=24, repeats=5, prefix_length=32, seed=0, readme="README.md", img_dir="img",
-         models_dir="models", dry_run=False, sample_run_tokens=40):
+         n_tokens_to_generate=12, repeats=3, prefix_length=32, seed=0, readme="README.md", img_dir="img",
+         models_dir="models", dry_run=False, sample_run_tokens=40, drafters="model,lookup,staged",
+         drafter_Ks=(4, "auto"), trees="2,1,1", sample_run_sizes=("124M", "355M"), exactness=True):
     """Regenerate the README's numbers, tables and plots (see the module docstring) from one run.
 
     Args:
@@ -220,6 +262,9 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         readme: the file to write into. img_dir: where the plots go.
         dry_run: print the generated parts instead of writing them.
         sample_run_tokens: tokens of the sample run (random weights only).
+        drafters, drafter_Ks, trees: the drafter and tree comparisons, as in benchmark.py ("" for none).
+        sample_run_sizes: the draft and target shapes of the sample run (random weights only).
+        exactness: False leaves the exactness table as it is (it takes the statistical test's ~10 s).
     """
     started = time.time()
     flags = " --random_weights" if random_weights else ""
@@ -233,6 +278,8 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
     import worked_round  # img/worked_round.py
 
     blocks["worked-round"] = "```text\n" + worked_round.report(worked_round.worked_rounds()) + "\n```"
+    if exactness:
+        blocks["exactness-table"] = exactness_table()
     if not dry_run:
         worked_round.main(img_dir)
 
@@ -241,16 +288,22 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         results = benchmark.run(draft_model_size=draft_model_size, target_model_size=target_model_size, Ks=Ks,
                                 n_tokens_to_generate=n_tokens_to_generate, seed=seed, random_weights=random_weights,
                                 alphas=sorted({*benchmark.DEFAULT_ALPHAS, alpha}), prefix_length=prefix_length, repeats=repeats,
-                                 models_dir=models_dir, img_dir=img_dir if not dry_run else tempfile.mkdtemp())
+                                 models_dir=models_dir, img_dir=img_dir if not dry_run else tempfile.mkdtemp(),
+                                drafters=drafters or None, drafter_Ks=drafter_Ks, trees=trees or None)
     names = benchmark.model_name(draft_model_size), benchmark.model_name(target_model_size)
     costs_by_mode = sorted(results["costs"], key=lambda costs: not costs.kv_cache)
     blocks["cost-table"] = cost_table(costs_by_mode, Ks, alpha)
     blocks["cost-summary"] = cost_summary(costs_by_mode, Ks, alpha, names)
+    if results["drafter_rows"]:
+        blocks["drafter-table"] = benchmark.format_table(results["drafter_rows"], markdown=True)
+    if results["tree_rows"]:
+        blocks["tree-table"] = benchmark.format_table(results["tree_rows"], markdown=True)
 
     if random_weights:
         from conftest import models_dir as tokenizer_parent
 
-        blocks["sample-run"] = sample_run(seed + 123, tokenizer_parent() / "124M", sample_run_tokens)
+        blocks["sample-run"] = sample_run(seed + 123, tokenizer_parent() / "124M", sample_run_tokens,
+                                          benchmark.as_list(sample_run_sizes, "sample_run_sizes", str))
 
     minutes = (time.time() - started) / 60
     blocks["machine"] = (f"Made by `{command}` in {minutes:.1f} minutes on {machine_description()}, "

@@ -47,7 +47,18 @@ Chen et al.'s Algorithm 2, with the step numbers used as comments in `speculativ
                      sample extra token x_{n+K+1} ~ q(x | x_1, ..., x_n, x_{n+K}) and set n <- n + 1.
                  end if
     end while
-(In Step 3 the ratio is evaluated at the drafted token x = x~_t; (f)_+ means max(f, 0) normalised to sum 1.)
+In Step 3 the ratio is evaluated at the drafted token x = x~_t, and "sample from (q - p)_+" means from its
+normalised form (the paper writes (f)_+ for "max(f, 0) normalised"; this file does not, see the notation
+below). The transcription keeps three index slips of the paper; read them as follows:
+- t names two things: the prompt's last index (x_0, ..., x_t; n <- t) and the loop variable of Steps 1 and 3.
+  The loops' t counts the guesses of the round, 1 .. K.
+- Step 3 increments n on every kept guess AND indexes x_{n+t}: read every index in Steps 1-4 with n frozen at
+  its value when the round began (x_{n+t} is the round's t-th new token), and add the tokens written at the end.
+- Step 4's free token is conditioned on the whole accepted sequence x_1, ..., x_{n+K} (the paper prints
+  "x_1, ..., x_n, x_{n+K}", dropping the "..." between x_n and x_{n+K}).
+
+Notation used everywhere in this file: (f)_+ = max(f, 0), elementwise, NOT normalised;
+normalise(f) = f / sum_x f(x). The residual distribution drawn from after a rejection is normalise((q - p)_+).
 
 Two details this implementation adds: the last round drafts only as many tokens as still fit, so exactly N
 tokens come out and the target never reads past the prompt + N positions; and an optional stop token ends
@@ -55,22 +66,31 @@ sampling right after it appears (both samplers, the same way).
 
 Why the output is distributed exactly as the target's
 -----------------------------------------------------
-Take one position, with target distribution q and draft distribution p over the vocabulary. The draft
-proposes x~ ~ p and it is kept with probability min(1, q(x~)/p(x~)). The chance that a proposal is kept is
-beta = sum_x p(x) min(1, q(x)/p(x)) = sum_x min(p(x), q(x)), and 1 - beta = sum_x (q(x) - p(x))_+
-(because sum_x q(x) = 1 = sum_x [min(p(x), q(x)) + (q(x) - p(x))_+]). So the token written is x with
-probability
+The proof rests on one identity, true for any two distributions q and p and every token x:
 
-    P(x) = p(x) min(1, q(x)/p(x)) + (1 - beta) (q(x) - p(x))_+ / (1 - beta)
-         = min(p(x), q(x))        + (q(x) - p(x))_+
-         = q(x).
+    q(x) = min(p(x), q(x)) + (q(x) - p(x))_+
+
+(if q(x) <= p(x) the two terms are q(x) and 0; otherwise p(x) and q(x) - p(x)). Summed over x it says
+1 = beta + sum_x (q(x) - p(x))_+, where beta = sum_x min(p(x), q(x)).
+
+Take one position, with target distribution q and draft distribution p over the vocabulary. The draft
+proposes x~ ~ p and it is kept with probability min(1, q(x~)/p(x~)). So x is proposed and kept with
+probability p(x) min(1, q(x)/p(x)) = min(p(x), q(x)); some proposal is kept with probability beta; a rejection
+happens with probability 1 - beta = sum_x (q(x) - p(x))_+, and then the token is drawn from
+normalise((q - p)_+) = (q - p)_+ / (1 - beta). So the token written is x with probability
+
+    P(x) = min(p(x), q(x)) + (1 - beta) (q(x) - p(x))_+ / (1 - beta)
+         = min(p(x), q(x)) + (q(x) - p(x))_+
+         = q(x)                                            (the identity; if beta = 1, p = q and no rejection
+                                                            happens: the second term is 0 from the start).
 
 The next position is then drawn, by the same argument, from q given the token actually written (drafts after
 a rejection are thrown away), and the free extra token of Step 4 is drawn from q itself. By induction every
 token has the target's conditional distribution, so the whole sequence does. Nothing in the proof needs p to
 be close to q: a bad draft costs speed (more rejections), never correctness; the draft may even give
 probability to tokens the target never produces (they are always rejected, because q = 0 there) and
-probability 0 to tokens the target can produce (the residual (q - p)_+ supplies them).
+probability 0 to tokens the target can produce (the residual (q - p)_+ supplies them). A tree of guesses is
+verified by the same identity applied once per sibling (SpecInfer's rule; the proof is at `_verify`).
 
 Cost of a round (with the KV cache of `create_model_fn`)
 ---------------------------------------------------------
@@ -82,7 +102,9 @@ Cost of a round (with the KV cache of `create_model_fn`)
   the K guesses. Its logits are computed for those K + 1 rows only.
 - the very first round also computes the prompt, in both models.
 - result: between 1 and K + 1 tokens. If every guess is kept independently with probability alpha, a round
-  yields (1 - alpha^(K + 1)) / (1 - alpha) tokens on average (Leviathan et al., equation 1).
+  yields (1 - alpha^(K + 1)) / (1 - alpha) tokens on average (Leviathan et al., equation 1). In two lines: a
+  round writes at least i tokens (i = 1 .. K + 1) exactly when its first i - 1 guesses are kept, probability
+  alpha^(i - 1); so E[tokens] = sum_{i=1..K+1} P(tokens >= i) = 1 + alpha + ... + alpha^K, a geometric series.
 
 The model-function contract
 ---------------------------
@@ -92,6 +114,15 @@ that follows x[:len(x) - n + 1 + i], so row n - 1 is "what comes after all of x"
 x = [5, 7, 9] and n = 2: row 0 is the distribution after [5, 7], row 1 after [5, 7, 9]. A model function may
 carry the attributes `n_vocab` and `n_ctx` (its longest input); the samplers check prompts against them.
 `create_model_fn` builds one from GPT-2 weights; the tests build others from hand-written Markov tables.
+
+Trees: `model(x, n, parents)` with a list of m parents reads the LAST m tokens of x as the nodes of a token
+tree hanging after the prefix x[:-m]: parents[i] is the index of node i's parent among the nodes, or -1 for a
+node that follows the prefix directly (parents come first: parents[i] < i). Of the m + 1 prefixes "the prefix"
+and "the prefix + the path root .. node i", the rows of the last n are returned. Example with x = [5, 7, 1, 2]
+and parents = [-1, -1] (two alternatives after [5, 7]) and n = 3: the rows after [5, 7], [5, 7, 1], [5, 7, 2].
+A chain, parents = [-1, 0, .., m - 2], gives what parents=None gives. The target scores a whole tree in one
+call, model(x + nodes, m + 1, parents); a model function that knows no trees still serves for chains, which
+the samplers ask for without parents.
 
 Sampling uses inverse-CDF draws with one `rng.random()` per token, and accept/reject uses one `rng.random()`
 per draft token, so the same `np.random.Generator` seed always gives the same tokens.
@@ -597,7 +628,35 @@ def tree_speculative_stream(x, draft, target_model, N, tree, rng, stop_token=Non
     """
     import drafters  # see speculative_stream
 
+    tree = drafters.check_tree(tree)
+    x = _check_prompt(x, N, rng, [target_model, draft])  # first, so that a bad prompt or N is named as such
+    _check_tree_fits(x, N, tree, draft, target_model)
     return speculative_stream(x, drafters.tree(draft, tree), target_model, N, len(tree), rng, stop_token, stats)
+
+
+def _check_tree_fits(x, N, tree, draft_model, target_model):
+    """A ValueError, before any model runs, if some round of the tree sampler would not fit in a model's context.
+
+    A round that starts with L tokens has k = min(len(tree), T - L - 1) depths (T = len(x) + N): the target
+    reads L + tree_size(tree[:k]) tokens, the draft L + tree_size(tree[:k - 1]) (it never expands the last
+    depth). Every L from len(x) to T - 1 can occur (rounds that write one token each). Example: a prompt of 50
+    tokens, N = 10, n_ctx = 64 and the tree (3, 3, 3) of 39 nodes: the first round needs 50 + 39 = 89
+    positions, an error.
+    """
+    import drafters  # see speculative_stream
+
+    T = len(x) + N
+    nodes = [drafters.tree_size(tree[:k]) for k in range(len(tree) + 1)]  # nodes[k]: the tree cut to k depths
+    for model, own_depths in ((target_model, 0), (draft_model, -1)):
+        n_ctx = getattr(model, "n_ctx", None)
+        for L in range(len(x), T) if n_ctx is not None else ():
+            k = max(0, min(len(tree), T - L - 1) + own_depths)
+            if L + nodes[k] > n_ctx:
+                raise ValueError(
+                    f"the tree {tree} does not fit in the context: a round after {L} tokens (prompt {len(x)}, "
+                    f"N={N}) sends {nodes[k]} tree nodes, and {L} + {nodes[k]} > n_ctx={n_ctx} positions; use a "
+                    f"smaller tree, a shorter prompt or fewer tokens"
+                )
 
 
 def tree_speculative_sampling(x, draft, target_model, N, tree, rng, stop_token=None, stats=None):
@@ -630,20 +689,38 @@ def _verify(q, proposal, rng, depths):
     """Steps 3 and 4 over a chain or a tree: SpecInfer's multi-candidate speculative sampling (Miao et al. 2023).
 
     Start at x. Try the children of the current node in turn: candidate c, drawn from the row p_c, is kept
-    with probability min(1, q(c)/p_c(c)); on a rejection the target's row becomes the normalised residual
-    (q - p_c)_+ before the next candidate is tried. If one is kept, descend under it and go on; if all are
+    with probability min(1, q(c)/p_c(c)); on a rejection the target's row becomes the residual
+    normalise((q - p_c)_+) before the next candidate is tried. If one is kept, descend under it and go on; if all are
     rejected, draw a token from the last residual and stop ("residual"); at a node with no children (a kept
     leaf, or x itself when nothing was proposed), draw Step 4's free token from the target's row ("bonus").
     With one child per node this is exactly Chen et al.'s Steps 3-4.
 
-    Why the token written at each depth has the target's distribution q, for siblings c_1 .. c_s drawn
-    independently, c_j ~ p_j: the single-guess proof (module docstring) shows that "keep c_j with
-    probability min(1, q_j(c_j)/p_j(c_j)), else draw from q_{j+1} = normalise((q_j - p_j)_+)" writes a token
-    distributed as q_j, PROVIDED whatever follows a rejection is distributed as q_{j+1}. The last candidate's
-    rejection draws from q_{s+1} itself; going backwards from j = s to 1, each step hands on a q_j-distributed
-    token, so the first hands on q_1 = q. Independence is what lets c_{j+1} ~ p_{j+1} still hold once we
-    know c_j was rejected. A deterministic candidate (the top tokens of the draft, or a looked-up token) is a
-    draw from a one-hot row: min(1, q(c)/1) = q(c), and the residual (q - onehot(c))_+ is q with c removed.
+    Why this is exact (the proof the tree tests check). Fix a node whose target row is q, with candidates
+    c_1 .. c_s, candidate c_j drawn from its row p_j. Let q_1 = q and q_{j+1} = normalise((q_j - p_j)_+), the
+    row the next candidate is tried against after c_j is rejected, and beta_j = sum_x min(p_j(x), q_j(x)).
+    Claim: "try c_j against q_j, c_{j+1} against q_{j+1}, ..., else draw from q_{s+1}" writes a token
+    distributed as q_j. For j = s + 1 it is a draw from q_{s+1} itself. For j <= s, by the claim for j + 1:
+
+        P(x) = p_j(x) min(1, q_j(x)/p_j(x)) + P(c_j rejected) P(x written from c_{j+1} on | c_j rejected)
+             = min(p_j(x), q_j(x))          + (1 - beta_j) (q_j(x) - p_j(x))_+ / (1 - beta_j)  =  q_j(x)
+
+    by the identity q = min(p, q) + (q - p)_+ of the module docstring. Two things make the second line true:
+    - the residual update: the candidates after c_j must be tried against q_{j+1}, the part of q_j that
+      keeping c_j could not hand out. Trying them against q_j again gives tokens that c_j already offered a
+      second chance (the tests' wrong rule (a) does that and fails).
+    - independent siblings: "P(x written from c_{j+1} on | c_j rejected) = q_{j+1}(x)" needs c_{j+1}, .., c_s
+      and their uniforms to be independent of c_j and u_j, so that knowing c_j was rejected says nothing about
+      them. Siblings drawn independently from p (with replacement), or fixed in advance, qualify; a sibling
+      whose draw depends on an earlier sibling (chosen after seeing whether c_j was kept, say) is not covered.
+    So the token written at this depth has distribution q (j = 1). If it is a kept candidate c, the round
+    goes on under c, whose children were drawn from the draft given the path to c only; the same argument
+    one depth down writes the next token from the target's row after the path: by induction every written
+    token has the target's distribution given the tokens before it, as in the chain's proof. A kept leaf's
+    free token and a node without candidates are plain draws from q.
+    Deterministic candidates (drafters.tree's top tokens, a looked-up token) are draws from one-hot rows
+    p_j = onehot(c_j) (constants: independent of everything): c_j is kept with probability
+    min(1, q_j(c_j)/1) = q_j(c_j), and normalise((q_j - onehot(c_j))_+) is q_j with c_j removed, renormalised.
+    One candidate per node (a chain) makes this exactly Chen et al.'s Steps 3-4.
 
     Returns (tokens, origins, checks, rows): the written tokens, their origins, the Checks made, and for each
     written token the index of its target row in q (0 for x, i + 1 for token i).

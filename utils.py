@@ -26,6 +26,7 @@ OpenAI's checkpoint names (picoGPT's layout): params["blocks"][i]["attn"]["c_att
 """
 
 import json
+import math
 import os
 import re
 import time
@@ -62,12 +63,6 @@ class CheckpointError(ValueError):
     """A weights file is missing, damaged or not what it claims to be; the message names the file."""
 
 
-def check_model_size(model_size):
-    """Raise ValueError unless `model_size` is one of MODEL_SIZES."""
-    if model_size not in MODEL_SIZES:
-        raise ValueError(f"model size must be one of {', '.join(MODEL_SIZES)}, got {model_size!r}")
-
-
 # ----------------------------------------------------------------------------------------------------------
 # 1. Downloading
 #
@@ -96,9 +91,9 @@ def download_gpt2_files(model_size, model_dir, base_url=None, retries=5, backoff
 
     The files come from {base_url}/{model_size}/{file}; base_url defaults to $GPT2_BASE_URL, else OpenAI's
     bucket. Retries wait backoff_seconds * 1, 2, 4, ... between attempts. Raises DownloadError when a file
-    still fails after `retries` retries, ValueError for an unknown model size.
+    still fails after `retries` retries. The size is not checked here: resolve_model is the one place that
+    understands model names.
     """
-    check_model_size(model_size)
     base_url = (base_url or os.environ.get("GPT2_BASE_URL") or OPENAI_BASE_URL).rstrip("/")
     model_dir = Path(model_dir)
     model_dir.mkdir(parents=True, exist_ok=True)
@@ -161,7 +156,7 @@ def fetch_into_part_file(url, part_path, timeout_seconds):
             mode = "wb"
         else:
             raise _download_error(url, part_path.parent, f"HTTP {response.status_code} {response.reason}")
-        write_body(response, part_path, mode, have, total)
+        write_body(response, part_path, mode, have, total, desc=url.rsplit("/", 1)[-1])
 
     size = part_path.stat().st_size
     if total is not None and size != total:
@@ -170,10 +165,10 @@ def fetch_into_part_file(url, part_path, timeout_seconds):
         raise _TransientError(f"got {size} of {total} bytes")
 
 
-def write_body(response, part_path, mode, have, total):
-    """Stream the response body into `part_path` with a progress bar (bytes, scaled units, rate)."""
+def write_body(response, part_path, mode, have, total, desc=None):
+    """Stream the response body into `part_path` with a progress bar (bytes, scaled units, rate) named desc."""
     with open(part_path, mode) as file, tqdm(
-        desc=part_path.name.removesuffix(".part"),
+        desc=desc or part_path.name.removesuffix(".part"),
         total=total,
         initial=have,
         unit="B",
@@ -285,6 +280,10 @@ def read_block(table, offset, size):
     return contents
 
 
+MAX_KEY_BYTES = 256  # TensorFlow variable names are far shorter ("model/h47/attn/c_attn/w" is 23 bytes)
+MAX_TABLE_ENTRIES = 10_000  # GPT-2 has 12 n_layer + 4 variables: 580 for 1558M
+
+
 def parse_block(block):
     """Yield the (key, value) pairs of a block.
 
@@ -307,7 +306,9 @@ def parse_block(block):
         value_length, pos = read_varint(block, pos)
         if shared > len(key) or pos + non_shared + value_length > entries_end:
             raise _CorruptData("a block entry runs past the end of its block")
-        key = key[:shared] + block[pos : pos + non_shared]
+        if shared + non_shared > MAX_KEY_BYTES:  # keys are variable names: short. Prefix sharing could make a
+            raise _CorruptData(f"a key is {shared + non_shared} bytes long, more than {MAX_KEY_BYTES}")  # 3-byte
+        key = key[:shared] + block[pos : pos + non_shared]  # entry rebuild a long key: bounded, so is memory
         pos += non_shared
         yield key, block[pos : pos + value_length]
         pos += value_length
@@ -326,7 +327,10 @@ def read_sstable(table):
     pairs = []
     for _last_key, handle in parse_block(read_block(table, index_offset, index_size)):
         offset, size, _ = read_block_handle(handle, 0)
-        pairs.extend(parse_block(read_block(table, offset, size)))
+        for pair in parse_block(read_block(table, offset, size)):
+            pairs.append(pair)
+            if len(pairs) > MAX_TABLE_ENTRIES:
+                raise _CorruptData(f"it has more than {MAX_TABLE_ENTRIES} entries; GPT-2 has at most a few hundred")
     return pairs
 
 
@@ -360,13 +364,34 @@ def parse_protobuf(message):
     return fields
 
 
+MAX_DIMENSION = 2**40  # no tensor of a GPT-2 is anywhere near: a larger size is damage, not a model
+
+
+def field_int(value, what, maximum=2**63):
+    """An integer field's value, checked: a varint or fixed field (int), 0 <= value < maximum."""
+    if not isinstance(value, int):
+        raise _CorruptData(f"its {what} is stored as bytes where a number belongs (wrong protobuf wire type)")
+    if not 0 <= value < maximum:
+        raise _CorruptData(f"its {what} is {value}, outside 0 .. {maximum - 1}")
+    return value
+
+
+def field_message(value, what):
+    """A nested message field's bytes, checked: length-delimited (bytes), not a number."""
+    if not isinstance(value, bytes):
+        raise _CorruptData(f"its {what} is stored as a number where a message belongs (wrong protobuf wire type)")
+    return value
+
+
 def parse_tensor_shape(message):
     """TensorShapeProto -> list of dimension sizes. Field 2 is a repeated Dim message whose field 1 is size."""
     shape = []
     for field_number, value in parse_protobuf(message):
         if field_number == 2:
-            dim = dict(parse_protobuf(value))
-            shape.append(dim.get(1, 0))  # proto3: a size of 0 is simply not written
+            dim = dict(parse_protobuf(field_message(value, "shape dimension")))
+            shape.append(field_int(dim.get(1, 0), "dimension size", MAX_DIMENSION))  # proto3: 0 is not written
+        if len(shape) > 8:
+            raise _CorruptData("a shape has more than 8 dimensions; GPT-2's tensors have at most 3")
     return shape
 
 
@@ -380,11 +405,11 @@ def parse_bundle_entry(message):
     names = {1: "dtype", 3: "shard_id", 4: "offset", 5: "size", 6: "crc32c"}
     for field_number, value in parse_protobuf(message):
         if field_number == 2:
-            entry["shape"] = parse_tensor_shape(value)
+            entry["shape"] = parse_tensor_shape(field_message(value, "shape"))
         elif field_number == 7:
             entry["sliced"] = True
         elif field_number in names:
-            entry[names[field_number]] = value
+            entry[names[field_number]] = field_int(value, names[field_number])
     return entry
 
 
@@ -401,12 +426,13 @@ def read_checkpoint_index(ckpt_prefix):
         header = dict(parse_protobuf(pairs[0][1])) if pairs and pairs[0][0] == b"" else None
         if header is None:
             raise _CorruptData("it has no bundle header (the entry under the empty key)")
-        if header.get(2, 0) != 0:
+        if field_int(header.get(2, 0), "endianness") != 0:
             raise _CorruptData("its tensors are big-endian; only little-endian checkpoints are supported")
+        num_shards = field_int(header.get(1, 1), "number of data files", 10_000)
         entries = {key.decode("utf-8"): parse_bundle_entry(value) for key, value in pairs[1:]}
     except (_CorruptData, UnicodeDecodeError) as error:
         raise _checkpoint_error(index_path, f"not a valid TensorFlow checkpoint index: {error}") from None
-    return header.get(1, 1), entries
+    return num_shards, entries
 
 
 def list_checkpoint_variables(ckpt_prefix):
@@ -417,6 +443,35 @@ def list_checkpoint_variables(ckpt_prefix):
     """
     _num_shards, entries = read_checkpoint_index(ckpt_prefix)
     return sorted((name, entry["shape"]) for name, entry in entries.items())
+
+
+HPARAM_LIMITS = {"n_vocab": 10**6, "n_ctx": 10**6, "n_embd": 10**5, "n_head": 10**4, "n_layer": 10**3}
+
+
+def check_hparams(hparams, path):
+    """hparams with every size a positive whole number within HPARAM_LIMITS and n_head dividing n_embd;
+    else a CheckpointError naming `path` (hparams.json or config.json) and what is wrong."""
+    if not isinstance(hparams, dict):
+        raise _checkpoint_error(path, f"it holds a JSON {type(hparams).__name__}, not an object of hyperparameters")
+    for key, limit in HPARAM_LIMITS.items():
+        value = hparams.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+            raise _checkpoint_error(path, f"{key} is {value!r}; it must be a whole number from 1 to {limit}")
+    if hparams["n_embd"] % hparams["n_head"]:
+        raise _checkpoint_error(
+            path, f"n_head={hparams['n_head']} does not divide n_embd={hparams['n_embd']}: heads split the width evenly"
+        )
+    return {key: hparams[key] for key in HPARAM_LIMITS}
+
+
+def read_openai_hparams(path):
+    """hparams.json -> the checked hparams (check_hparams)."""
+    path = Path(path)
+    try:
+        hparams = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise _checkpoint_error(path, f"not a readable JSON hparams file ({type(error).__name__}: {error})") from None
+    return check_hparams(hparams, path)
 
 
 def gpt2_param_shapes(hparams):
@@ -446,6 +501,11 @@ def gpt2_param_shapes(hparams):
 
 def check_names_and_shapes(shapes, hparams, path):
     """Raise CheckpointError unless `shapes` ({name: shape}) has exactly GPT-2's parameters for `hparams`."""
+    n_expected = 12 * hparams["n_layer"] + 4  # counted before the names are built: n_layer may be absurd
+    if n_expected > len(shapes) + 1000:  # far more names than tensors: say so without building them all
+        raise _checkpoint_error(
+            path, f"it holds {len(shapes)} tensors, but GPT-2 with n_layer={hparams['n_layer']} has {n_expected}"
+        )
     expected = gpt2_param_shapes(hparams)
     missing = sorted(set(expected) - set(shapes))
     unexpected = sorted(set(shapes) - set(expected))
@@ -478,6 +538,50 @@ def nest_params(arrays, n_layer):
     return params
 
 
+def read_tensor(file, offset, shape, stored_dtype, path, column_major=False):
+    """The tensor of `shape` whose values (row-major, `stored_dtype`) start at byte `offset` of `file`, as
+    float32 in its final layout: column-major if `column_major` (the blocks' weight matrices: see
+    gpt2.column_major), else row-major.
+
+    The bytes go straight from the file into the array (readinto), so loading a model holds the weights once,
+    plus at most one tensor in flight: a float32 matrix is read into a row-major buffer and turned column-major
+    (one tensor's copy, freed at once); float16 and bfloat16 are widened the same way. No memory map, whose
+    touched pages would count as the process's memory too.
+    """
+    stored = np.dtype(stored_dtype)
+    values = np.empty(shape, dtype=stored)  # row-major, as stored
+    file.seek(offset)
+    if file.readinto(memoryview(values.reshape(-1)).cast("B")) != values.nbytes:
+        raise _checkpoint_error(path, f"it ends inside a tensor at byte {offset}")
+    if stored_dtype == "<u2":  # bfloat16: the top half of a float32
+        values = (values.astype(np.uint32) << 16).view(np.float32)
+    if column_major:
+        return np.asfortranarray(values, dtype=np.float32)  # [n_in, n_out], column by column
+    return values.astype(np.float32, copy=False)
+
+
+def reading_bar(total_bytes, path):
+    """A progress bar over the bytes of weights read from `path`; silent below 100 MB (tests, tiny models)."""
+    return tqdm(desc=f"reading {Path(path).name}", total=total_bytes, unit="B", unit_scale=True, unit_divisor=1024,
+                disable=total_bytes < 100e6)
+
+
+def is_block_matrix(name):
+    """A block's weight matrix ("h3/attn/c_attn/w"): stored column-major (gpt2.column_major)."""
+    return name.startswith("h") and name.endswith("/w")
+
+
+def check_tensors_tile(spans, path):
+    """CheckpointError unless the tensors' byte spans [(name, begin, end)] lie end to end from byte 0, with
+    no overlap and no hole: two tensors sharing bytes would silently read each other's values."""
+    position = 0
+    for name, begin, end in sorted(spans, key=lambda span: (span[1], span[2])):
+        if begin != position:
+            problem = "overlaps the tensor before it" if begin < position else f"leaves a hole at byte {position}"
+            raise _checkpoint_error(path, f"{name} (bytes {begin} .. {end}) {problem}")
+        position = end
+
+
 def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
     """Read OpenAI's TF checkpoint `{ckpt_prefix}.index` + `.data-00000-of-00001` into picoGPT's nested params.
 
@@ -498,7 +602,7 @@ def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
 
     shapes = {}
     for name, entry in entries.items():
-        n_values = int(np.prod(entry["shape"]))
+        n_values = math.prod(entry["shape"])  # a Python int: no overflow, whatever the index claims
         if entry["dtype"] != DT_FLOAT or entry["sliced"] or entry["shard_id"] != 0:
             raise _checkpoint_error(index_path, f"{name} is not a plain float32 tensor (dtype {entry['dtype']})")
         if entry["size"] != 4 * n_values:
@@ -508,6 +612,9 @@ def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
             shape = shape[1:]  # OpenAI's matrices are stored [1, n_in, n_out]
         shapes[name.removeprefix("model/")] = shape
     check_names_and_shapes(shapes, hparams, index_path)
+    check_tensors_tile(
+        [(name, entry["offset"], entry["offset"] + entry["size"]) for name, entry in entries.items()], index_path
+    )
 
     if not data_path.is_file():
         raise _checkpoint_error(data_path, "file not found")
@@ -517,15 +624,15 @@ def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
             data_path, f"it has {data_path.stat().st_size} bytes, but the index says its tensors take {data_size}"
         )
 
-    data = np.memmap(data_path, dtype=np.uint8, mode="r")  # the file's bytes, read only as they are sliced
     arrays = {}
-    for name, entry in entries.items():
-        tensor_bytes = data[entry["offset"] : entry["offset"] + entry["size"]]
-        if verify_checksums and masked_crc32c(tensor_bytes.tobytes()) != entry["crc32c"]:
-            raise _checkpoint_error(data_path, f"the bytes of {name} fail their crc32c check")
-        short_name = name.removeprefix("model/")
-        arrays[short_name] = np.array(tensor_bytes.view("<f4"), dtype=np.float32).reshape(shapes[short_name])
-    del data
+    with open(data_path, "rb") as file, reading_bar(data_size, data_path) as bar:
+        for name, entry in sorted(entries.items(), key=lambda item: item[1]["offset"]):  # in file order
+            short_name = name.removeprefix("model/")
+            arrays[short_name] = read_tensor(file, entry["offset"], shapes[short_name], "<f4", data_path,
+                                             column_major=is_block_matrix(short_name))
+            bar.update(entry["size"])
+            if verify_checksums and masked_crc32c(arrays[short_name].tobytes(order="C")) != entry["crc32c"]:
+                raise _checkpoint_error(data_path, f"the bytes of {name} fail their crc32c check")
     return nest_params(arrays, hparams["n_layer"])
 
 
@@ -547,43 +654,84 @@ HF_CONFIG_ASSUMED = {
 }
 
 
-def read_safetensors(path):
-    """Read a .safetensors file into {name: float32 array} with NumPy alone.
+MAX_HEADER_BYTES = 100 * 2**20  # safetensors' own limit on the JSON header
+
+
+def read_safetensors_header(path):
+    """The checked header of a .safetensors file: ({name: (dtype, shape, begin, end)}, where the data starts).
 
     Layout: 8 bytes little-endian N, then N bytes of JSON like
     {"wte.weight": {"dtype": "F32", "shape": [50257, 768], "data_offsets": [0, 154389504]}, ...,
      "__metadata__": {...}}, then the tensors' bytes; data_offsets count from the end of the JSON.
+    Every rule of the format is checked before any tensor is read: a JSON object at the root, each entry an
+    object with a supported dtype, a shape of whole numbers and two whole-number offsets whose span holds the
+    shape exactly; the tensors tile the data from its first byte to the end of the file (no overlap, no hole).
     """
     path = Path(path)
     if not path.is_file():
         raise _checkpoint_error(path, "file not found")
-    raw = np.memmap(path, dtype=np.uint8, mode="r")
-    header_length = int.from_bytes(raw[:8].tobytes(), "little") if len(raw) >= 8 else -1
-    if not 0 <= header_length <= len(raw) - 8:
-        raise _checkpoint_error(path, "not a safetensors file (no header length in its first 8 bytes)")
+    file_size = path.stat().st_size
+    with open(path, "rb") as file:
+        first_8 = file.read(8)
+        header_length = int.from_bytes(first_8, "little") if len(first_8) == 8 else -1
+        if not 0 <= header_length <= min(file_size - 8, MAX_HEADER_BYTES):
+            raise _checkpoint_error(path, "not a safetensors file (no valid header length in its first 8 bytes)")
+        header_bytes = file.read(header_length)
     try:
-        header = json.loads(raw[8 : 8 + header_length].tobytes())
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        header = json.loads(header_bytes, parse_constant=_no_json_constants)
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
         raise _checkpoint_error(path, f"not a safetensors file (its header is not JSON: {error})") from None
-    data = raw[8 + header_length :]
+    if not isinstance(header, dict):
+        raise _checkpoint_error(path, f"its header is a JSON {type(header).__name__}, not an object")
 
-    arrays = {}
+    data_start, data_size = 8 + header_length, file_size - 8 - header_length
+    entries = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
         if not (isinstance(info, dict) and {"dtype", "shape", "data_offsets"} <= info.keys()):
-            raise _checkpoint_error(path, f"its header entry for {name} lacks dtype, shape or data_offsets")
-        if info["dtype"] not in SAFETENSORS_DTYPES:
-            raise _checkpoint_error(path, f"{name} has dtype {info['dtype']}; supported: {list(SAFETENSORS_DTYPES)}")
-        begin, end = info["data_offsets"]
-        stored = np.dtype(SAFETENSORS_DTYPES[info["dtype"]])
-        if end - begin != stored.itemsize * int(np.prod(info["shape"])) or end > len(data):
-            raise _checkpoint_error(path, f"{name} does not fit its shape {info['shape']} or runs past the end")
-        values = data[begin:end].view(stored)
-        if info["dtype"] == "BF16":
-            values = (values.astype(np.uint32) << 16).view(np.float32)  # bfloat16 = a float32's top half
-        arrays[name] = np.array(values, dtype=np.float32).reshape(info["shape"])  # a copy in memory
-    del raw, data
+            raise _checkpoint_error(path, f"its header entry for {name!r} is not an object with dtype, shape and "
+                                          f"data_offsets")
+        dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
+            raise _checkpoint_error(path, f"{name} has dtype {dtype!r}; supported: {list(SAFETENSORS_DTYPES)}")
+        if not (isinstance(shape, list) and len(shape) <= 8 and all(_whole(d, MAX_DIMENSION) for d in shape)):
+            raise _checkpoint_error(path, f"{name} has shape {shape!r}: expected a list of whole numbers")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(_whole(o, data_size + 1) for o in offsets)):
+            raise _checkpoint_error(path, f"{name} has data_offsets {offsets!r}: expected [begin, end] within the "
+                                          f"{data_size} bytes of data (a tensor that runs past the end, or worse)")
+        begin, end = offsets
+        if end - begin != np.dtype(SAFETENSORS_DTYPES[dtype]).itemsize * math.prod(shape):
+            raise _checkpoint_error(path, f"{name}: bytes {begin} .. {end} do not hold a {dtype} tensor of shape {shape}")
+        entries[name] = (dtype, shape, begin, end)
+    check_tensors_tile([(name, begin, end) for name, (_, _, begin, end) in entries.items()], path)
+    last_end = max((end for _, _, _, end in entries.values()), default=0)
+    if last_end != data_size:
+        raise _checkpoint_error(path, f"its tensors end at byte {last_end} of the data, but the file has {data_size}")
+    return entries, data_start
+
+
+def _whole(value, limit):
+    """value is an int (not a bool), 0 <= value < limit."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < limit
+
+
+def _no_json_constants(constant):
+    raise ValueError(f"{constant} is not a number a safetensors header can hold")
+
+
+def read_safetensors(path, column_major=lambda name: False):
+    """Read a .safetensors file into {name: float32 array} with NumPy alone (the header: read_safetensors_header).
+
+    Each tensor goes straight from the file into its final array (`read_tensor`), column-major where
+    column_major(name) says so. F16 and BF16 are widened to float32.
+    """
+    entries, data_start = read_safetensors_header(path)
+    arrays = {}
+    with open(path, "rb") as file:
+        for name, (dtype, shape, begin, _end) in sorted(entries.items(), key=lambda item: item[1][2]):
+            arrays[name] = read_tensor(file, data_start + begin, shape, SAFETENSORS_DTYPES[dtype], path,
+                                       column_major=len(shape) == 2 and column_major(name))
     return arrays
 
 
@@ -603,6 +751,8 @@ def hf_name_to_openai_name(hf_name):
         return parts[0]
     if parts[0] == "h" and len(parts) > 2:
         parts = [f"h{parts[1]}"] + parts[2:]
+    if len(parts) < 2:
+        return name  # not a GPT-2 parameter: check_names_and_shapes reports it as unexpected
     *modules, kind = parts
     leaf = {"weight": "g" if modules[-1].startswith("ln") else "w", "bias": "b"}.get(kind, kind)
     return "/".join(modules + [leaf])
@@ -614,16 +764,19 @@ def read_hf_hparams(config_path):
     if not config_path.is_file():
         raise _checkpoint_error(config_path, "file not found")
     try:
-        config = json.loads(config_path.read_text())
+        config = json.loads(config_path.read_text(encoding="utf-8"))
         sizes = [config[key] for key in ("vocab_size", "n_embd", "n_head", "n_layer")]
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
+    except (UnicodeDecodeError, ValueError, RecursionError, KeyError, TypeError, IndexError) as error:
         raise _checkpoint_error(config_path, f"not a GPT-2 config.json ({type(error).__name__}: {error})") from None
+    if not isinstance(config, dict):
+        raise _checkpoint_error(config_path, f"not a GPT-2 config.json (a JSON {type(config).__name__})")
     for key, assumed in HF_CONFIG_ASSUMED.items():
         if key in config and config[key] != assumed:
-            raise ValueError(f"{config_path}: {key} is {config[key]!r}, but this GPT-2 implements {assumed!r}")
+            raise _checkpoint_error(config_path, f"{key} is {config[key]!r}, but this GPT-2 implements {assumed!r}")
     n_vocab, n_embd, n_head, n_layer = sizes
     n_ctx = config.get("n_positions", config.get("n_ctx"))
-    return {"n_vocab": n_vocab, "n_ctx": n_ctx, "n_embd": n_embd, "n_head": n_head, "n_layer": n_layer}
+    hparams = {"n_vocab": n_vocab, "n_ctx": n_ctx, "n_embd": n_embd, "n_head": n_head, "n_layer": n_layer}
+    return check_hparams(hparams, config_path)
 
 
 def load_hf_gpt2(model_dir):
@@ -635,12 +788,19 @@ def load_hf_gpt2(model_dir):
     model_dir = Path(model_dir)
     hparams = read_hf_hparams(model_dir / "config.json")
     safetensors_path = model_dir / "model.safetensors"
+    entries, data_start = read_safetensors_header(safetensors_path)
+    names = {hf_name: hf_name_to_openai_name(hf_name) for hf_name in entries}  # None: not a parameter
+    shapes = {name: entries[hf_name][1] for hf_name, name in names.items() if name is not None}
+    check_names_and_shapes(shapes, hparams, safetensors_path)  # before a single tensor is read
     arrays = {}
-    for hf_name, array in read_safetensors(safetensors_path).items():
-        name = hf_name_to_openai_name(hf_name)
-        if name is not None:
-            arrays[name] = array
-    check_names_and_shapes({name: array.shape for name, array in arrays.items()}, hparams, safetensors_path)
+    total = sum(end - begin for hf_name, (_, _, begin, end) in entries.items() if names[hf_name] is not None)
+    with open(safetensors_path, "rb") as file, reading_bar(total, safetensors_path) as bar:
+        for hf_name, name in names.items():
+            if name is not None:
+                dtype, shape, begin, end = entries[hf_name]
+                arrays[name] = read_tensor(file, data_start + begin, shape, SAFETENSORS_DTYPES[dtype],
+                                           safetensors_path, column_major=is_block_matrix(name))
+                bar.update(end - begin)
     return hparams, nest_params(arrays, hparams["n_layer"])
 
 
@@ -660,37 +820,192 @@ def openai_checkpoint_prefix(folder):
     return Path(folder) / Path(match.group(1) if match else "model.ckpt").name
 
 
-def load_encoder_hparams_and_params(model_size, models_dir="models"):
-    """(encoder, hparams, params) for a model size or a local folder.
+def resolve_model(name, models_dir="models", base_url=None, retries=3):
+    """Step 1 of 2: the local folder that holds the model called `name`, downloading what is missing.
 
-    - One of MODEL_SIZES ("124M", ...): OpenAI's release, downloaded into models_dir/model_size first if any
-      file is missing.
-    - A path to a folder: either OpenAI's layout (hparams.json + model.ckpt.index + model.ckpt.data-...)
-      or a Hugging Face GPT-2 folder (config.json + model.safetensors). The tokenizer files sit beside them
-      (encoder.json + vocab.bpe, or vocab.json + merges.txt).
-
-    The weight matrices come back column-major (`gpt2.column_major`): same shapes and values, faster decoding.
+    The ONE place where a model's name is understood (check_model_name says, without any network, whether it
+    will be):
+    - an existing folder: itself (OpenAI's layout or a Hugging Face GPT-2 folder);
+    - one of MODEL_SIZES ("124M", ...): OpenAI's release files in models_dir/SIZE, downloaded if missing
+      (from base_url, default $GPT2_BASE_URL, else OpenAI's bucket);
+    - a Hugging Face name or id ("gpt2", "distilgpt2", "openai-community/gpt2-medium", any "owner/name" of a
+      GPT-2 repository): its snapshot in the Hugging Face cache, downloaded from the Hub if missing.
     """
-    if model_size in MODEL_SIZES:
-        folder = Path(models_dir) / model_size
-        download_gpt2_files(model_size, folder)
-    elif Path(model_size).is_dir():
-        folder = Path(model_size)
-    else:
-        raise ValueError(
-            f"model_size must be one of {', '.join(MODEL_SIZES)} (downloaded into {models_dir}/) or the path "
-            f"of a local folder with GPT-2 weights (OpenAI's or Hugging Face's layout); got {model_size!r}"
-        )
+    check_model_name(name)
+    if Path(name).is_dir():
+        return Path(name)
+    if name in MODEL_SIZES:
+        folder = Path(models_dir) / name
+        try:
+            download_gpt2_files(name, folder, base_url=base_url, retries=retries)
+        except DownloadError as error:
+            hub_name = next(short for short, (_, size) in HUB_MODELS.items() if size == name)
+            raise DownloadError(f"{error}. The same model is on the Hugging Face Hub as {hub_name!r}: try "
+                                f"--target_model_size {hub_name} (or --draft_model_size {hub_name})") from None
+        return folder
+    return hub_snapshot(hub_repo_id(name), retries=retries)
 
+
+def load_model(folder):
+    """Step 2 of 2: (encoder, hparams, params) from a folder in OpenAI's layout (hparams.json + model.ckpt.*) or
+    a Hugging Face GPT-2 folder (config.json + model.safetensors), with the tokenizer files beside them
+    (encoder.json + vocab.bpe, or vocab.json + merges.txt). The weight matrices come back column-major
+    (`gpt2.column_major`): same shapes and values, faster decoding."""
+    folder = Path(folder)
     if (folder / "hparams.json").is_file():
-        hparams = json.loads((folder / "hparams.json").read_text())
+        hparams = read_openai_hparams(folder / "hparams.json")
         params = load_gpt2_params_from_tf_ckpt(openai_checkpoint_prefix(folder), hparams)
     elif (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
         hparams, params = load_hf_gpt2(folder)
+    elif (folder / "config.json").is_file():
+        raise CheckpointError(f"{folder} has a config.json but no model.safetensors: this project reads GPT-2 "
+                              f"weights in safetensors only (a pytorch_model.bin would need torch)")
     else:
         raise ValueError(
             f"{folder} holds neither OpenAI's GPT-2 files (hparams.json + model.ckpt.*) "
             f"nor a Hugging Face GPT-2 folder (config.json + model.safetensors)"
         )
     encoder = get_encoder(folder.name, str(folder.parent))
-    return encoder, hparams, column_major(params)  # the layout one-row products stream fastest (gpt2.py)
+    return encoder, hparams, column_major(params)  # a no-op for what the readers return (already column-major)
+
+
+def load_encoder_hparams_and_params(model_size, models_dir="models"):
+    """(encoder, hparams, params) for a model name or folder: resolve_model, then load_model."""
+    return load_model(resolve_model(model_size, models_dir))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 5. Models by their Hugging Face names: the Hugging Face cache, and the Hub
+#
+# The Hub's cache layout (huggingface_hub's, shared with transformers), under $HF_HUB_CACHE, else $HF_HOME/hub,
+# else ~/.cache/huggingface/hub:
+#     models--openai-community--gpt2/
+#         refs/main                       the commit that "main" pointed at: 607a30d783dfa663caf39e06633721c8d4cfcd7e
+#         blobs/<etag>                    each file's bytes, named by its ETag (a sha256 for large files)
+#         snapshots/<commit>/config.json  -> ../../blobs/<etag>   (a relative symlink per file)
+# A file is downloaded as blobs/<etag>.part and renamed once complete, like OpenAI's files (section 1).
+# ----------------------------------------------------------------------------------------------------------
+
+# name -> (its Hub id, the OpenAI release it matches, or None)
+HUB_MODELS = {
+    "gpt2": ("openai-community/gpt2", "124M"),
+    "gpt2-medium": ("openai-community/gpt2-medium", "355M"),
+    "gpt2-large": ("openai-community/gpt2-large", "774M"),
+    "gpt2-xl": ("openai-community/gpt2-xl", "1558M"),
+    "distilgpt2": ("distilbert/distilgpt2", None),
+}
+DISTILGPT2_HPARAMS = {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 6}
+HUB_FILES = ("config.json", "model.safetensors", "vocab.json", "merges.txt")
+HUB_ENDPOINT = "https://huggingface.co"
+REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # owner/name
+
+
+def model_names_help():
+    """The names a model flag takes, one line each, for --help and error messages."""
+    lines = [f"{size} (OpenAI's release files)" for size in MODEL_SIZES]
+    for name, (repo_id, size) in HUB_MODELS.items():
+        lines.append(f"{name} or {repo_id} (Hugging Face" + (f"; the same weights as {size})" if size else ")"))
+    lines.append("any owner/name of a GPT-2 repository on the Hub with config.json and model.safetensors")
+    lines.append("a local folder in OpenAI's or Hugging Face's layout")
+    return lines
+
+
+def hub_repo_id(name):
+    """The Hub id for a name: hub_repo_id("gpt2") == "openai-community/gpt2"; an owner/name stays as it is."""
+    if name in HUB_MODELS:
+        return HUB_MODELS[name][0]
+    return name if isinstance(name, str) and REPO_ID.fullmatch(name) else None
+
+
+def check_model_name(name):
+    """ValueError naming `name` and the known names unless it is a model name resolve_model understands.
+    No network: an owner/name passes here and may still turn out not to exist on the Hub."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a model name must be text, like 124M or gpt2; got {name!r}")
+    if Path(name).is_dir() or name in MODEL_SIZES or hub_repo_id(name):
+        return
+    if Path(name).exists():
+        raise ValueError(f"{name!r} is a file, not a folder: give the folder that holds the model's files")
+    raise ValueError(f"unknown model {name!r}: use one of " + "; ".join(model_names_help()))
+
+
+def hf_hub_cache():
+    """The Hugging Face cache folder: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]) / "hub"
+    return Path.home() / ".cache" / "huggingface" / "hub"
+
+
+def hub_cache_folders(repo_id):
+    """The cache folders a repository may be under: its canonical name, and the legacy one for the models the
+    Hub once had without an owner ("gpt2" was renamed "openai-community/gpt2")."""
+    names = [repo_id]
+    legacy = {hub_id: short for short, (hub_id, _) in HUB_MODELS.items()}
+    if repo_id in legacy:
+        names.append(legacy[repo_id])
+    return [hf_hub_cache() / ("models--" + name.replace("/", "--")) for name in names]
+
+
+def cached_snapshot(repo_id):
+    """The snapshot folder of repo_id's "main" in the Hugging Face cache that holds every HUB_FILES, or None."""
+    for folder in hub_cache_folders(repo_id):
+        ref = folder / "refs" / "main"
+        if ref.is_file():
+            snapshot = folder / "snapshots" / ref.read_text().strip()
+            if all((snapshot / name).is_file() for name in HUB_FILES):  # is_file follows the symlinks
+                return snapshot
+    return None
+
+
+def hub_snapshot(repo_id, retries=3, backoff_seconds=1.0, timeout_seconds=30.0):
+    """repo_id's snapshot folder: from the Hugging Face cache if every file is there (no network at all), else
+    downloaded from the Hub ($HF_ENDPOINT, default https://huggingface.co) into that cache, in its layout."""
+    snapshot = cached_snapshot(repo_id)
+    if snapshot is not None:
+        return snapshot
+    endpoint = (os.environ.get("HF_ENDPOINT") or HUB_ENDPOINT).rstrip("/")
+    folder = hub_cache_folders(repo_id)[0]
+    commit = None
+    for name in HUB_FILES:
+        url = f"{endpoint}/{repo_id}/resolve/main/{name}"
+        etag, file_commit = hub_file_metadata(url, folder, timeout_seconds)
+        commit = commit or file_commit
+        blob = folder / "blobs" / etag
+        if not blob.is_file():  # a blob under its final name is complete (section 1)
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            download_file(url, blob, retries, backoff_seconds, timeout_seconds)
+        link = folder / "snapshots" / commit / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.is_symlink():
+            link.symlink_to(Path("..") / ".." / "blobs" / etag)  # relative, as huggingface_hub makes them
+    (folder / "refs").mkdir(parents=True, exist_ok=True)
+    (folder / "refs" / "main").write_text(commit)
+    return folder / "snapshots" / commit
+
+
+def hub_file_metadata(url, cache_folder, timeout_seconds):
+    """(etag, commit) of a file on the Hub, from a HEAD request as huggingface_hub makes it: the ETag of the
+    file (X-Linked-Etag for a large file stored elsewhere, whose answer is a redirect), and X-Repo-Commit."""
+    try:
+        response = requests.head(url, allow_redirects=False, timeout=timeout_seconds,
+                                 headers={"Accept-Encoding": "identity"})
+    except requests.RequestException as error:
+        raise DownloadError(
+            f"could not reach the Hugging Face Hub at {url} ({type(error).__name__}), and the model is not in the "
+            f"Hugging Face cache {cache_folder}: connect to the internet once, or set HF_ENDPOINT to a mirror"
+        ) from None
+    if response.status_code in (401, 404):
+        raise DownloadError(f"{url} answered HTTP {response.status_code}: the repository or its file does not "
+                            f"exist (or is private). A GPT-2 repository needs {', '.join(HUB_FILES)}")
+    if response.status_code >= 400:
+        raise DownloadError(f"{url} answered HTTP {response.status_code} {response.reason}")
+    etag = response.headers.get("X-Linked-Etag") or response.headers.get("ETag")
+    commit = response.headers.get("X-Repo-Commit")
+    if not etag or not commit:
+        raise DownloadError(f"{url} did not answer like the Hugging Face Hub (no ETag or X-Repo-Commit header)")
+    etag = etag.removeprefix("W/").strip('"')
+    if not re.fullmatch(r"[\w.-]+", etag) or not re.fullmatch(r"[\w.-]+", commit):
+        raise DownloadError(f"{url} sent an ETag or commit that cannot name a file: {etag!r}, {commit!r}")
+    return etag, commit

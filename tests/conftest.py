@@ -50,3 +50,13 @@ def release_124M_dir():
             pytest.fail("CI=true and " + reason)
         pytest.skip(reason)
     return folder
+
+
+# A token tree's parents (parents[i] < i, -1 for a root), as in gpt2(..., parents=) and drafters.Proposal.
+def path_to(parents, i):
+    """The node indices root .. i: path_to([-1, -1, 0, 2], 3) == [0, 2, 3]."""
+    path = []
+    while i >= 0:
+        path.append(i)
+        i = parents[i]
+    return path[::-1]

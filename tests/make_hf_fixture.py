@@ -74,6 +74,8 @@ import torch
 from safetensors.numpy import load_file, save_file
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from conftest import path_to  # tests/ is on the path when this script runs
+
 FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures"
 
 # name -> hparams (OpenAI's names). Shapes are small so every fixture stays well under 1 MB.
@@ -199,15 +201,6 @@ def save_folder(model, name, kind, hparams):
                          ("n_head", "n_head"), ("n_layer", "n_layer")]:
         if config[theirs] != hparams[ours]:
             raise ValueError(f"{folder}/config.json: {theirs}={config[theirs]}, expected {hparams[ours]}")
-
-
-def path_to(parents, i):
-    """The node indices root .. i: path_to([-1, -1, 0, 2], 3) == [0, 2, 3]."""
-    path = []
-    while i >= 0:
-        path.append(i)
-        i = parents[i]
-    return path[::-1]
 
 
 def make_tree_fixture():

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from utils import MODEL_SIZES, RELEASE_FILES, DownloadError, download_gpt2_files
+from utils import MODEL_SIZES, RELEASE_FILES, DownloadError, download_gpt2_files, resolve_model
 
 DATA_FILE = "model.ckpt.data-00000-of-00001"
 FAST = dict(retries=3, backoff_seconds=0.0, timeout_seconds=10.0)
@@ -203,7 +203,8 @@ def test_a_missing_file_fails_at_once_without_retries(server, tmp_path):
 
 
 def test_an_unknown_model_size_is_a_ValueError_listing_the_sizes(tmp_path):
+    """resolve_model is the one place that understands names; it refuses before any download."""
     with pytest.raises(ValueError) as error:
-        download_gpt2_files("125M", tmp_path)
+        resolve_model("125M", tmp_path)
     for size in MODEL_SIZES:
         assert size in str(error.value)

@@ -8,11 +8,12 @@ the merge rules and the error messages without OpenAI's files.
 import functools
 import json
 
+import numpy as np
 import pytest
 import tiktoken
 import tiktoken.load
 
-from encoder import bytes_to_unicode, get_encoder
+from encoder import GPT2_PATTERN, bytes_to_unicode, get_encoder
 
 try:  # tiktoken >= 0.7 names its GPT-2 pattern; older versions spell it inline, as OpenAI's encoder.py does
     from tiktoken_ext.openai_public import r50k_pat_str as TIKTOKEN_GPT2_PATTERN
@@ -270,3 +271,35 @@ def test_decoding_an_unknown_id_is_a_value_error(tmp_path):
     encoder = get_encoder("tiny", tmp_path)  # ids 0..256
     with pytest.raises(ValueError, match="257"):
         encoder.decode([0, 257])
+
+
+# --- long words: the heap merge loop is O(n log n) and merges exactly what the rescan merges --------------------
+
+
+@pytest.mark.parametrize("word", ["a" * 30_000, "ab" * 15_000, "Ġ" + "xyzzy" * 4_000, "long_seeded_letters"])
+def test_a_very_long_word_encodes_to_the_same_ids_as_the_peer(release_124M_dir, word):
+    """One pre-token tens of thousands of letters long (the old loop rescanned it after every merge: O(n^2),
+    minutes at 100,000 letters). Overlapping runs ("a a a") test the left-to-right rule within one rank."""
+    if word == "long_seeded_letters":
+        rng = np.random.default_rng(0)
+        word = "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), size=30_000))
+    expected = tiktoken_gpt2(release_124M_dir).encode(word, disallowed_special=())
+    assert our_encoder(release_124M_dir).encode(word) == expected
+
+
+def test_random_short_texts_encode_to_the_same_ids_as_the_peer(release_124M_dir):
+    """1,000 seeded strings over an alphabet with repeats, spaces, newlines, accents, CJK and emoji."""
+    rng = np.random.default_rng(1)
+    alphabet = list("abcdeeeetttnnsss ĠāéЖ中😀\n  .,'")
+    ours, reference = our_encoder(release_124M_dir), tiktoken_gpt2(release_124M_dir)
+    for _ in range(1_000):
+        text = "".join(rng.choice(alphabet, size=rng.integers(1, 40)))
+        assert ours.encode(text) == reference.encode(text, disallowed_special=()), repr(text)
+
+
+def test_the_pre_tokenizer_follows_the_regex_package_s_unicode_tables_as_openai_s_encoder_does():
+    """U+0558 is a letter in `regex`'s tables (newer than tiktoken's): "!" + it + "'s" is cut as OpenAI's
+    encoder.py, which also uses `regex`, cuts it (README, "Which Unicode")."""
+    import regex
+
+    assert regex.findall(GPT2_PATTERN, "!\u0558's") == ["!", "\u0558", "'s"]

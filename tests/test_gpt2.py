@@ -17,7 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 import pytest
-from conftest import FIXTURES_DIR
+from conftest import FIXTURES_DIR, path_to
 
 from gpt2 import Cache, empty_cache, gpt2, keep_path, rollback
 
@@ -262,15 +262,6 @@ def load_trees():
 
 
 TREE_CASES = range(5)  # the trees of hf_gpt2_trees.npz (tests/make_hf_fixture.py's TREES)
-
-
-def path_to(parents, i):
-    """The node indices root .. i: path_to([-1, -1, 0, 2], 3) == [0, 2, 3]."""
-    path = []
-    while i >= 0:
-        path.append(i)
-        i = parents[i]
-    return path[::-1]
 
 
 def cached_prefix(params, n_head, prefix):

@@ -254,7 +254,7 @@ def test_a_model_size_downloads_what_is_missing_then_loads_it(release_124M_dir, 
 
 def test_anything_else_is_a_ValueError_listing_the_sizes_and_mentioning_folders(tmp_path):
     with pytest.raises(ValueError) as error:
-        load_encoder_hparams_and_params("gpt2-medium", str(tmp_path))
+        load_encoder_hparams_and_params("gpt-2-medium!", str(tmp_path))  # gpt2-medium is a Hub name now
     for size in MODEL_SIZES:
         assert size in str(error.value)
     assert "local folder" in str(error.value)

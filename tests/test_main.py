@@ -6,7 +6,12 @@ files (encoder.json + vocab.bpe from the `release_124M_dir` fixture). The real t
 the tiny models do too: 50257 * 8 floats = 1.6 MB per model, written into tmp_path only.
 
 The peer for the texts is a greedy decoder written here from `gpt2.gpt2` alone: the whole sequence, no cache,
-argmax of the last row. At temperature 0 both of main.py's samplers must print its text.
+argmax of the last row. At temperature 0 both of main.py's samplers must print its text, whatever the drafter.
+
+The trace, the colors and the picture are checked against the run's own report (rounds, kept and checked
+guesses), since their content is decided by random draws; show.py's formats are pinned down by
+tests/test_show.py on hand-made rounds. Bad flags run main.py's command line in this process (fast); a few
+runs in a subprocess show that nothing starts before the check.
 """
 
 import json
@@ -81,6 +86,16 @@ def write_hf_folder(folder, params, hparams, tokenizer_dir):
 def tiny_params(seed):
     # std 0.5 rather than GPT-2's 0.02: logits far apart, so no float32 near-tie decides a greedy token
     return random_params(TINY_HPARAMS, np.random.default_rng(seed), std=0.5)
+
+
+def near_params(params, rng, scale):
+    """params plus scale * standard normal noise on every array (in the nested order): a draft that agrees with
+    its target often but not always, so that a run shows kept guesses, rejections and bonus tokens."""
+    if isinstance(params, dict):
+        return {key: near_params(value, rng, scale) for key, value in params.items()}
+    if isinstance(params, list):
+        return [near_params(value, rng, scale) for value in params]
+    return (params + scale * rng.standard_normal(params.shape)).astype(params.dtype)
 
 
 @pytest.fixture
@@ -159,6 +174,18 @@ def test_the_run_prints_both_greedy_texts_times_speedup_acceptance_and_target_pa
     passes = re.search(r"^target forward passes: autoregressive (\d+), speculative (\d+)", out, flags=re.MULTILINE)
     assert passes and int(passes.group(1)) == 12 and 3 <= int(passes.group(2)) <= 12
     assert "the two texts are identical: yes" in out
+    rounds = re.search(r"(\d+) rounds, (\d+) target forward passes", sp_part)
+    assert rounds and rounds.group(1) == rounds.group(2) == passes.group(2)  # a round is one target pass
+    assert re.search(rf"^drafter model, K=3: {rounds.group(1)} rounds, mean k [0-3]\.\d\d$", out, flags=re.MULTILINE)
+    assert "\x1b[" not in out  # --color auto and stdout is a pipe: no color codes
+
+    # Acceptance by position: a position after the first is checked only once the guesses before it were kept.
+    # So when no guess at all was kept, positions 2 and 3 print n/a (0 of 0 is not a rate), not 0.00.
+    line = re.search(r"^acceptance rate: .*$", out, flags=re.MULTILINE).group(0)
+    rates = line.split("by draft position 1..3: ")[1].rstrip(")").split(", ")
+    assert len(rates) == 3 and all(re.fullmatch(r"[01]\.\d\d|n/a", rate) for rate in rates)
+    if re.search(r"\(0 of \d+ checked", line):
+        assert rates == ["0.00", "n/a", "n/a"]
 
 
 def test_a_draft_equal_to_the_target_has_every_guess_accepted(tmp_path, target_dir):
@@ -176,8 +203,11 @@ def test_a_draft_equal_to_the_target_has_every_guess_accepted(tmp_path, target_d
 
 
 def test_without_the_cache_both_samplers_recompute_and_still_print_the_greedy_text(tmp_path, target_dir, draft_dir):
-    """--kv_cache False (picoGPT's way) changes the cost of a pass, never the tokens: same peer text, twice."""
-    result = run_main("--prompt", PROMPT, "--n_tokens_to_generate", 8, "--K", 2, "--kv_cache", False,
+    """--kv_cache false (picoGPT's way) changes the cost of a pass, never the tokens: same peer text, twice.
+
+    Lower-case "false" on purpose: fire alone reads it as the string "false", which is true, and runs WITH the cache.
+    """
+    result = run_main("--prompt", PROMPT, "--n_tokens_to_generate", 8, "--K", 2, "--kv_cache", "false",
                       "--draft_model_size", draft_dir, "--target_model_size", target_dir, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "KV cache OFF" in result.stdout
@@ -194,6 +224,124 @@ def test_sampling_with_temperature_top_k_and_top_p_is_reproducible_from_the_seed
     texts = [[line for line in run.stdout.splitlines() if line.startswith(PROMPT)] for run in (first, second)]
     assert len(texts[0]) == 2 and texts[0] == texts[1]
     assert "temperature 0.8: the two texts are two samples from the same distribution" in first.stdout
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Drafters, trees, the stream, the trace and the picture
+# ------------------------------------------------------------------------------------------------------------
+
+
+def report_numbers(out):
+    """(rounds, kept guesses, checked guesses) as the report prints them."""
+    rounds = int(re.search(r"; (\d+) rounds, \d+ target forward passes", out).group(1))
+    kept, checked = map(int, re.search(r"^acceptance rate: [\d.]+ \((\d+) of (\d+) checked", out, re.M).groups())
+    return rounds, kept, checked
+
+
+def trace_lines(out):
+    return [line for line in out.splitlines() if line.startswith("round ")]
+
+
+@pytest.mark.parametrize("flags, report", [
+    (("--drafter", "lookup", "--draft_model_size", "no/such/folder"), r"drafter lookup, K=3: \d+ rounds, mean k "
+     r"[\d.]+; \d+ of \d+ rounds \(\d+%\) found a match"),
+    (("--drafter", "staged", "--max_ngram", 2), r"drafter staged, K=3: \d+ rounds, mean k [\d.]+\n"),
+    (("--K", "auto"), r"drafter model, K=auto: \d+ rounds, mean k [\d.]+"),
+    (("--tree", "2,2,1", "--plot", "rounds.png"), r"tree: [\d.]+ nodes per target pass; accepted paths went "
+     r"[\d.]+ deep on average, \d+ at most \(rounds by depth: 0: \d+"),
+], ids=["lookup", "staged", "auto", "tree"])
+def test_every_drafter_prints_the_greedy_text_its_rounds_and_one_trace_line_per_round(tmp_path, target_dir,
+                                                                                     draft_dir, flags, report):
+    """Temperature 0: whatever proposes the guesses, speculative sampling prints the target's greedy text.
+
+    The trace has exactly one `round N:` line per round the report counts (N = 1, 2, ... in order), its guesses
+    marked kept add up to the report's kept guesses, and kept + rejected to the checked ones. With lookup no
+    draft model is loaded: --draft_model_size names a folder that does not exist, and nobody minds.
+    """
+    draft = () if "--draft_model_size" in flags else ("--draft_model_size", draft_dir)
+    K = () if "--K" in flags else ("--K", 3)
+    result = run_main("--prompt", PROMPT + PROMPT, "--n_tokens_to_generate", 12, "--trace", *K, *draft,
+                      "--target_model_size", target_dir, *flags, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "the two texts are identical: yes" in out
+    assert re.search(report, out), out
+    rounds, kept, checked = report_numbers(out)
+    lines = trace_lines(out)
+    assert [line.split(":")[0] for line in lines] == [f"round {i}" for i in range(1, rounds + 1)]
+    assert sum(line.count(" kept") for line in lines) == kept
+    assert sum(line.count(" rejected") for line in lines) == checked - kept
+    if "lookup" in flags:
+        assert "loading the target" in out and "loading the draft" not in out and "no draft model" in out
+    if "--plot" in flags:  # the picture of the rounds, written into cwd
+        assert (tmp_path / "rounds.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "the rounds are drawn in rounds.png" in out
+
+
+def masked(out):
+    """The output without what changes from run to run: times, tokens/s and the speedup."""
+    out = re.sub(r"\d+\.\d\d s = \d+\.\d\d tokens/s", "T s = R tokens/s", out)
+    return re.sub(r"speedup: \d+\.\d\dx", "speedup: Sx", out)
+
+
+def test_stripped_of_its_colors_always_prints_exactly_what_never_prints(tmp_path, target_dir, release_124M_dir):
+    """--color always paints the speculative text and the trace; without the codes it is --color never's text.
+
+    The draft is the target plus noise (near_params) at temperature 1, so the run has all three colors: green
+    (a kept guess, code 32), red (a residual token, 31) and blue (a bonus token, 34). It is the README's run.
+    """
+    import show
+
+    near = write_hf_folder(tmp_path / "near", near_params(tiny_params(seed=1), np.random.default_rng(5), 0.2),
+                           TINY_HPARAMS, release_124M_dir)
+    flags = ("--prompt", PROMPT, "--n_tokens_to_generate", 30, "--K", 4, "--temperature", 1, "--trace",
+             "--draft_model_size", near, "--target_model_size", target_dir)
+    always, never = run_main(*flags, "--color", "always", cwd=tmp_path), run_main(*flags, "--color", "never",
+                                                                                 cwd=tmp_path)
+    assert always.returncode == 0 and never.returncode == 0, always.stderr + never.stderr
+    assert all(f"\x1b[{code}m" in always.stdout for code in (32, 31, 34)) and "\x1b[" not in never.stdout
+    assert masked(show.strip_colors(always.stdout)) == masked(never.stdout)
+    assert "colors: green = a draft guess the target kept, red = the target's token after a rejection" in never.stdout
+    rounds, kept, checked = report_numbers(never.stdout)
+    lines = trace_lines(never.stdout)
+    assert len(lines) == rounds and sum(line.count(" kept") for line in lines) == kept > 0
+    assert sum(line.count(" rejected") for line in lines) == checked - kept > 0
+    # the README's trace excerpt ("Watching the rounds") is this run's: it goes stale if the sampler changes
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    excerpt = readme.split("<!-- trace-excerpt: begin -->\n```text\n", 1)[1].split("```", 1)[0].splitlines()
+    assert excerpt and excerpt == lines[: len(excerpt)]
+
+
+def run_on_a_terminal(flags, cwd, env):
+    """main.py with its stdout on a pseudo-terminal (so isatty() is True): everything it wrote there."""
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *map(str, flags)], cwd=cwd,
+                               stdout=follower, stderr=subprocess.PIPE, env={**_base_env(), **env})
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the process closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert process.wait(timeout=120) == 0, process.stderr.read()
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def test_auto_colors_a_terminal_unless_no_color_is_set(tmp_path, target_dir, draft_dir):
+    """On a terminal --color auto paints; with NO_COLOR=1 it does not (https://no-color.org). (A pipe: the tests
+    above.)"""
+    flags = ("--prompt", PROMPT, "--n_tokens_to_generate", 4, "--K", 2, "--draft_model_size", draft_dir,
+             "--target_model_size", target_dir)
+    assert "\x1b[3" in run_on_a_terminal(flags, tmp_path, {})
+    assert "\x1b[" not in run_on_a_terminal(flags, tmp_path, {"NO_COLOR": "1"})
 
 
 def test_help_explains_every_flag(tmp_path):
@@ -247,24 +395,104 @@ def test_the_base_url_flag_overrides_the_environment(tmp_path):
     assert f"http://127.0.0.1:{port}/mirror/124M/" in one_error_line(result)
 
 
-@pytest.mark.parametrize(
-    "flags, expected",
-    [
-        (("--target_model_size", "7B"), "--target_model_size must be one of 124M, 355M, 774M, 1558M"),
-        (("--draft_model_size", "no/such/folder"), "--draft_model_size must be one of"),
-        (("--K", 0), "--K (draft tokens per round) must be a whole number >= 1; got 0"),
-        (("--n_tokens_to_generate", 2000), "more than GPT-2's context of 1024 tokens"),
-        (("--temperature", -1), "--temperature must be a number >= 0"),
-        (("--top_p", 1.5), "--top_p must be a number in (0, 1]"),
-    ],
-)
-def test_a_bad_flag_gets_one_clear_line_before_any_download(tmp_path, flags, expected):
-    """Checked before anything is downloaded: models_dir stays empty, the exit code is 2 (bad input)."""
-    result = run_main("--models_dir", tmp_path / "models", *flags, cwd=tmp_path,
-                      env={"GPT2_BASE_URL": "http://127.0.0.1:9"})
-    assert expected in one_error_line(result)
-    assert result.returncode == 2
-    assert not (tmp_path / "models").exists()
+BAD_FLAGS = [
+    # (flags, what the one error line must say); each is refused before anything is downloaded
+    (("--target_model_size", "7B"), "--target_model_size: unknown model '7B': use one of 124M"),
+    (("--draft_model_size", "no/such/folder"), "--draft_model_size: unknown model 'no/such/folder'"),
+    (("--draft_model_size", "124"), "--draft_model_size: unknown model '124'"),  # fire would have made it the int 124
+    (("--K", 0), "--K (draft tokens per round) must be a whole number >= 1 or auto; got '0'"),
+    (("--K", "2.5"), "--K (draft tokens per round) must be a whole number >= 1 or auto"),
+    (("--K", 1_000_000_000), "--K 1000000000 is more draft tokens than GPT-2's context of 1024 tokens can hold"),
+    (("--n_tokens_to_generate", 2000), "more than GPT-2's context of 1024 tokens"),
+    (("--temperature", -1), "--temperature must be a number >= 0"),
+    (("--temperature", "1e-320"), "--temperature 1e-320 is too small: logits / temperature overflows float64"),
+    (("--temperature", "nan"), "--temperature must be a finite number"),
+    (("--top_p", 1.5), "--top_p must be a number in (0, 1]"),
+    (("--top_k", "0"), "--top_k must be a whole number >= 1"),
+    (("--temprature", 0.7), "unknown flag --temprature (did you mean --temperature?)"),
+    (("--kv-cach", "false"), "unknown flag --kv-cach (did you mean --kv_cache?)"),
+    (("--kv_cache", "maybe"), "--kv_cache must be true or false; got 'maybe'"),
+    (("--trace", "1"), "--trace must be true or false; got '1'"),
+    (("--seed", -1), "--seed must be a whole number >= 0; got -1"),
+    (("--seed", "abc"), "--seed must be a whole number >= 0; got 'abc'"),
+    (("--download_retries", "abc"), "--download_retries must be a whole number >= 0; got 'abc'"),
+    (("--download_retries", 10_000), "--download_retries must be a whole number from 0 to 20"),
+    (("--base_url", 123), "--base_url must be a web address starting http:// or https://; got '123'"),
+    (("--drafter", "lokup"), "--drafter must be one of model, lookup, staged; got 'lokup' (did you mean lookup?)"),
+    (("--drafter", "lookup", "--max_ngram", 0), "--max_ngram must be a whole number >= 1; got 0"),
+    (("--drafter", "lookup", "--min_ngram", 4), "--min_ngram 4 is more than --max_ngram 3"),
+    (("--tree", ""), "--tree is empty"),
+    (("--tree", "2,0,1"), "--tree: every branching must be >= 1"),
+    (("--tree", "2,x"), "--tree must be whole numbers separated by commas"),
+    (("--tree", ",".join(["2"] * 40)), "has more than 1023 nodes: it does not fit in GPT-2's context of 1024"),
+    (("--tree", "2,2", "--drafter", "lookup"), "--tree needs --drafter model"),
+    (("--color", "sometimes"), "--color must be one of auto, always, never"),
+    (("--plot", "no/such/folder/rounds.png"), "--plot must name a file in an existing folder"),
+    (("--prompt",), "--prompt needs a value"),
+    (("--K", 3, "--K", 4), "--K is given twice"),
+    (("-t", 1), "-t is ambiguous"),
+    (("one", "two", "three", *["x"] * 20), "unexpected argument"),
+]
+
+
+@pytest.mark.parametrize("flags, expected", BAD_FLAGS, ids=[" ".join(map(str, f)) for f, _ in BAD_FLAGS])
+def test_a_bad_flag_gets_one_clear_line_before_any_download(tmp_path, monkeypatch, capsys, flags, expected):
+    """main.py's command line, run in this process (fast): one `error:` line, exit code 2, nothing downloaded.
+
+    In-process is as strict as a subprocess here: an exception other than the SystemExit of the one-line
+    report would fail the test with its traceback.
+    """
+    import main
+
+    monkeypatch.setenv("GPT2_BASE_URL", "http://127.0.0.1:9")  # nobody listens: a download could not succeed
+    with pytest.raises(SystemExit) as exit_info:
+        main.run_command_line(["--models_dir", str(tmp_path / "models"), *map(str, flags)])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 2
+    assert err.startswith("error: ") and err.count("\n") == 1 and expected in err, err
+    assert "loading" not in out and not (tmp_path / "models").exists()
+
+
+def test_models_dir_naming_a_file_gets_one_clear_line(tmp_path, capsys):
+    import main
+
+    (tmp_path / "a_file").write_text("not a folder")
+    with pytest.raises(SystemExit) as exit_info:
+        main.run_command_line(["--models_dir", str(tmp_path / "a_file")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1
+    assert err.startswith(f"error: --models_dir {tmp_path / 'a_file'} is a file, not a folder")
+
+
+def test_a_misspelt_flag_stops_the_run_before_any_loading_in_a_subprocess_too(tmp_path, target_dir, draft_dir):
+    """fire alone would run the whole comparison and only then complain about --temprature."""
+    result = run_main("--prompt", PROMPT, "--draft_model_size", draft_dir, "--target_model_size", target_dir,
+                      "--temprature", 0.7, cwd=tmp_path)
+    assert "unknown flag --temprature (did you mean --temperature?)" in one_error_line(result)
+    assert result.returncode == 2 and result.stdout == ""
+
+
+def test_flags_take_fires_syntax_and_booleans_any_case(target_dir, draft_dir):
+    """--name value, --name=value, a bare --flag, --noflag, -x for a unique first letter, and values by position."""
+    import main
+
+    kwargs = main.parse_command_line(["Hello, world", "--K=3", "--nokv_cache", "--trace", "-s", "5", "--drafter",
+                                      "lookup"], main.main)
+    assert kwargs == {"prompt": "Hello, world", "K": "3", "kv_cache": False, "trace": True, "seed": "5",
+                      "drafter": "lookup"}
+    flags = main.check_flags(**{**main_defaults(), "kv_cache": "FALSE", "trace": "True", "K": "auto",
+                                "tree": "2,2,1", "prompt": "Hello, world", "target_model_size": str(target_dir),
+                                "draft_model_size": str(draft_dir)})
+    assert flags.kv_cache is False and flags.trace is True and flags.K == "auto" and flags.tree == (2, 2, 1)
+    assert flags.prompt == "Hello, world"  # fire would have made the tuple ("Hello", "world")
+
+
+def main_defaults():
+    import inspect
+
+    import main
+
+    return {name: p.default for name, p in inspect.signature(main.main).parameters.items()}
 
 
 def test_a_prompt_and_n_longer_than_the_context_get_one_clear_line(tmp_path, target_dir, draft_dir):
@@ -273,6 +501,16 @@ def test_a_prompt_and_n_longer_than_the_context_get_one_clear_line(tmp_path, tar
                       "--draft_model_size", draft_dir, "--target_model_size", target_dir, cwd=tmp_path)
     line = one_error_line(result)
     assert "is more than the models' context of 64" in line and result.returncode == 2
+
+
+def test_a_tree_that_does_not_fit_after_the_prompt_and_n_gets_one_clear_line(tmp_path, target_dir, draft_dir):
+    """n_ctx 64: a 6-token prompt + 40 tokens leaves 64 - 6 - 39 = 19 positions for the last round's tree, and
+    the tree 4,4 has 4 + 16 = 20 nodes."""
+    result = run_main("--prompt", PROMPT, "--n_tokens_to_generate", 40, "--tree", "4,4",
+                      "--draft_model_size", draft_dir, "--target_model_size", target_dir, cwd=tmp_path)
+    line = one_error_line(result)
+    assert "--tree 4,4 (20 nodes)" in line and "needs 65 positions, more than the models' context of 64" in line
+    assert result.returncode == 2
 
 
 def test_a_draft_with_another_vocabulary_gets_one_clear_line(tmp_path, target_dir, release_124M_dir):
@@ -286,3 +524,23 @@ def test_a_draft_with_another_vocabulary_gets_one_clear_line(tmp_path, target_di
     line = one_error_line(result)
     assert "different vocabularies" in line and "n_vocab 50)" in line and "n_vocab 50257)" in line
     assert result.returncode == 2
+
+
+def test_nan_weights_are_reported_not_decoded(tmp_path, release_124M_dir):
+    """A NaN in one weight makes every logit NaN, and greedy decoding would print "!!!!!" (token 0) forever."""
+    params = tiny_params(seed=1)
+    params["blocks"][1]["mlp"]["c_fc"]["w"][3, 5] = np.nan
+    folder = write_hf_folder(tmp_path / "nan_target", params, TINY_HPARAMS, release_124M_dir)
+    result = run_main("--prompt", PROMPT, "--drafter", "lookup", "--target_model_size", folder, cwd=tmp_path)
+    line = one_error_line(result)
+    assert result.returncode == 1 and "NaN or infinite weights in blocks.1.mlp.c_fc.w (1 NaN" in line
+    assert "!!!" not in result.stdout
+
+
+def test_weights_that_overflow_in_the_forward_pass_are_reported_not_decoded(tmp_path, release_124M_dir):
+    """Finite weights of size 1e20: x * x in layer norm overflows float32 to inf, so the logits are NaN."""
+    params = random_params(TINY_HPARAMS, np.random.default_rng(1), std=1e20)
+    folder = write_hf_folder(tmp_path / "huge_target", params, TINY_HPARAMS, release_124M_dir)
+    result = run_main("--prompt", PROMPT, "--drafter", "lookup", "--target_model_size", folder, cwd=tmp_path)
+    assert "NaN" in one_error_line(result) and result.returncode == 1
+    assert "!!!" not in result.stdout

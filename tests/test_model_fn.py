@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import gpt2
+from conftest import path_to
 from sampling import create_model_fn
 
 HPARAMS = {"n_vocab": 64, "n_ctx": 48, "n_embd": 32, "n_head": 4, "n_layer": 2}
@@ -45,15 +46,6 @@ TREES = {
 
 def model_fn(**kwargs):
     return create_model_fn(PARAMS, HPARAMS, **kwargs)
-
-
-def path_to(parents, i):
-    """The node indices root .. i: path_to([-1, -1, 0, 2], 3) == [0, 2, 3]."""
-    path = []
-    while i >= 0:
-        path.append(i)
-        i = parents[i]
-    return path[::-1]
 
 
 def plain_rows(prefix, nodes, parents, n):

@@ -49,6 +49,21 @@ def test_the_worked_round_follows_the_rules_it_illustrates():
     assert first["beta"] == pytest.approx(0.5) and first["normalised"] == pytest.approx([0.8, 0.2, 0.0])
 
 
+def test_the_worked_rounds_are_what_speculative_sampling_writes_with_the_same_seed():
+    """img/worked_round.py spells the algorithm out instead of calling sampling.py, drawing its uniforms in the
+    sampler's order (Step 1's draws, then one per check, then the residual's or the bonus token's). So the
+    sampler, given the same tables, prompt, K and seed, must write the same tokens."""
+    from sampling import speculative_sampling
+    from test_speculative_exactness import markov_model
+
+    rounds = worked_round.worked_rounds()
+    written = [token for rnd in rounds for token in rnd["written"]]
+    draft, target = markov_model(worked_round.DRAFT_TABLE), markov_model(worked_round.TARGET_TABLE)
+    out = speculative_sampling(worked_round.PROMPT, draft, target, len(written), worked_round.K,
+                               np.random.default_rng(worked_round.SEED))
+    assert out[len(worked_round.PROMPT) :] == written
+
+
 def test_the_worked_round_uses_the_exactness_tests_tables():
     try:
         from markov import DRAFT_TABLE, TARGET_TABLE
@@ -154,3 +169,31 @@ def test_fix_line_links_moves_a_stale_link_to_its_code(tmp_path):
     assert fix_line_links(text, tmp_path) == "[`def f`](m.py#L3) and [`f()`](m.py#L7) and [`def g`, here](m.py#L6)"
     with pytest.raises(ValueError, match="no line of m.py holds"):
         fix_line_links("[`def h`](m.py#L1)", tmp_path)
+
+
+def test_the_exactness_table_shows_the_correct_sampler_under_its_bound_and_every_wrong_rule_over_its_own():
+    header, *rows = markdown_rows(generated_block(README, "exactness-table"))
+    assert rows[0][0].startswith("speculative") and all(row[0].startswith("wrong: ") for row in rows[1:])
+    correct_tv = max(float(v) for v in rows[0][1].split("–"))
+    assert correct_tv < float(rows[0][2])
+    for rule, tv, bound in rows[1:]:
+        assert float(tv) > float(bound), rule
+
+
+def test_make_readme_figures_runs_end_to_end_on_tiny_models(tmp_path, release_124M_dir, capsys):
+    """The one command, on tiny random models and without touching README.md (--dry_run): every part it
+    writes is printed, and its cost table passes the checks the README's does."""
+    from make_readme_figures import main
+    from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
+
+    tiny = str(write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir))
+    main(random_weights=True, draft_model_size=tiny, target_model_size=tiny, Ks=(1, 2), n_tokens_to_generate=4,
+         repeats=1, dry_run=True, sample_run_tokens=4, drafters="", trees="", sample_run_sizes=(tiny, tiny),
+         exactness=False)
+    out = capsys.readouterr().out
+    for name in ("worked-round", "cost-table", "cost-summary", "sample-run", "machine"):
+        assert f"--- {name}\n" in out, name
+    table = out.split("--- cost-table\n")[1].split("\n\n")[0]
+    header, *rows = markdown_rows(table)
+    assert [row[0] for row in rows] == ["1", "2"] and len(set(re.findall(r"α = ([\d.]+)", " ".join(header)))) == 1
+    assert "$ python main.py --draft_model_size /tmp/random-tiny-draft --target_model_size /tmp/random-tiny-target" in out

@@ -1,0 +1,203 @@
+"""Models by their Hugging Face names: the Hugging Face cache and the Hub, checked against the real client.
+
+`HubServer` answers on 127.0.0.1 like the Hugging Face Hub answers huggingface_hub: HEAD and GET on
+/{repo}/resolve/main/{file} with the headers the client reads (ETag, X-Repo-Commit, Content-Length), and for
+the large file a 302 redirect to a content address with X-Linked-Etag and X-Linked-Size, where the bytes are
+served (with Range). Both directions are tested: a cache written by huggingface_hub's own hf_hub_download is
+read by this project with no request at all, and what this project downloads is found by huggingface_hub
+(try_to_load_from_cache, and hf_hub_download with local_files_only=True). The weights are tiny and random.
+"""
+
+import hashlib
+import http.server
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+import main
+import utils
+from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
+
+huggingface_hub = pytest.importorskip("huggingface_hub")
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+class HubServer:
+    """{repo id: {file name: bytes}} served the Hub's way (see the module docstring); requests are counted."""
+
+    def __init__(self, repos):
+        self.repos = repos
+        self.requests = []
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self.http.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.http.server_port}"
+        threading.Thread(target=self.http.serve_forever, args=(0.01,), daemon=True).start()
+
+    def close(self):
+        self.http.shutdown()
+        self.http.server_close()
+
+    def _handler_class(self):
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_HEAD(self):
+                self.answer(body=False)
+
+            def do_GET(self):
+                self.answer(body=True)
+
+            def answer(self, body):
+                server.requests.append((self.command, self.path))
+                if self.path.startswith("/cdn/"):  # where a large file's redirect points: its sha256
+                    data = next((d for files in server.repos.values() for d in files.values()
+                                 if hashlib.sha256(d).hexdigest() == self.path[5:]), None)
+                    if data is None:
+                        return self.send_error(404)
+                    return self.send_bytes(data, body, etag=self.path[5:])
+                repo, sep, name = self.path.lstrip("/").partition("/resolve/main/")
+                data = server.repos.get(repo, {}).get(name) if sep else None
+                if data is None:
+                    self.send_response(404)
+                    self.send_header("X-Error-Code", "EntryNotFound" if repo in server.repos else "RepoNotFound")
+                    self.send_header("Content-Length", "0")
+                    return self.end_headers()
+                if name.endswith(".safetensors"):  # a large (LFS) file: a redirect to its content address
+                    sha256 = hashlib.sha256(data).hexdigest()
+                    self.send_response(302)
+                    self.send_header("Location", f"{server.url}/cdn/{sha256}")
+                    self.send_header("X-Linked-Etag", f'"{sha256}"')
+                    self.send_header("X-Linked-Size", str(len(data)))
+                    self.send_header("ETag", '"not-the-linked-one"')
+                    self.send_header("X-Repo-Commit", COMMIT)
+                    self.send_header("Content-Length", "0")
+                    return self.end_headers()
+                self.send_bytes(data, body, etag=hashlib.sha1(data).hexdigest())
+
+            def send_bytes(self, data, body, etag=None):
+                start = 0
+                if self.headers.get("Range"):
+                    start = int(self.headers["Range"].split("=")[1].split("-")[0])
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(data) - start))
+                self.send_header("X-Repo-Commit", COMMIT)
+                if etag:
+                    self.send_header("ETag", f'"{etag}"')
+                self.end_headers()
+                if body:
+                    self.wfile.write(data[start:])
+
+        return Handler
+
+
+def repo_files(tmp_path, tokenizer_dir, seed=1, config_changes=None):
+    """{file name: bytes} of a tiny random GPT-2 repository: config.json, model.safetensors, vocab.json, merges.txt."""
+    folder = write_hf_folder(tmp_path / f"repo{seed}", tiny_params(seed), TINY_HPARAMS, tokenizer_dir)
+    config = {**json.loads((folder / "config.json").read_text()), **(config_changes or {})}
+    return {"config.json": json.dumps(config).encode(), "model.safetensors": (folder / "model.safetensors").read_bytes(),
+            "vocab.json": (folder / "encoder.json").read_bytes(), "merges.txt": (folder / "vocab.bpe").read_bytes()}
+
+
+@pytest.fixture
+def hub(tmp_path, release_124M_dir, monkeypatch):
+    files = repo_files(tmp_path, release_124M_dir)
+    server = HubServer({"openai-community/gpt2": files, "gpt2": files, "distilbert/distilgpt2": files,
+                        "someone/not-gpt2": repo_files(tmp_path, release_124M_dir, 2, {"model_type": "llama"}),
+                        "someone/no-safetensors": {k: v for k, v in files.items() if k != "model.safetensors"}})
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    yield server
+    server.close()
+
+
+def error_lines(stderr):
+    """The lines of stderr that are not progress bars (tqdm redraws its bar with carriage returns), and no
+    traceback: what a user reads as the error."""
+    assert "Traceback" not in stderr
+    return [line.rsplit("\r", 1)[-1] for line in stderr.splitlines() if line.rsplit("\r", 1)[-1].strip()
+            and "%|" not in line.rsplit("\r", 1)[-1]]
+
+
+@pytest.mark.parametrize("hub_id", ["openai-community/gpt2", "gpt2"])  # canonical, and the legacy folder name
+def test_a_cache_written_by_huggingface_hub_is_read_with_no_request(hub, tmp_path, hub_id):
+    for name in utils.HUB_FILES:
+        huggingface_hub.hf_hub_download(hub_id, name, cache_dir=tmp_path / "hf-cache", endpoint=hub.url)
+    assert (tmp_path / "hf-cache" / f"models--{hub_id.replace('/', '--')}" / "refs" / "main").is_file()
+    requests_before = len(hub.requests)
+    folder = utils.resolve_model("gpt2", str(tmp_path / "models"))
+    encoder, hparams, params = utils.load_model(folder)
+    assert len(hub.requests) == requests_before  # not one request: every file was in the cache
+    assert hparams == TINY_HPARAMS and encoder.encode("Hello world!") == [15496, 995, 0]
+
+
+def test_what_we_download_is_found_by_huggingface_hub_and_is_the_same_bytes(hub, tmp_path):
+    folder = utils.resolve_model("distilgpt2", str(tmp_path / "models"))
+    cache = tmp_path / "hf-cache"
+    assert folder == cache / "models--distilbert--distilgpt2" / "snapshots" / COMMIT
+    assert (cache / "models--distilbert--distilgpt2" / "refs" / "main").read_text() == COMMIT
+    blob = (folder / "model.safetensors").resolve()
+    assert blob.parent.name == "blobs" and blob.name == hashlib.sha256(blob.read_bytes()).hexdigest()  # by ETag
+    for name in utils.HUB_FILES:
+        found = huggingface_hub.try_to_load_from_cache("distilbert/distilgpt2", name, cache_dir=cache)
+        assert isinstance(found, str) and Path(found).read_bytes() == hub.repos["distilbert/distilgpt2"][name]
+    requests_before = len(hub.requests)
+    path = huggingface_hub.hf_hub_download("distilbert/distilgpt2", "model.safetensors", cache_dir=cache,
+                                           local_files_only=True)
+    assert Path(path).resolve() == blob and len(hub.requests) == requests_before
+    assert utils.resolve_model("distilgpt2", str(tmp_path / "models")) == folder  # the second time: the cache
+
+
+def test_main_runs_the_seeds_pair_by_hub_names(hub, tmp_path, capsys):
+    """`--draft_model_size distilgpt2 --target_model_size gpt2` (distinct repos, one tokenizer), greedy."""
+    main.run_command_line(["--draft_model_size", "distilgpt2", "--target_model_size", "openai-community/gpt2",
+                           "--n_tokens_to_generate", "6", "--models_dir", str(tmp_path / "models")])
+    assert "identical: yes" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("someone/no-safetensors", "HTTP 404: the repository or its file does not exist"),
+    ("someone/not-gpt2", "model_type is 'llama'"),
+    ("nobody/nothing", "HTTP 404"),
+])
+def test_a_bad_repository_is_one_error_line_and_a_nonzero_exit(hub, tmp_path, capsys, name, expected):
+    with pytest.raises(SystemExit) as exit_info:
+        main.run_command_line(["--target_model_size", name, "--drafter", "lookup", "--models_dir",
+                               str(tmp_path / "models"), "--download_retries", "0"])
+    err = error_lines(capsys.readouterr().err)
+    assert exit_info.value.code == 1 and len(err) == 1 and expected in err[0], err
+
+
+def test_nothing_cached_and_no_network_names_the_cache_folder_and_the_url(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing answers
+    with pytest.raises(SystemExit) as exit_info:
+        main.run_command_line(["--target_model_size", "gpt2-medium", "--drafter", "lookup", "--download_retries",
+                               "0", "--models_dir", str(tmp_path / "models")])
+    err = error_lines(capsys.readouterr().err)
+    assert exit_info.value.code == 1 and len(err) == 1
+    assert "http://127.0.0.1:9/openai-community/gpt2-medium/resolve/main/config.json" in err[0]
+    assert str(tmp_path / "empty-cache" / "models--openai-community--gpt2-medium") in err[0]
+
+
+def test_when_openai_s_bucket_fails_the_error_names_the_same_model_on_the_hub(tmp_path):
+    with pytest.raises(utils.DownloadError, match="'gpt2-medium'"):
+        utils.resolve_model("355M", str(tmp_path / "models"), base_url="http://127.0.0.1:9", retries=0)
+
+
+def test_help_lists_every_name_and_the_openai_size_it_matches(capsys):
+    with pytest.raises(SystemExit):  # fire exits after printing the help
+        main.run_command_line(["--help"])
+    captured = capsys.readouterr()
+    out = " ".join((captured.out + captured.err).split())  # fire writes its help to one or the other
+    for name, size in [("gpt2", "124M"), ("gpt2-medium", "355M"), ("gpt2-large", "774M"), ("gpt2-xl", "1558M")]:
+        assert f"{name} (= {size})" in out
+    assert "distilgpt2" in out and "openai-community/gpt2" in out and "distilbert/distilgpt2" in out
