@@ -704,9 +704,9 @@ def hparams_of(name):
     folder (hparams.json or a Hugging Face config.json)."""
     if name in HPARAMS:
         return HPARAMS[name]
-    if name in HUB_MODELS:
-        size = HUB_MODELS[name][1]
-        return HPARAMS[size] if size else DISTILGPT2_HPARAMS
+    sizes = {key: size for short, (hub_id, size) in HUB_MODELS.items() for key in (short, hub_id)}
+    if name in sizes:  # a Hugging Face name or its Hub id ("openai-community/gpt2")
+        return HPARAMS[sizes[name]] if sizes[name] else DISTILGPT2_HPARAMS
     folder = Path(name)
     if (folder / "hparams.json").is_file():
         return json.loads((folder / "hparams.json").read_text())
@@ -778,8 +778,8 @@ def main(
     """Print the table of acceptance, costs and speedups for each K (see the module docstring), and plot it.
 
     Args:
-        draft_model_size: the draft model: 124M, 355M, 774M, 1558M (downloaded into models_dir), or a local folder.
-        target_model_size: the target model: a size or a local folder.
+        draft_model_size: the draft model: 124M, 355M, 774M, 1558M (downloaded into models_dir); gpt2 (= 124M), gpt2-medium (= 355M), gpt2-large (= 774M), gpt2-xl (= 1558M), distilgpt2, their Hub ids or any owner/name of a GPT-2 repository (from the Hugging Face cache, else the Hub); or a local folder.
+        target_model_size: the target model: any name --draft_model_size takes.
         Ks: the lookaheads to try, comma-separated: 1,2,4,8.
         prompts: the prompts (one string, or a list); each sampler continues each of them. With --random_weights one random 10-token prompt is used instead.
         n_tokens_to_generate: new tokens per prompt and run.

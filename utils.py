@@ -124,6 +124,9 @@ def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.
 
 def _download_error(url, folder, reason):
     by_hand_url = url.rsplit("/", 1)[0]
+    if "/resolve/main/" in url:  # a Hub file (section 5): its blob's name must be the ETag, so no copy by hand
+        return DownloadError(f"could not download {url} into {folder}: {reason}. Run again to resume (finished "
+                             f"files are kept)")
     return DownloadError(
         f"could not download {url} into {folder}: {reason}. Run again to resume (finished files are kept), "
         f"or download the files by hand from {by_hand_url} into {folder} "
@@ -967,15 +970,25 @@ def hub_snapshot(repo_id, retries=3, backoff_seconds=1.0, timeout_seconds=30.0):
         return snapshot
     endpoint = (os.environ.get("HF_ENDPOINT") or HUB_ENDPOINT).rstrip("/")
     folder = hub_cache_folders(repo_id)[0]
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):  # huggingface_hub's switch
+        raise DownloadError(f"{repo_id} is not (completely) in the Hugging Face cache {hf_hub_cache()}, and "
+                            f"HF_HUB_OFFLINE is set: unset it to download it from {endpoint}/{repo_id}")
     commit = None
     for name in HUB_FILES:
         url = f"{endpoint}/{repo_id}/resolve/main/{name}"
-        etag, file_commit = hub_file_metadata(url, folder, timeout_seconds)
+        etag, file_commit, size = hub_file_metadata(url, folder, timeout_seconds)
         commit = commit or file_commit
         blob = folder / "blobs" / etag
         if not blob.is_file():  # a blob under its final name is complete (section 1)
             blob.parent.mkdir(parents=True, exist_ok=True)
             download_file(url, blob, retries, backoff_seconds, timeout_seconds)
+            if size is not None and blob.stat().st_size != size:  # the size the Hub announced (X-Linked-Size)
+                got = blob.stat().st_size
+                blob.unlink()
+                raise DownloadError(f"{url} sent {got} bytes where the Hub announced {size}: run again to download "
+                                    f"it afresh")
+        if name == "config.json":  # first, so that a repository of another kind fails before its big weights
+            check_hub_config(repo_id, blob)
         link = folder / "snapshots" / commit / name
         link.parent.mkdir(parents=True, exist_ok=True)
         if not link.is_symlink():
@@ -985,9 +998,22 @@ def hub_snapshot(repo_id, retries=3, backoff_seconds=1.0, timeout_seconds=30.0):
     return folder / "snapshots" / commit
 
 
+def check_hub_config(repo_id, config_path):
+    """DownloadError unless the config.json of repo_id is readable and says model_type "gpt2" (the loader checks
+    the rest of it)."""
+    try:
+        model_type = json.loads(Path(config_path).read_text(encoding="utf-8")).get("model_type")
+    except (ValueError, AttributeError):
+        raise DownloadError(f"{repo_id}'s config.json ({config_path}) is not a JSON object") from None
+    if model_type != "gpt2":
+        raise DownloadError(f"{repo_id} is not a GPT-2 repository: its config.json says model_type {model_type!r}, "
+                            f"and this project runs GPT-2 only (model_type 'gpt2')")
+
+
 def hub_file_metadata(url, cache_folder, timeout_seconds):
-    """(etag, commit) of a file on the Hub, from a HEAD request as huggingface_hub makes it: the ETag of the
-    file (X-Linked-Etag for a large file stored elsewhere, whose answer is a redirect), and X-Repo-Commit."""
+    """(etag, commit, size) of a file on the Hub, from a HEAD request as huggingface_hub makes it: the ETag of
+    the file (X-Linked-Etag for a large file stored elsewhere, whose answer is a redirect), X-Repo-Commit, and
+    the size (X-Linked-Size, else Content-Length of a direct answer; None if neither)."""
     try:
         response = requests.head(url, allow_redirects=False, timeout=timeout_seconds,
                                  headers={"Accept-Encoding": "identity"})
@@ -996,6 +1022,11 @@ def hub_file_metadata(url, cache_folder, timeout_seconds):
             f"could not reach the Hugging Face Hub at {url} ({type(error).__name__}), and the model is not in the "
             f"Hugging Face cache {cache_folder}: connect to the internet once, or set HF_ENDPOINT to a mirror"
         ) from None
+    if response.status_code == 404 and response.headers.get("X-Error-Code") == "EntryNotFound":
+        head, _, name = url.partition("/resolve/main/")  # {endpoint}/{owner}/{name}/resolve/main/{file}
+        repo_id = "/".join(head.rsplit("/", 2)[-2:])
+        raise DownloadError(f"{repo_id} has no {name} on the Hub ({url} answered HTTP 404): this project reads a "
+                            f"GPT-2 repository with {', '.join(HUB_FILES)}")
     if response.status_code in (401, 404):
         raise DownloadError(f"{url} answered HTTP {response.status_code}: the repository or its file does not "
                             f"exist (or is private). A GPT-2 repository needs {', '.join(HUB_FILES)}")
@@ -1008,4 +1039,6 @@ def hub_file_metadata(url, cache_folder, timeout_seconds):
     etag = etag.removeprefix("W/").strip('"')
     if not re.fullmatch(r"[\w.-]+", etag) or not re.fullmatch(r"[\w.-]+", commit):
         raise DownloadError(f"{url} sent an ETag or commit that cannot name a file: {etag!r}, {commit!r}")
-    return etag, commit
+    size = response.headers.get("X-Linked-Size") or (None if response.is_redirect else
+                                                       response.headers.get("Content-Length"))
+    return etag, commit, int(size) if size and size.isdigit() else None

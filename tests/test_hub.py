@@ -164,8 +164,8 @@ def test_main_runs_the_seeds_pair_by_hub_names(hub, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("name, expected", [
-    ("someone/no-safetensors", "HTTP 404: the repository or its file does not exist"),
-    ("someone/not-gpt2", "model_type is 'llama'"),
+    ("someone/no-safetensors", "someone/no-safetensors has no model.safetensors on the Hub"),
+    ("someone/not-gpt2", "someone/not-gpt2 is not a GPT-2 repository: its config.json says model_type 'llama'"),
     ("nobody/nothing", "HTTP 404"),
 ])
 def test_a_bad_repository_is_one_error_line_and_a_nonzero_exit(hub, tmp_path, capsys, name, expected):
