@@ -759,7 +759,7 @@ def main(
     if draft is not None:
         print(f"draft  {describe(flags.draft_model_size, draft[1])}")
     else:
-        print(f"draft  none: prompt lookup copies guesses from earlier text (--draft_model_size is not used)")
+        print("draft  none: prompt lookup copies guesses from earlier text (--draft_model_size is not used)")
     print(f"target {describe(flags.target_model_size, target_hparams)}")
     cache_note = "on" if flags.kv_cache else "OFF (every forward pass recomputes the whole sequence, picoGPT's way)"
     print(f"{lookahead_text(flags)}, drafter {flags.drafter}, temperature={flags.temperature}, top_k={flags.top_k}, "

@@ -1,17 +1,14 @@
 """Models by their Hugging Face names: the Hugging Face cache and the Hub, checked against the real client.
 
-`HubServer` answers on 127.0.0.1 like the Hugging Face Hub answers huggingface_hub: HEAD and GET on
-/{repo}/resolve/main/{file} with the headers the client reads (ETag, X-Repo-Commit, Content-Length), and for
-the large file a 302 redirect to a content address with X-Linked-Etag and X-Linked-Size, where the bytes are
-served (with Range). Both directions are tested: a cache written by huggingface_hub's own hf_hub_download is
+tests/test_hub_cache.py's `FakeHub` answers on 127.0.0.1 like the Hugging Face Hub answers huggingface_hub:
+HEAD and GET on /{repo}/resolve/main/{file} with the headers the client reads (ETag, X-Repo-Commit,
+Content-Length), and for the large file a 302 redirect to another host name with X-Linked-Etag and
+X-Linked-Size, where the bytes are served (with Range). Both directions are tested: a cache written by huggingface_hub's own hf_hub_download is
 read by this project with no request at all, and what this project downloads is found by huggingface_hub
 (try_to_load_from_cache, and hf_hub_download with local_files_only=True). The weights are tiny and random.
 """
 
 import hashlib
-import http.server
-import json
-import shutil
 import threading
 from pathlib import Path
 
@@ -19,104 +16,27 @@ import pytest
 
 import main
 import utils
-from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
+from test_hub_cache import COMMIT, FakeHub, hub_repo_files
+from test_main import TINY_HPARAMS
 
 huggingface_hub = pytest.importorskip("huggingface_hub")
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
-
-
-class HubServer:
-    """{repo id: {file name: bytes}} served the Hub's way (see the module docstring); requests are counted."""
-
-    def __init__(self, repos):
-        self.repos = repos
-        self.requests = []
-        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self.http.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.http.server_port}"
-        threading.Thread(target=self.http.serve_forever, args=(0.01,), daemon=True).start()
-
-    def close(self):
-        self.http.shutdown()
-        self.http.server_close()
-
-    def _handler_class(self):
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_HEAD(self):
-                self.answer(body=False)
-
-            def do_GET(self):
-                self.answer(body=True)
-
-            def answer(self, body):
-                server.requests.append((self.command, self.path))
-                if self.path.startswith("/cdn/"):  # where a large file's redirect points: its sha256
-                    data = next((d for files in server.repos.values() for d in files.values()
-                                 if hashlib.sha256(d).hexdigest() == self.path[5:]), None)
-                    if data is None:
-                        return self.send_error(404)
-                    return self.send_bytes(data, body, etag=self.path[5:])
-                repo, sep, name = self.path.lstrip("/").partition("/resolve/main/")
-                data = server.repos.get(repo, {}).get(name) if sep else None
-                if data is None:
-                    self.send_response(404)
-                    self.send_header("X-Error-Code", "EntryNotFound" if repo in server.repos else "RepoNotFound")
-                    self.send_header("Content-Length", "0")
-                    return self.end_headers()
-                if name.endswith(".safetensors"):  # a large (LFS) file: a redirect to its content address
-                    sha256 = hashlib.sha256(data).hexdigest()
-                    self.send_response(302)
-                    self.send_header("Location", f"{server.url}/cdn/{sha256}")
-                    self.send_header("X-Linked-Etag", f'"{sha256}"')
-                    self.send_header("X-Linked-Size", str(len(data)))
-                    self.send_header("ETag", '"not-the-linked-one"')
-                    self.send_header("X-Repo-Commit", COMMIT)
-                    self.send_header("Content-Length", "0")
-                    return self.end_headers()
-                self.send_bytes(data, body, etag=hashlib.sha1(data).hexdigest())
-
-            def send_bytes(self, data, body, etag=None):
-                start = 0
-                if self.headers.get("Range"):
-                    start = int(self.headers["Range"].split("=")[1].split("-")[0])
-                    self.send_response(206)
-                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-                else:
-                    self.send_response(200)
-                self.send_header("Content-Length", str(len(data) - start))
-                self.send_header("X-Repo-Commit", COMMIT)
-                if etag:
-                    self.send_header("ETag", f'"{etag}"')
-                self.end_headers()
-                if body:
-                    self.wfile.write(data[start:])
-
-        return Handler
-
-
-def repo_files(tmp_path, tokenizer_dir, seed=1, config_changes=None):
-    """{file name: bytes} of a tiny random GPT-2 repository: config.json, model.safetensors, vocab.json, merges.txt."""
-    folder = write_hf_folder(tmp_path / f"repo{seed}", tiny_params(seed), TINY_HPARAMS, tokenizer_dir)
-    config = {**json.loads((folder / "config.json").read_text()), **(config_changes or {})}
-    return {"config.json": json.dumps(config).encode(), "model.safetensors": (folder / "model.safetensors").read_bytes(),
-            "vocab.json": (folder / "encoder.json").read_bytes(), "merges.txt": (folder / "vocab.bpe").read_bytes()}
 
 
 @pytest.fixture
 def hub(tmp_path, release_124M_dir, monkeypatch):
-    files = repo_files(tmp_path, release_124M_dir)
-    server = HubServer({"openai-community/gpt2": files, "gpt2": files, "distilbert/distilgpt2": files,
-                        "someone/not-gpt2": repo_files(tmp_path, release_124M_dir, 2, {"model_type": "llama"}),
-                        "someone/no-safetensors": {k: v for k, v in files.items() if k != "model.safetensors"}})
+    """tests/test_hub_cache.py's FakeHub, serving gpt2 under its canonical and its legacy id, distilgpt2, a
+    repository whose config is not GPT-2's, and one without model.safetensors."""
+    files = hub_repo_files(tmp_path / "repo1", release_124M_dir, seed=1)
+    server = FakeHub({"openai-community/gpt2": files, "gpt2": files, "distilbert/distilgpt2": files,
+                      "someone/not-gpt2": hub_repo_files(tmp_path / "repo2", release_124M_dir, 2, "llama"),
+                      "someone/no-safetensors": {k: v for k, v in files.items() if k != "model.safetensors"}})
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
     monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
     yield server
-    server.close()
+    server.shutdown()
+    server.server_close()
 
 
 def error_lines(stderr):
