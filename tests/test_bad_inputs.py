@@ -12,7 +12,6 @@ import json
 import resource
 import shutil
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
