@@ -326,9 +326,11 @@ class AutoK:
     A drafter that proposes less than k (a lookup that found a short match, or none) costs only what it sent.
 
     Exploration: a policy that never proposes never learns that proposing has become worth it (a passage
-    starts being copied). After PROBE_AFTER declined rounds in a row it proposes k_max once, as a probe; each
-    probe that does not change its mind doubles the wait (up to PROBE_AFTER_MAX), so on text where
-    proposals never pay the probes cost a vanishing share of the time.
+    starts being copied). After PROBE_AFTER declined rounds in a row it proposes once, as a probe: k_max
+    guesses from a free drafter (lookup: only the target's pass is paid, and it shows several positions at
+    once), one guess from a drafter that runs a model (each guess costs c). Each probe that does not change
+    its mind doubles the wait (up to PROBE_AFTER_MAX), so on text where proposals never pay the probes cost a
+    vanishing share of the time.
     """
 
     DECAY = 0.9
@@ -366,7 +368,7 @@ class AutoK:
         if self.declined_in_a_row > self.probe_after:
             self.declined_in_a_row = 0
             self.probe_after = min(2 * self.probe_after, self.PROBE_AFTER_MAX)
-            return self.k_max
+            return self.k_max if self.c == 0 else 1  # a free drafter probes deep; a model draft, one guess
         return 0
 
     def record(self, round_):
