@@ -614,10 +614,7 @@ AUTO_K_MAX = 16  # K="auto" never proposes deeper than this (r(m) was measured u
 
 def speculative_sampling(x, draft, target_model, N, K, rng, stop_token=None, stats=None):
     """x followed by N new tokens (fewer after a stop token), sampled by `speculative_stream`, as a list of ints."""
-    x = [int(token) for token in x]
-    for round_ in speculative_stream(x, draft, target_model, N, K, rng, stop_token, stats):
-        x.extend(round_.tokens)
-    return x
+    return _prompt_and_tokens(x, speculative_stream(x, draft, target_model, N, K, rng, stop_token, stats))
 
 
 def tree_speculative_stream(x, draft, target_model, N, tree, rng, stop_token=None, stats=None):
@@ -661,8 +658,13 @@ def _check_tree_fits(x, N, tree, draft_model, target_model):
 
 def tree_speculative_sampling(x, draft, target_model, N, tree, rng, stop_token=None, stats=None):
     """x followed by N new tokens sampled by `tree_speculative_stream`, as a list of ints."""
+    return _prompt_and_tokens(x, tree_speculative_stream(x, draft, target_model, N, tree, rng, stop_token, stats))
+
+
+def _prompt_and_tokens(x, rounds):
+    """The prompt x as ints, followed by the tokens every Round of `rounds` wrote."""
     x = [int(token) for token in x]
-    for round_ in tree_speculative_stream(x, draft, target_model, N, tree, rng, stop_token, stats):
+    for round_ in rounds:
         x.extend(round_.tokens)
     return x
 

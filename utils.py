@@ -37,7 +37,6 @@ import requests
 from tqdm import tqdm
 
 from encoder import get_encoder
-from gpt2 import column_major
 
 MODEL_SIZES = ("124M", "355M", "774M", "1558M")
 
@@ -869,7 +868,7 @@ def load_model(folder):
             f"nor a Hugging Face GPT-2 folder (config.json + model.safetensors)"
         )
     encoder = get_encoder(folder.name, str(folder.parent))
-    return encoder, hparams, column_major(params)  # a no-op for what the readers return (already column-major)
+    return encoder, hparams, params  # the readers put each block matrix column-major as they read it
 
 
 def load_encoder_hparams_and_params(model_size, models_dir="models"):

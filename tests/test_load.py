@@ -263,3 +263,19 @@ def test_anything_else_is_a_ValueError_listing_the_sizes_and_mentioning_folders(
 def test_a_folder_without_weights_is_a_ValueError_saying_what_it_should_hold(tmp_path):
     with pytest.raises(ValueError, match="hparams.json.*config.json"):
         load_encoder_hparams_and_params(str(tmp_path))
+
+
+def test_both_layouts_load_block_matrices_column_major_and_embeddings_row_major(tmp_path, release_124M_dir):
+    """The readers put each tensor in its final layout as they read it (gpt2.column_major's layout): the blocks'
+    weight matrices column by column, wte and wpe row by row; nothing is converted afterwards."""
+    tf_folder = tmp_path / "tf"
+    shutil.copytree(TF_CKPT_DIR, tf_folder)
+    for name in ("encoder.json", "vocab.bpe"):
+        shutil.copy(release_124M_dir / name, tf_folder / name)
+    hf_folder = Path(__file__).resolve().parent / "fixtures" / "hf_folder_tiny"
+    for params in (load_encoder_hparams_and_params(str(tf_folder))[2], load_hf_gpt2(hf_folder)[1]):
+        for block in params["blocks"]:
+            for matrix in (block["attn"]["c_attn"]["w"], block["attn"]["c_proj"]["w"], block["mlp"]["c_fc"]["w"],
+                           block["mlp"]["c_proj"]["w"]):
+                assert matrix.flags.f_contiguous and matrix.dtype == np.float32
+        assert params["wte"].flags.c_contiguous and params["wpe"].flags.c_contiguous
