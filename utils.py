@@ -540,26 +540,47 @@ def nest_params(arrays, n_layer):
     return params
 
 
+READ_CHUNK_BYTES = 2 << 20  # rows read per step of read_tensor: about 2 MB, so a chunk stays in the L2 cache
+
+
 def read_tensor(file, offset, shape, stored_dtype, path, column_major=False):
     """The tensor of `shape` whose values (row-major, `stored_dtype`) start at byte `offset` of `file`, as
     float32 in its final layout: column-major if `column_major` (the blocks' weight matrices: see
     gpt2.column_major), else row-major.
 
-    The bytes go straight from the file into the array (readinto), so loading a model holds the weights once,
-    plus at most one tensor in flight: a float32 matrix is read into a row-major buffer and turned column-major
-    (one tensor's copy, freed at once); float16 and bfloat16 are widened the same way. No memory map, whose
-    touched pages would count as the process's memory too.
+    The array is allocated once, in its final layout, and filled from the file: a float32 row-major tensor
+    by one `readinto`, straight into it; anything else (a matrix made column-major, float16 or bfloat16
+    widened) a few rows at a time, through a chunk of about READ_CHUNK_BYTES. So loading a model holds the
+    weights plus one small chunk, never a second copy of a tensor. No memory map, whose touched pages would
+    count as the process's memory too.
+
+    Why chunks of rows: the file holds w [n_in, n_out] row by row, and column-major memory holds it column by
+    column, so every value moves. Copying a whole 9 MB matrix at once (np.asfortranarray) scatters its writes
+    over the whole destination, far more than the CPU's caches hold; a chunk of rows writes a short run into
+    every column, and both the chunk and the runs it writes stay in cache. For 124M's shapes that made the
+    reordering several times faster (see the README's "Loading weights").
     """
     stored = np.dtype(stored_dtype)
-    values = np.empty(shape, dtype=stored)  # row-major, as stored
+    array = np.empty(shape, dtype=np.float32, order="F" if column_major else "C")  # the final array
     file.seek(offset)
-    if file.readinto(memoryview(values.reshape(-1)).cast("B")) != values.nbytes:
+    if stored == np.float32 and not column_major:  # already in its final form: straight from the file
+        return _read_exactly(file, array, offset, path)
+    row_values = math.prod(shape[1:])  # values per row (1 for a vector, whose "rows" are its values)
+    rows_per_chunk = max(1, READ_CHUNK_BYTES // (row_values * stored.itemsize))
+    for first in range(0, shape[0], rows_per_chunk):
+        rows = min(rows_per_chunk, shape[0] - first)
+        chunk = _read_exactly(file, np.empty((rows, *shape[1:]), dtype=stored), offset, path)  # row-major, as stored
+        if stored_dtype == "<u2":  # bfloat16: the top half of a float32
+            chunk = (chunk.astype(np.uint32) << 16).view(np.float32)
+        array[first : first + rows] = chunk  # widened to float32 and put in the array's layout
+    return array
+
+
+def _read_exactly(file, array, offset, path):
+    """array, filled with the next array.nbytes bytes of file; CheckpointError if the file ends first."""
+    if file.readinto(memoryview(array.reshape(-1, order="A")).cast("B")) != array.nbytes:
         raise _checkpoint_error(path, f"it ends inside a tensor at byte {offset}")
-    if stored_dtype == "<u2":  # bfloat16: the top half of a float32
-        values = (values.astype(np.uint32) << 16).view(np.float32)
-    if column_major:
-        return np.asfortranarray(values, dtype=np.float32)  # [n_in, n_out], column by column
-    return values.astype(np.float32, copy=False)
+    return array
 
 
 def reading_bar(total_bytes, path):
