@@ -121,8 +121,15 @@ def layer_norm(x, g, b, eps: float = 1e-5):
 
 
 def linear(x, w, b):
-    """x @ w + b: [m, n_in] @ [n_in, n_out] + [n_out] -> [m, n_out]."""
-    return x @ w + b
+    """x @ w + b: [m, n_in] @ [n_in, n_out] + [n_out] -> [m, n_out].
+
+    Computed as (w.T @ x.T).T, the same product with the big matrix on the left. w is stored column-major
+    (`column_major`), so w.T is an ordinary row-major [n_out, n_in] matrix. For one row nothing changes (a
+    matrix-vector product either way); for a few rows (a speculative round's verification pass) OpenBLAS
+    prepares the matrix on the left for its kernel faster than the one on the right: on our 2-core machines
+    124M's passes over 2 to 16 positions cost 12-23% less than with `x @ w` (one and two threads alike).
+    """
+    return (w.T @ x.T).T + b  # [n_out, n_in] @ [n_in, m] -> [n_out, m] -> [m, n_out]
 
 
 def ffn(x, c_fc, c_proj):
