@@ -29,11 +29,13 @@ in as `past` and hands back `present` (like `past` -> `present` in openai/gpt-2)
 
 A pass writes the keys and values of its new positions INTO the buffer, right after `length`, and reads the
 cached ones as views: nothing is copied, so a decoding step costs the same at 16 and at 1,000 tokens of
-context, apart from the attention itself. (For 124M the keys and values of 1,000 positions are 74 MB against
-498 MB of weights, so a step there reads 15% more bytes. Measured on a shared 2-core machine, medians of 25
-steps: one BLAS thread 42 ms at 1,000 against 37 ms at 16, 1.15x (copying the cache every step: 1.66x); two
-threads 36.6 against 29.3 ms, 1.25x (copying: 1.96x). Other runs gave 1.10-1.17x and 1.19-1.25x: the 24 small
-per-head products of a layer read the cache at ~10 GB/s where the weights' large products reach ~17.)
+context, apart from the attention itself. For 124M the keys and values of 1,000 positions are
+12 layers x 2 x 1,000 x 768 x 4 bytes = 74 MB against 498 MB of weights, so a step there must read 15% more
+bytes, and at best costs 1.15x the step at 16. With one BLAS thread the attention reads the cache about as
+fast as the matrix products read the weights, and a step comes close to that; with two threads it does not:
+each head's products (a [1, head_dim] row against [n_past, head_dim]) are too small for OpenBLAS to split
+over two threads, so the cache is read by one core while the weights are read by two. The README's "Speed
+of the forward pass" shows ms per token against the context length for both.
 (The first pass into a buffer too small for the new positions
 copies what is cached into a fresh buffer of capacity n_ctx; `empty_cache` starts with capacity 0, unless
 told n_ctx, so the first pass allocates.) Rolling back is making a value with a smaller length: free.
