@@ -34,7 +34,6 @@ together, never patched one by one.
 import contextlib
 import io
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -47,6 +46,7 @@ import fire
 import numpy as np
 
 import benchmark
+from benchmark import machine_description
 from gpt2 import random_params
 from main import errors_as_one_line
 
@@ -98,18 +98,6 @@ def fix_line_links(text, root=REPO):
         return f"[`{code}`{rest}]({path}#L{found[0]})"
 
     return LINK.sub(fix, text)
-
-
-def machine_description():
-    """'Intel(R) Xeon(R) ... , 2 cores, Linux, Python 3.11.2, NumPy 2.1.0': what the timings depend on."""
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return (f"{cpu}, {os.cpu_count()} cores, {platform.system()}, Python {platform.python_version()}, "
-            f"NumPy {np.__version__}")
 
 
 # ------------------------------------------------------------------------------------------------------------
