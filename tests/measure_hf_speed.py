@@ -44,7 +44,7 @@ def ms_per_token(size, n_prompt, n_new, repeats):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="124M,355M", help=f"comma-separated, of {', '.join(HPARAMS)}")
     parser.add_argument("--n_prompt", type=int, default=16)
     parser.add_argument("--n_new", type=int, default=32)

@@ -114,7 +114,7 @@ def measure_size(size, root, repeats):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="124M", help="comma-separated sizes or model folders")
     parser.add_argument("--folder", default="/tmp/gpt2-load", help="where the files are written (then deleted)")
     parser.add_argument("--repeats", type=int, default=2, help="loads of each file, each in a fresh process")

@@ -432,3 +432,27 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
     labels = [row[0] for row in markdown_rows(parts["context-table"])[1:]]
     assert "ms/token, median, 1 thread" in labels and len(labels) == 4, labels  # two rows per thread count
     assert "skipped" in parts["peer-speed"]
+
+
+def test_with_torch_installed_the_peer_runs_with_this_runs_sizes_prompt_tokens_and_threads(monkeypatch):
+    """torch is not installed here, so tests/measure_hf_speed.py is replaced by what it writes with --json; the
+    table then puts the peer's ms/token beside this repository's best run of the same size."""
+    import make_readme_figures
+    from benchmark_forward import SizeResult
+
+    ran = []
+
+    def fake_script(args, env=None):
+        ran.append(args)
+        return {"ms_per_token": {"124M": 36.0}, "transformers": "5.23", "torch": "2.13.0", "threads": 2,
+                "n_prompt": 16, "n_new": 16, "repeats": 3}
+
+    monkeypatch.setattr(make_readme_figures, "peer_installed", lambda: True)
+    monkeypatch.setattr(make_readme_figures, "run_json_script", fake_script)
+    forward = {"results": [SizeResult("124M", 1, 1, 1, sampler_steps=[0.018, 0.020]),
+                           SizeResult("355M", 1, 1, 1, sampler_steps=[0.05])],
+               "runs": [("python benchmark_forward.py", {"threads": 2})]}
+    block = make_readme_figures.peer_block(forward, ["124M"], {"n_prompt": 16, "n_new": 16})
+    assert ran == [["tests/measure_hf_speed.py", "--sizes", "124M", "--n_prompt", 16, "--n_new", 16, "--threads", 2]]
+    check_peer_speed(block)
+    assert "| 124M | 36.0 | 18.0 | 2.00× |" in block
