@@ -772,9 +772,9 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
          n_tokens_to_generate=12, repeats=3, prefix_length=32, seed=0, readme="README.md", img_dir="img",
          models_dir="models", dry_run=False, sample_run_tokens=40, drafters="model,lookup,staged",
          drafter_Ks=(4, "auto"), trees="2,1,1", sample_run_sizes=("124M", "355M"), exactness=True,
-         forward_sizes=FORWARD_SIZES, forward_no_cache_sizes="124M", forward_repeats=5, forward_n_new=16,
-         forward_breakdown_rounds=7, forward_r_repeats=2, forward_context_size="124M",
-         forward_context_lengths=CONTEXT_LENGTHS, forward_context_rounds=3, peer_sizes="124M,355M",
+         forward_sizes=FORWARD_SIZES, forward_no_cache_sizes="124M", forward_repeats=7, forward_n_new=32,
+         forward_breakdown_rounds=15, forward_r_repeats=5, forward_context_size="124M",
+         forward_context_lengths=CONTEXT_LENGTHS, forward_context_rounds=6, peer_sizes="124M,355M",
          loading_sizes="124M,1558M", loading_repeats=2, timings=True, agreement=True):
     """Regenerate the README's numbers, tables and plots (see the module docstring) from one run.
 
@@ -792,8 +792,9 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         exactness: False leaves the exactness table as it is (it takes the statistical test's ~10 s).
         forward_sizes, forward_no_cache_sizes, forward_repeats, forward_n_new, forward_breakdown_rounds,
             forward_r_repeats, forward_context_size, forward_context_lengths, forward_context_rounds:
-            benchmark_forward.py's --sizes, --no_cache_sizes, --repeats, ... (sizes "" and context_size None:
-            leave the forward pass's parts as they are).
+            benchmark_forward.py's --sizes, --no_cache_sizes, --repeats, ... (its own defaults, for all four
+            sizes: some minutes on a quiet 2-core machine, much longer on a busy one; sizes "" and context_size
+            None leave the forward pass's parts as they are).
         peer_sizes: the sizes Hugging Face transformers decodes for scale, when torch and transformers are
             installed (of those benchmark_forward.py measured).
         loading_sizes, loading_repeats: tests/measure_loading.py's --sizes and --repeats ("": leave the
