@@ -88,7 +88,10 @@ Plots (written into --img_dir if matplotlib is installed: `pip install -r requir
 (`nocache` instead of `cache` with --kv_cache False.)
 """
 
+import contextlib
 import json
+import os
+import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -683,6 +686,38 @@ def plot_drafters(plt, drafter_rows, title, path):
     axes[0][0].legend(fontsize="small")
     fig.suptitle(title)
     save(plt, fig, path)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The machine: what timings depend on
+# ------------------------------------------------------------------------------------------------------------
+
+
+def machine_description():
+    """'Intel(R) Xeon(R) ... , 2 cores, Linux, Python 3.11.2, NumPy 2.1.0': what the timings depend on."""
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return (f"{cpu}, {os.cpu_count()} cores, {platform.system()}, Python {platform.python_version()}, "
+            f"NumPy {np.__version__}")
+
+
+def blas_description():
+    """The BLAS NumPy was built with, as NumPy reports it ('scipy-openblas 0.3.31.188.0'), or 'an unknown BLAS'."""
+    with contextlib.suppress(Exception):  # np.show_config(mode=...) is NumPy >= 1.26; its keys vary by build
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        return f"{blas['name']} {blas['version']}"
+    return "an unknown BLAS"
+
+
+def blas_threads():
+    """The threads OpenBLAS starts in this process: OPENBLAS_NUM_THREADS if set (it is read when NumPy loads),
+    else one per core. blas_threads() == 1 under `OPENBLAS_NUM_THREADS=1 python ...`."""
+    value = os.environ.get("OPENBLAS_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else os.cpu_count()
 
 
 # ------------------------------------------------------------------------------------------------------------

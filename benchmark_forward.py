@@ -23,7 +23,8 @@ the same states. What this script prints, for random weights of the real shapes 
 3. r(m): the cost of an m-position pass (the target's pass over m - 1 guesses and the last token, as in
    speculative sampling) over a 1-position pass, for m = 1 .. --r_max, with a plot.
 4. ms per token against the context length (--context_lengths, for --context_size): a step at 1000 tokens
-   of context reads ~7% more bytes than at 16 (the cache) for 124M, so the line should be nearly flat.
+   of context reads ~15% more bytes than at 16 for 124M (the cache: 12 layers x 2 x 1000 x 768 x 4 bytes =
+   74 MB, beside 498 MB of weights), so the line should be nearly flat.
 
 Timings are noisy on a shared 2-core machine: compare the ratios printed, which are measured in one run,
 rather than the absolute times. Bests are the machine at its least disturbed; medians are typical. A ratio of
@@ -33,25 +34,35 @@ decoding runs long, so a load burst can spoil every bandwidth sample of a run bu
     python benchmark_forward.py                                  # 124M and 355M (about 3 minutes)
     python benchmark_forward.py --sizes 124M --n_new 8 --context_size None     # quicker
     python benchmark_forward.py --sizes 124M,355M,774M,1558M --repeats 5      # all four (~8 GB of memory)
+    OPENBLAS_NUM_THREADS=1 python benchmark_forward.py --sizes ""            # only the context, one thread
+    python benchmark_forward.py --json forward.json              # also write every measurement to a file
+
+A size is a released one (124M, 355M, 774M, 1558M) or a model folder, whose shapes are used (random weights).
+--json writes what was measured (every timing, not only the statistics printed), the machine, OpenBLAS's
+thread count and the load averages; make_readme_figures.py runs this script as its own process with --json,
+rebuilds the results with from_json and formats the README's tables with the same functions that print
+them here (markdown=True). OpenBLAS reads OPENBLAS_NUM_THREADS once, when NumPy loads, so a thread count
+is a property of a process: that is why it runs this script rather than calling main().
 
 Plots (into --img_dir, if matplotlib is installed: pip install -r requirements-plots.txt):
     forward_r_of_m.png                      r(m) for each size, against r = 1 and r = m
     forward_ms_per_token_vs_context.png     ms per token against the context length, and the floor
 """
 
+import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import fire
 import numpy as np
 from tqdm import tqdm
 
+import benchmark
 from gpt2 import HPARAMS, random_params
-from benchmark import save
+from benchmark import blas_description, blas_threads, machine_description, model_name, save
 from main import timed
-from make_readme_figures import machine_description
 from sampling import _check_probs, _sample, autoregressive_sampling, create_model_fn, logits_to_probs
 
 BANDWIDTH_SHAPE = (8192, 8192)  # float32: 256 MiB, far larger than any cache
@@ -78,6 +89,16 @@ def block_matrices(params) -> list:
                                                       block["mlp"]["c_fc"]["w"], block["mlp"]["c_proj"]["w"])]
 
 
+def size_hparams(size) -> dict:
+    """The shapes of a released size (HPARAMS) or of a model folder (its hparams.json or config.json)."""
+    if size in HPARAMS:
+        return HPARAMS[size]
+    try:
+        return benchmark.hparams_of(size)
+    except ValueError:
+        raise SystemExit(f"unknown size(s) [{size!r}]: choose from {', '.join(HPARAMS)}, or a model folder") from None
+
+
 def parse_list(value, kind=str) -> list:
     """fire gives "a,b" as the tuple ("a", "b"), "16" as the int 16 and "a" as "a": always a list of kind."""
     items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else [value]
@@ -93,11 +114,9 @@ def r_of_m(seconds_by_m: dict, statistic) -> dict:
     return {m: float(statistic(times) / one) for m, times in seconds_by_m.items()}
 
 
-def format_table(header, rows) -> str:
-    """Right-aligned columns, as wide as their widest cell."""
-    cells = [list(header)] + [[str(cell) for cell in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in cells)
+def format_table(header, rows, markdown=False) -> str:
+    """Right-aligned columns, as wide as their widest cell; or a markdown table (markdown=True)."""
+    return benchmark.format_table([[str(cell) for cell in row] for row in [header, *rows]], markdown)
 
 
 def as_picogpt_runs_it(tree):
@@ -160,27 +179,27 @@ class SizeResult:
 
 def measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, r_repeats, no_cache, rng):
     """Everything the tables need for one size; the weights are freed when it returns."""
-    hparams = HPARAMS[size]
+    hparams = size_hparams(size)
     params = random_params(hparams, rng)
-    result = SizeResult(size, n_bytes(params), n_bytes(block_matrices(params)), params["wte"].nbytes)
+    result = SizeResult(model_name(size), n_bytes(params), n_bytes(block_matrices(params)), params["wte"].nbytes)
     prompt = rng.integers(0, hparams["n_vocab"], n_prompt).tolist()
     model = create_model_fn(params, hparams, temperature=0)
     model(prompt, 1)  # the prompt pass: not timed
 
     # 1. decoding through the sampler, in turns with bursts of bandwidth products
-    for _ in tqdm(range(repeats), desc=f"{size}: decoding", unit="run", leave=False):
+    for _ in tqdm(range(repeats), desc=f"{result.size}: decoding", unit="run", leave=False):
         result.bandwidths += product_bandwidths(w, v, 4)
         result.sampler_steps.append(sampler_seconds_per_token(model, prompt, n_new, rng))
     cached_ids = autoregressive_sampling(prompt, model, n_new, rng)
     if no_cache:
         for name, weights in [("no_cache", params), ("picogpt", as_picogpt_runs_it(params))]:
             uncached = create_model_fn(weights, hparams, temperature=0, kv_cache=False)
-            with tqdm(total=1, desc=f"{size}: {name.replace('_', ' ')} (one run)", leave=False) as bar:
+            with tqdm(total=1, desc=f"{result.size}: {name.replace('_', ' ')} (one run)", leave=False) as bar:
                 ids, seconds = timed(lambda: autoregressive_sampling(prompt, uncached, n_new, rng))
                 bar.update()
             setattr(result, name, seconds / n_new)
             if ids != cached_ids:  # the decoders must agree, or the timings compare different work
-                raise SystemExit(f"{size}: greedy decoding with and without the cache chose different tokens")
+                raise SystemExit(f"{result.size}: greedy decoding with and without the cache chose different tokens")
 
     # 2. one step, part by part (bests, timed in turns)
     result.breakdown = step_breakdown(model, params, cached_ids, n_prompt, breakdown_rounds, rng)
@@ -188,7 +207,7 @@ def measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, 
     # 3. r(m): an m-position pass after the same prefix (the model rolls its cache back to it each time)
     tokens = prompt + rng.integers(0, hparams["n_vocab"], r_max).tolist()
     result.pass_seconds = {m: [] for m in range(1, r_max + 1)}
-    for _ in tqdm(range(r_repeats), desc=f"{size}: r(m)", unit="round", leave=False):
+    for _ in tqdm(range(r_repeats), desc=f"{result.size}: r(m)", unit="round", leave=False):
         for m in result.pass_seconds:  # m = 1 .. r_max in turns, so load bursts hit them alike
             result.pass_seconds[m].append(timed(lambda: model(tokens[: n_prompt + m], m))[1])
     return result
@@ -244,14 +263,14 @@ def measure_context(size, lengths, n_steps, rounds, rng) -> ContextResult:
     lengths (so that load bursts hit them alike). A step at length L decodes token L + j after L + j cached
     tokens, j = 0 .. n_steps - 1. Each round first fills the cache up to the longest length (not timed), then
     goes through the lengths from the longest down: each shorter one is a rollback, which is free."""
-    hparams = HPARAMS[size]
+    hparams = size_hparams(size)
     params = random_params(hparams, rng)
     tokens = rng.integers(0, hparams["n_vocab"], max(lengths) + n_steps).tolist()
     if len(tokens) > hparams["n_ctx"]:
         raise SystemExit(f"context lengths up to {max(lengths)} + {n_steps} steps do not fit in n_ctx")
     model = create_model_fn(params, hparams, temperature=0)
-    result = ContextResult(size, {length: [] for length in lengths})
-    for _ in tqdm(range(rounds), desc=f"{size}: ms/token vs context", unit="round", leave=False):
+    result = ContextResult(model_name(size), {length: [] for length in lengths})
+    for _ in tqdm(range(rounds), desc=f"{result.size}: ms/token vs context", unit="round", leave=False):
         model(tokens, 1)  # fill the cache (not timed)
         for length in sorted(lengths, reverse=True):
             for j in range(n_steps):
@@ -264,9 +283,14 @@ def measure_context(size, lengths, n_steps, rounds, rng) -> ContextResult:
 # ------------------------------------------------------------------------------------------------------------
 
 
-def main_table(results) -> str:
+def main_table(results, markdown=False) -> str:
+    """ms per token of each size against its floor. The markdown table adds the median floor, so that both
+    x floor columns can be checked by hand: x floor = sampler / floor, x floor (median) = median / median floor."""
     header = ("size", "weights", "GB/s", "floor", "sampler", "x floor", "median", "x floor", "no cache",
               "speedup", "picoGPT's", "speedup")
+    if markdown:
+        header = ("size", "weights", "GB/s (range)", "floor", "sampler, best", "x floor", "floor (median)",
+                  "sampler, median", "x floor (median)", "no cache", "speedup", "picoGPT's setting", "speedup")
     rows = []
     for res in results:
         best, median = min(res.sampler_steps), float(np.median(res.sampler_steps))
@@ -274,47 +298,55 @@ def main_table(results) -> str:
             res.size, f"{res.weight_bytes / 1e6:.0f} MB",
             f"{min(res.bandwidths) / 1e9:.0f}-{max(res.bandwidths) / 1e9:.0f}",
             f"{res.floor * 1e3:.1f}", f"{best * 1e3:.1f}", f"{best / res.floor:.2f}x",
+            *([f"{res.median_floor * 1e3:.1f}"] if markdown else []),
             f"{median * 1e3:.1f}", f"{median / res.median_floor:.2f}x",
             f"{res.no_cache * 1e3:.0f}" if res.no_cache else "-",
             f"{res.no_cache / best:.1f}x" if res.no_cache else "-",
             f"{res.picogpt * 1e3:.0f}" if res.picogpt else "-",
             f"{res.picogpt / best:.1f}x" if res.picogpt else "-",
         ))
-    return format_table(header, rows)
+    return format_table(header, rows, markdown)
 
 
-def breakdown_table(results) -> str:
-    """One column per size: ms of each part of a step, and what share of the sampler's step it is."""
-    lines = [
-        ("block matrix products", lambda b, r: b["block products"]),
-        ("LM head (x @ wte.T)", lambda b, r: b["LM head"]),
-        ("rest of the forward pass", lambda b, r: b["model step"] - b["block products"] - b["LM head"]
-         - b["logits_to_probs"]),
-        ("logits_to_probs (greedy)", lambda b, r: b["logits_to_probs"]),
-        ("= model function step", lambda b, r: b["model step"]),
-        ("_check_probs + _sample", lambda b, r: b["_check_probs + _sample"]),
-        ("sampler loop, the rest", lambda b, r: b["sampler step"] - b["model step"] - b["_check_probs + _sample"]),
-        ("= step through the sampler", lambda b, r: b["sampler step"]),
-        ("strict floor", lambda b, r: r.floor),
-        ("sampled: logits_to_probs ...", lambda b, r: b["sampled"]),
-    ]
-    header = ["ms (best)"] + [res.size for res in results]
+BREAKDOWN = [  # (line, ms of it from a breakdown b and its SizeResult r); "=" lines are sums, not parts
+    ("block matrix products", lambda b, r: b["block products"]),
+    ("LM head (x @ wte.T)", lambda b, r: b["LM head"]),
+    ("rest of the forward pass", lambda b, r: b["model step"] - b["block products"] - b["LM head"]
+     - b["logits_to_probs"]),
+    ("logits_to_probs (greedy)", lambda b, r: b["logits_to_probs"]),
+    ("= model function step", lambda b, r: b["model step"]),
+    ("_check_probs + _sample", lambda b, r: b["_check_probs + _sample"]),
+    ("sampler loop, the rest", lambda b, r: b["sampler step"] - b["model step"] - b["_check_probs + _sample"]),
+    ("= step through the sampler", lambda b, r: b["sampler step"]),
+    ("strict floor", lambda b, r: r.floor),
+    ("sampled: logits_to_probs ...", lambda b, r: b["sampled"]),
+]
+BREAKDOWN_RATES = [  # (line, bytes per second)
+    ("GB/s: block products", lambda r: r.block_bytes / r.breakdown["block products"]),
+    ("GB/s: LM head", lambda r: r.head_bytes / r.breakdown["LM head"]),
+    ("GB/s: best single product", lambda r: max(r.bandwidths)),
+]
+
+
+def breakdown_table(results, markdown=False, rounds=None) -> str:
+    """One column per size: ms of each part of a step, and what share of the sampler's step it is.
+
+    rounds: how many rounds each best was taken over, for the header ("ms (best of 7)"); None: "ms (best)".
+    """
+    header = [f"ms (best of {rounds})" if rounds else "ms (best)"] + [res.size for res in results]
     rows = []
-    for name, part in lines:
+    for name, part in BREAKDOWN:
         cells = [name]
         for res in results:
             ms = part(res.breakdown, res) * 1e3
-            share = ms / (res.breakdown["sampler step"] * 1e3)
-            cells.append(f"{ms:.2f} ({share:4.0%})" if not name.startswith(("=", "strict", "sampled")) else f"{ms:.2f}")
+            share = f"{ms / (res.breakdown['sampler step'] * 1e3):.0%}".rjust(0 if markdown else 4)
+            cells.append(f"{ms:.2f} ({share})" if not name.startswith(("=", "strict", "sampled")) else f"{ms:.2f}")
         rows.append(cells)
-    rates = [("GB/s: block products", lambda r: r.block_bytes / r.breakdown["block products"]),
-             ("GB/s: LM head", lambda r: r.head_bytes / r.breakdown["LM head"]),
-             ("GB/s: best single product", lambda r: max(r.bandwidths))]
-    rows += [[name] + [f"{rate(res) / 1e9:.1f}" for res in results] for name, rate in rates]
-    return format_table(header, rows)
+    rows += [[name] + [f"{rate(res) / 1e9:.1f}" for res in results] for name, rate in BREAKDOWN_RATES]
+    return format_table(header, rows, markdown)
 
 
-def r_table(results) -> str:
+def r_table(results, markdown=False) -> str:
     ms = sorted(results[0].pass_seconds)
     header = ["r(m)"] + [str(m) for m in ms]
     rows = []
@@ -322,18 +354,44 @@ def r_table(results) -> str:
         for label, statistic in (("best", min), ("median", np.median)):
             r = r_of_m(res.pass_seconds, statistic)
             rows.append([f"{res.size} {label}"] + [f"{r[m]:.2f}" for m in ms])
-    return format_table(header, rows)
+    return format_table(header, rows, markdown)
+
+
+def context_medians(context: ContextResult) -> dict:
+    """{context length: median seconds of a step}."""
+    return {length: float(np.median(times)) for length, times in sorted(context.seconds.items())}
 
 
 def context_table(context: ContextResult) -> str:
     lengths = sorted(context.seconds)
-    medians = {length: float(np.median(context.seconds[length])) for length in lengths}
+    medians = context_medians(context)
     bests = {length: min(context.seconds[length]) for length in lengths}
     header = [f"{context.size}: context"] + [str(length) for length in lengths]
     rows = [["ms/token, median"] + [f"{medians[n] * 1e3:.1f}" for n in lengths],
             ["ms/token, best"] + [f"{bests[n] * 1e3:.1f}" for n in lengths],
             [f"median / median at {lengths[0]}"] + [f"{medians[n] / medians[lengths[0]]:.2f}" for n in lengths]]
     return format_table(header, rows)
+
+
+def context_table_by_label(contexts: dict, markdown=False) -> str:
+    """Several measurements of the same size at the same lengths ({label: ContextResult}, e.g. one per OpenBLAS
+    thread count) in one table: for each, the median ms per token and the medians over the one at the first
+    length."""
+    first = next(iter(contexts.values()))
+    lengths = sorted(first.seconds)
+    header = [f"{first.size}: context"] + [str(length) for length in lengths]
+    rows = []
+    for label, context in contexts.items():
+        medians = context_medians(context)
+        rows += [[f"ms/token, median, {label}"] + [f"{medians[n] * 1e3:.1f}" for n in lengths],
+                 [f"median / median at {lengths[0]}, {label}"]
+                 + [f"{medians[n] / medians[lengths[0]]:.2f}" for n in lengths]]
+    return format_table(header, rows, markdown)
+
+
+def threads_label(threads) -> str:
+    """'1 thread', '2 threads': how a table names an OpenBLAS thread count."""
+    return f"{threads} thread" + ("" if threads == 1 else "s")
 
 
 def import_pyplot():
@@ -365,17 +423,51 @@ def plot_r_of_m(plt, results, path):
     save(plt, fig, path)
 
 
-def plot_context(plt, context, floor, path):
-    lengths = sorted(context.seconds)
+def plot_context(plt, contexts: dict, floor, path):
+    """ms per token against the context length: the median and the best of each {label: ContextResult}."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(lengths, [np.median(context.seconds[n]) * 1e3 for n in lengths], "o-", label="median")
-    ax.plot(lengths, [min(context.seconds[n]) * 1e3 for n in lengths], "s:", label="best")
+    for label, context in contexts.items():
+        lengths = sorted(context.seconds)
+        (line,) = ax.plot(lengths, [np.median(context.seconds[n]) * 1e3 for n in lengths], "o-",
+                          label=f"median, {label}")
+        ax.plot(lengths, [min(context.seconds[n]) * 1e3 for n in lengths], "s:", color=line.get_color(),
+                label=f"best, {label}")
     if floor is not None:
         ax.axhline(floor * 1e3, color="gray", linestyle="--", label="strict floor (weights only)")
     ax.set(xlabel="tokens of context", ylabel="ms per token", ylim=(0, None),
-           title=f"{context.size}: a cached decoding step against the context length")
+           title=f"{next(iter(contexts.values())).size}: a cached decoding step against the context length")
     ax.legend(fontsize=8)
     save(plt, fig, path)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Everything measured, as JSON (--json), and back
+# ------------------------------------------------------------------------------------------------------------
+
+
+def to_json(results, context, run) -> dict:
+    """The measurements as JSON-ready data: {"run": run, "sizes": [SizeResult's fields], "context": ...}.
+
+    run says where and how they were made (machine, BLAS, threads, load averages, minutes, settings).
+    from_json(json.loads(json.dumps(to_json(results, context, run)))) == (results, context, run).
+    """
+    return {"run": run, "sizes": [asdict(res) for res in results], "context": asdict(context) if context else None}
+
+
+def write_json(path, data):
+    """data into the file path, as JSON text (a function of its own: main's flag --json hides the module)."""
+    Path(path).write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+
+def from_json(data) -> tuple:
+    """(results, context, run) from to_json's data after a round trip through JSON text, which turned the
+    integer keys (m of pass_seconds, the context lengths) into strings: they are integers again."""
+    results = [SizeResult(**{**res, "pass_seconds": {int(m): s for m, s in res["pass_seconds"].items()}})
+               for res in data["sizes"]]
+    context = data["context"]
+    if context is not None:
+        context = ContextResult(context["size"], {int(n): s for n, s in context["seconds"].items()})
+    return results, context, data["run"]
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -386,10 +478,11 @@ def plot_context(plt, context, floor, path):
 def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 7, no_cache_sizes="124M,355M",
          breakdown_rounds: int = 15, r_max: int = 16, r_repeats: int = 5, context_size="124M",
          context_lengths="16,64,128,256,384,512,640,768,896,1000", context_steps: int = 4, context_rounds: int = 6,
-         img_dir="img", seed: int = 0):
+         img_dir="img", seed: int = 0, json=None):
     """Print the table, the breakdown of a step, r(m) and ms/token against the context (see the docstring).
 
-    sizes: comma-separated model sizes (124M, 355M, 774M, 1558M).
+    sizes: comma-separated model sizes (124M, 355M, 774M, 1558M) or model folders; "" for none (then only
+        the context is measured).
     n_prompt: prompt length in tokens. n_new: tokens decoded per run. repeats: decoding runs per size, each
         right after a burst of 4 bandwidth products.
     no_cache_sizes: sizes also decoded without the cache, once each (slow; picoGPT's setting copies the weights).
@@ -398,35 +491,38 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
     context_size: the size for ms/token against the context length (None: skip); context_lengths: the
         lengths; context_steps: steps timed per length per round; context_rounds: rounds over all lengths.
     img_dir: where the plots go (None: no plots).
+    json: a file to write every measurement into (see to_json), for make_readme_figures.py.
     """
-    sizes = parse_list(sizes)
+    sizes = parse_list(sizes) if sizes else []
     no_cache_sizes = parse_list(no_cache_sizes) if no_cache_sizes else []
-    unknown = [s for s in sizes + no_cache_sizes + ([context_size] if context_size else []) if s not in HPARAMS]
-    if unknown:
-        raise SystemExit(f"unknown size(s) {unknown}: choose from {', '.join(HPARAMS)}")
+    for size in sizes + no_cache_sizes + ([context_size] if context_size else []):
+        size_hparams(size)  # an unknown size stops the run here, before any work
     start = time.perf_counter()
-    print(f"{machine_description()}; load average {os.getloadavg()[0]:.2f} at the start", flush=True)
+    load_start = os.getloadavg()[0]
+    print(f"{machine_description()}; load average {load_start:.2f} at the start", flush=True)
     rng = np.random.default_rng(seed)
-    w = rng.standard_normal(BANDWIDTH_SHAPE, dtype=np.float32)  # [8192, 8192]
-    v = rng.standard_normal(BANDWIDTH_SHAPE[1], dtype=np.float32)  # [8192]
 
     results = []
-    for size in sizes:
-        results.append(measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, r_repeats,
-                                    size in no_cache_sizes, rng))
-    print(f"Greedy decoding through the sampler (autoregressive_sampling, create_model_fn), {n_new} tokens after a "
-          f"{n_prompt}-token prompt\n(prompt pass not timed), random weights, ms per token; best and median of "
-          f"{repeats} runs. floor = weights / the best bandwidth\nof single float32 {BANDWIDTH_SHAPE[0]}x"
-          f"{BANDWIDTH_SHAPE[1]} matrix-vector products timed in turns with the runs (GB/s: their range); median's"
-          f" x floor\nuses the median bandwidth. no cache and picoGPT's setting: one run each.\n")
-    print(main_table(results))
-    print(f"\nOne step, part by part (the best of {breakdown_rounds} single steps or parts, timed in turns; "
-          f"shares of the step through the sampler):\n")
-    print(breakdown_table(results))
-    print(f"(sampled: logits_to_probs + _check_probs + _sample at {SAMPLING_SETTINGS}, instead of greedy)")
-    print("\nr(m) = time of an m-position pass / time of a 1-position pass, after the prompt (the cache rolled "
-          "back to it each time):\n")
-    print(r_table(results))
+    if sizes:
+        w = rng.standard_normal(BANDWIDTH_SHAPE, dtype=np.float32)  # [8192, 8192]
+        v = rng.standard_normal(BANDWIDTH_SHAPE[1], dtype=np.float32)  # [8192]
+        for size in sizes:
+            results.append(measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, r_repeats,
+                                        size in no_cache_sizes, rng))
+        del w, v
+        print(f"Greedy decoding through the sampler (autoregressive_sampling, create_model_fn), {n_new} tokens after "
+              f"a {n_prompt}-token prompt\n(prompt pass not timed), random weights, ms per token; best and median of "
+              f"{repeats} runs. floor = weights / the best bandwidth\nof single float32 {BANDWIDTH_SHAPE[0]}x"
+              f"{BANDWIDTH_SHAPE[1]} matrix-vector products timed in turns with the runs (GB/s: their range); "
+              f"median's x floor\nuses the median bandwidth. no cache and picoGPT's setting: one run each.\n")
+        print(main_table(results))
+        print(f"\nOne step, part by part (the best of {breakdown_rounds} single steps or parts, timed in turns; "
+              f"shares of the step through the sampler):\n")
+        print(breakdown_table(results))
+        print(f"(sampled: logits_to_probs + _check_probs + _sample at {SAMPLING_SETTINGS}, instead of greedy)")
+        print("\nr(m) = time of an m-position pass / time of a 1-position pass, after the prompt (the cache rolled "
+              "back to it each time):\n")
+        print(r_table(results))
 
     context = None
     if context_size:
@@ -436,15 +532,26 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
               f"length in each of {context_rounds} rounds:\n")
         print(context_table(context))
 
-    print(f"\n{(time.perf_counter() - start) / 60:.1f} minutes; load average {os.getloadavg()[0]:.2f} at the end "
+    minutes, load_end = (time.perf_counter() - start) / 60, os.getloadavg()[0]
+    print(f"\n{minutes:.1f} minutes; load average {load_end:.2f} at the end "
           f"(the 1-minute run-queue average; this run adds 1-2 to it, on 2 cores)")
-    plt = import_pyplot() if img_dir else None
+    if json:
+        run = {"machine": machine_description(), "blas": blas_description(), "threads": blas_threads(),
+               "load_average": [load_start, load_end], "minutes": minutes,
+               "settings": {"n_prompt": n_prompt, "n_new": n_new, "repeats": repeats,
+                            "breakdown_rounds": breakdown_rounds, "r_repeats": r_repeats,
+                            "context_steps": context_steps, "context_rounds": context_rounds,
+                            "bandwidth_shape": list(BANDWIDTH_SHAPE), "sampling": SAMPLING_SETTINGS}}
+        write_json(json, to_json(results, context, run))
+    plt = import_pyplot() if img_dir and (results or context) else None
     if plt is not None:
         img_dir = Path(img_dir)
-        plot_r_of_m(plt, results, img_dir / "forward_r_of_m.png")
+        if results:
+            plot_r_of_m(plt, results, img_dir / "forward_r_of_m.png")
         if context is not None:
             floor = next((res.floor for res in results if res.size == context.size), None)
-            plot_context(plt, context, floor, img_dir / "forward_ms_per_token_vs_context.png")
+            plot_context(plt, {threads_label(blas_threads()): context}, floor,
+                         img_dir / "forward_ms_per_token_vs_context.png")
     return None
 
 

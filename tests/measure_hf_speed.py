@@ -1,36 +1,71 @@
 """For scale: how fast Hugging Face `transformers` decodes GPT-2 on this machine's CPU (not part of the tests).
 
-The README compares benchmark_forward.py's cached decoding with this peer: random weights of the real 124M and
-355M shapes, greedy decoding of 32 tokens after a 16-token prompt, with HF's KV cache, 2 torch threads, the
-best of 3 runs. torch and transformers are heavy, so they live in a throwaway virtual environment:
+The README compares benchmark_forward.py's cached decoding with this peer: random weights of the real shapes,
+greedy decoding of --n_new tokens after a --n_prompt-token prompt, with HF's KV cache, --threads torch
+threads, the best of --repeats runs. make_readme_figures.py runs it with --json right after
+benchmark_forward.py, with the same prompt length, tokens and thread count, when torch and transformers are
+installed in the same environment:
 
-    python3 -m venv /tmp/venv-hf && /tmp/venv-hf/bin/pip install torch==2.13.0 transformers
-    /tmp/venv-hf/bin/python tests/measure_hf_speed.py
-    python benchmark_forward.py --repeats 3          # then this repository, right after, on the same machine
+    pip install torch==2.13.0 transformers
+    python tests/measure_hf_speed.py --sizes 124M,355M --n_new 16 --json hf.json
 """
 
+import argparse
+import json
+import os
+import sys
 import time
+from pathlib import Path
 
 import torch
+import transformers
 from transformers import GPT2Config, GPT2LMHeadModel
 
-SHAPES = {"124M": (768, 12, 12), "355M": (1024, 16, 24)}  # n_embd, n_head, n_layer
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gpt2 import HPARAMS  # noqa: E402
 
 
-def main(n_prompt=16, n_new=32, repeats=3):
-    torch.set_num_threads(2)
-    for size, (n_embd, n_head, n_layer) in SHAPES.items():
-        model = GPT2LMHeadModel(GPT2Config(n_embd=n_embd, n_head=n_head, n_layer=n_layer)).eval()
-        prompt = torch.randint(0, 50257, (1, n_prompt), generator=torch.Generator().manual_seed(0))
-        best = float("inf")
-        with torch.inference_mode():
-            for _ in range(repeats):
-                start = time.perf_counter()
-                model.generate(prompt, max_new_tokens=n_new, min_new_tokens=n_new, do_sample=False,
-                               use_cache=True, pad_token_id=0)
-                best = min(best, time.perf_counter() - start)
-        print(f"{size}: HF transformers on torch {torch.__version__}, greedy, {n_new} tokens after {n_prompt}, "
-              f"KV cache: {best / n_new * 1e3:.1f} ms/token")
+def ms_per_token(size, n_prompt, n_new, repeats):
+    """The best of `repeats` greedy generations of n_new tokens, in ms per token, for random weights of size."""
+    hparams = HPARAMS[size]
+    config = GPT2Config(n_embd=hparams["n_embd"], n_head=hparams["n_head"], n_layer=hparams["n_layer"],
+                        n_positions=hparams["n_ctx"], vocab_size=hparams["n_vocab"])
+    model = GPT2LMHeadModel(config).eval()
+    prompt = torch.randint(0, hparams["n_vocab"], (1, n_prompt), generator=torch.Generator().manual_seed(0))
+    best = float("inf")
+    with torch.inference_mode():
+        for _ in range(repeats):
+            start = time.perf_counter()
+            model.generate(prompt, max_new_tokens=n_new, min_new_tokens=n_new, do_sample=False, use_cache=True,
+                           pad_token_id=0)
+            best = min(best, time.perf_counter() - start)
+    return best / n_new * 1e3
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="124M,355M", help=f"comma-separated, of {', '.join(HPARAMS)}")
+    parser.add_argument("--n_prompt", type=int, default=16)
+    parser.add_argument("--n_new", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: one per core)")
+    parser.add_argument("--json", help="a file to write the results into, for make_readme_figures.py")
+    args = parser.parse_args()
+    sizes = [size for size in args.sizes.split(",") if size.strip()]
+    unknown = [size for size in sizes if size not in HPARAMS]
+    if unknown:
+        raise SystemExit(f"unknown size(s) {unknown}: choose from {', '.join(HPARAMS)}")
+    torch.set_num_threads(args.threads)
+    results = {}
+    for size in sizes:
+        results[size] = ms_per_token(size, args.n_prompt, args.n_new, args.repeats)
+        print(f"{size}: HF transformers {transformers.__version__} on torch {torch.__version__}, {args.threads} "
+              f"threads, greedy, {args.n_new} tokens after {args.n_prompt}, KV cache: {results[size]:.1f} ms/token")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "ms_per_token": results, "transformers": transformers.__version__, "torch": torch.__version__,
+            "threads": args.threads, "n_prompt": args.n_prompt, "n_new": args.n_new, "repeats": args.repeats}))
 
 
 if __name__ == "__main__":

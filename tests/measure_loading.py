@@ -1,11 +1,15 @@
 """Peak memory and time of loading a GPT-2 checkpoint, against the bytes of its weights (issue: loading in
-little more than the weights). Writes random weights of a released size as OpenAI's TF checkpoint and as a
-Hugging Face folder, then loads each in a fresh process and reports its peak resident memory and its time,
-next to the time of reading the file's bytes (`cat`) from the same warm page cache.
+little more than the weights). Writes random weights of each size as OpenAI's TF checkpoint and as a Hugging
+Face folder, then loads each in a fresh process and reports its peak resident memory and its time, next to
+the time of reading the file's bytes (`cat`) from the same warm page cache.
 
-    python tests/measure_loading.py --size 1558M --folder /tmp/gpt2-load   # ~13 GB of disk, deleted after
+    python tests/measure_loading.py --sizes 124M,1558M --folder /tmp/gpt2-load   # ~13 GB of disk at a time
+    python tests/measure_loading.py --sizes 124M --json loading.json             # also write the numbers
 
-Not a test (it takes minutes and gigabytes); the README quotes its output.
+A size is a released one or a model folder (its shapes; the weights are random). Each size's files are
+deleted before the next size is written. Of --repeats loads of each file, the peak is the largest (the memory
+a load may need) and the time the best (noise only ever adds time). Not a test (it takes minutes and
+gigabytes); make_readme_figures.py runs it with --json and writes the README's "Loading weights" table.
 """
 
 import argparse
@@ -22,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gpt2  # noqa: E402
+from benchmark import hparams_of, model_name  # noqa: E402
 from make_bad_inputs import field, table, varint  # noqa: E402
 from test_load import hf_name, write_safetensors  # noqa: E402
 
@@ -77,13 +82,10 @@ def cat_seconds(path):
     return time.perf_counter() - start
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--size", default="124M", choices=list(gpt2.HPARAMS))
-    parser.add_argument("--folder", default="/tmp/gpt2-load")
-    args = parser.parse_args()
-    hparams = gpt2.HPARAMS[args.size]
-    root = Path(args.folder)
+def measure_size(size, root, repeats):
+    """One row per layout: {"size", "layout", "weights", "empty_python", "peak", "seconds", "cat"} (bytes and
+    seconds). The files are written under root, measured, and deleted."""
+    hparams = hparams_of(size)
     arrays = flat_params(gpt2.random_params(hparams, np.random.default_rng(0)))
     weights = write_tf_checkpoint(root / "tf", arrays, hparams)
     hf = root / "hf"
@@ -93,9 +95,9 @@ def main():
     (hf / "config.json").write_text(json.dumps(config))
     write_safetensors(hf / "model.safetensors", {hf_name(n, "transformer."): a for n, a in arrays.items()}, "F32")
     del arrays
-    base_rss, _ = measure("pass")
-    print(f"{args.size}: weights {weights / 1e9:.2f} GB; an empty Python {base_rss / 1e6:.0f} MB")
-    for name, code, data_file in [
+    empty_python, _ = measure("pass")
+    rows = []
+    for layout, code, data_file in [
         ("TF checkpoint", f"utils.load_gpt2_params_from_tf_ckpt({str(root / 'tf' / 'model.ckpt')!r}, "
                           f"utils.read_openai_hparams({str(root / 'tf' / 'hparams.json')!r}))",
          root / "tf" / "model.ckpt.data-00000-of-00001"),
@@ -103,11 +105,42 @@ def main():
     ]:
         cat_seconds(data_file)  # warm the page cache
         cat = min(cat_seconds(data_file) for _ in range(2))
-        rss, seconds = min(measure(code) for _ in range(2))
-        print(f"  {name}: peak RSS {rss / 1e9:.2f} GB = {rss / weights:.2f}x the weights "
-              f"({(rss - base_rss) / weights:.2f}x above an empty Python); {seconds:.1f} s = "
-              f"{seconds / cat:.2f}x reading the file ({cat:.1f} s)")
+        loads = [measure(code) for _ in range(repeats)]
+        rows.append({"size": model_name(size), "layout": layout, "weights": weights, "empty_python": empty_python,
+                     "peak": max(peak for peak, _ in loads), "seconds": min(seconds for _, seconds in loads),
+                     "cat": cat})
     shutil.rmtree(root)
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="124M", help="comma-separated sizes or model folders")
+    parser.add_argument("--folder", default="/tmp/gpt2-load", help="where the files are written (then deleted)")
+    parser.add_argument("--repeats", type=int, default=2, help="loads of each file, each in a fresh process")
+    parser.add_argument("--json", help="a file to write the rows into, for make_readme_figures.py")
+    args = parser.parse_args()
+    sizes = [size for size in args.sizes.split(",") if size.strip()]
+    try:
+        for size in sizes:
+            hparams_of(size)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
+    if args.repeats < 1:
+        raise SystemExit(f"--repeats must be at least 1; got {args.repeats}")
+    rows = []
+    for size in sizes:
+        size_rows = measure_size(size, Path(args.folder), args.repeats)
+        first = size_rows[0]
+        print(f"{first['size']}: weights {first['weights'] / 1e9:.2f} GB; an empty Python "
+              f"{first['empty_python'] / 1e6:.0f} MB")
+        for row in size_rows:
+            print(f"  {row['layout']}: peak RSS {row['peak'] / 1e9:.2f} GB = {row['peak'] / row['weights']:.2f}x the "
+                  f"weights ({(row['peak'] - row['empty_python']) / row['weights']:.2f}x above an empty Python); "
+                  f"{row['seconds']:.1f} s = {row['seconds'] / row['cat']:.2f}x reading the file ({row['cat']:.1f} s)")
+        rows += size_rows
+    if args.json:
+        Path(args.json).write_text(json.dumps({"loads": rows, "repeats": args.repeats}, indent=1))
 
 
 if __name__ == "__main__":

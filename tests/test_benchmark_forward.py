@@ -78,3 +78,52 @@ def test_a_whole_run_on_a_tiny_model_prints_every_table_and_writes_both_plots(mo
 def test_unknown_sizes_stop_the_run_with_the_sizes_to_choose_from():
     with pytest.raises(SystemExit, match="unknown size.*'125M'.*choose from 124M, 355M, 774M, 1558M"):
         benchmark_forward.main(sizes="125M")
+
+
+def test_json_holds_every_measurement_and_reads_back_into_the_same_tables(monkeypatch, tmp_path, capsys):
+    """--json writes what the tables are made from; from_json rebuilds the results, and the plain tables made
+    from them are the ones the run printed (markdown=True formats the same numbers for the README)."""
+    import json
+
+    monkeypatch.setitem(benchmark_forward.HPARAMS, "tiny", TINY)
+    monkeypatch.setattr(benchmark_forward, "BANDWIDTH_SHAPE", (64, 64))
+    benchmark_forward.main(sizes="tiny", n_prompt=4, n_new=3, repeats=2, no_cache_sizes="", breakdown_rounds=2,
+                           r_max=3, r_repeats=2, context_size="tiny", context_lengths="4,20", context_steps=2,
+                           context_rounds=1, img_dir=None, json=str(tmp_path / "forward.json"))
+    out = capsys.readouterr().out
+    data = json.loads((tmp_path / "forward.json").read_text())
+    results, context, run = benchmark_forward.from_json(data)
+    assert json.loads(json.dumps(benchmark_forward.to_json(results, context, run))) == data
+    assert benchmark_forward.main_table(results) in out and benchmark_forward.r_table(results) in out
+    assert benchmark_forward.breakdown_table(results) in out and benchmark_forward.context_table(context) in out
+    assert sorted(results[0].pass_seconds) == [1, 2, 3] and sorted(context.seconds) == [4, 20]
+    assert run["settings"]["repeats"] == 2 and len(run["load_average"]) == 2 and run["threads"] >= 1
+    markdown = benchmark_forward.main_table(results, markdown=True).splitlines()
+    assert markdown[1].startswith("| --- |") and "floor (median)" in markdown[0]
+    assert "ms (best of 2)" in benchmark_forward.breakdown_table(results, markdown=True, rounds=2)
+
+
+def test_an_empty_sizes_flag_measures_only_the_context(monkeypatch, tmp_path, capsys):
+    """--sizes "" (what make_readme_figures.py runs with OPENBLAS_NUM_THREADS=1): no size, no bandwidth matrix,
+    only the ms/token against the context."""
+    import json
+
+    monkeypatch.setitem(benchmark_forward.HPARAMS, "tiny", TINY)
+    benchmark_forward.main(sizes="", no_cache_sizes="", context_size="tiny", context_lengths="4,20", context_steps=2,
+                           context_rounds=1, img_dir=str(tmp_path), json=str(tmp_path / "context.json"))
+    out = capsys.readouterr().out
+    assert "x floor" not in out and "ms/token, median" in out
+    results, context, _ = benchmark_forward.from_json(json.loads((tmp_path / "context.json").read_text()))
+    assert results == [] and context.size == "tiny"
+    assert not (tmp_path / "forward_r_of_m.png").exists()
+
+
+def test_a_model_folder_is_a_size_with_its_shapes(tmp_path):
+    """A folder's hparams.json gives the shapes (the weights are random), and the folder's name labels it."""
+    import json
+
+    (tmp_path / "little").mkdir()
+    (tmp_path / "little" / "hparams.json").write_text(json.dumps(TINY))
+    assert benchmark_forward.size_hparams(str(tmp_path / "little")) == TINY
+    context = benchmark_forward.measure_context(str(tmp_path / "little"), [4], 1, 1, np.random.default_rng(0))
+    assert context.size == "little" and len(context.seconds[4]) == 1

@@ -59,16 +59,20 @@ def tensor_bytes(array, dtype):
 
 
 def write_safetensors(path, tensors, dtype):
-    """Write {name: float32 array} as a safetensors file with every tensor stored as `dtype`."""
-    header, chunks, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    """Write {name: float32 array} as a safetensors file with every tensor stored as `dtype`, one tensor's bytes
+    in memory at a time (tests/measure_loading.py writes 1558M's 6.2 GB with it)."""
+    itemsize = 4 if dtype == "F32" else 2  # F16 and BF16: 2 bytes
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
     for name, array in tensors.items():
-        data = tensor_bytes(array, dtype)
-        header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
-        chunks.append(data)
-        offset += len(data)
+        header[name] = {"dtype": dtype, "shape": list(array.shape),
+                        "data_offsets": [offset, offset + array.size * itemsize]}
+        offset += array.size * itemsize
     header_bytes = json.dumps(header).encode()
     header_bytes += b" " * (-len(header_bytes) % 8)  # the format pads the header to a multiple of 8
-    path.write_bytes(len(header_bytes).to_bytes(8, "little") + header_bytes + b"".join(chunks))
+    with open(path, "wb") as file:
+        file.write(len(header_bytes).to_bytes(8, "little") + header_bytes)
+        for array in tensors.values():
+            file.write(tensor_bytes(array, dtype))
 
 
 def write_hf_folder(folder, flat_params, dtype="F32", prefix="transformer.", extra=None, config_changes=None):

@@ -5,8 +5,10 @@ the numbers a learner is told to recompute come out, that links to lines of code
 and that counts quoted in EXERCISES.md are the counts in the tests.
 """
 
+import math
 import re
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -21,10 +23,11 @@ EXERCISES = (REPO_ROOT / "EXERCISES.md").read_text(encoding="utf-8")
 
 
 def generated_block(text, name):
-    """The text between `<!-- name: begin ... -->` and `<!-- name: end -->`, without a ```text fence."""
+    """The text between `<!-- name: begin ... -->` and `<!-- name: end -->`, without a ```text fence, and without
+    the indentation of a part inside a list item."""
     match = re.search(rf"<!-- {name}: begin[^>]*-->\n(.*?)<!-- {name}: end -->", text, re.S)
     assert match, f"the README has no block marked {name}"
-    return re.sub(r"^```\w*\n|```\n?$", "", match.group(1).strip() + "\n", flags=re.M).strip()
+    return re.sub(r"^```\w*\n|```\n?$", "", textwrap.dedent(match.group(1)).strip() + "\n", flags=re.M).strip()
 
 
 def test_the_worked_round_in_the_readme_is_what_img_worked_round_py_prints():
@@ -189,7 +192,8 @@ def test_make_readme_figures_runs_end_to_end_on_tiny_models(tmp_path, release_12
     tiny = str(write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir))
     main(random_weights=True, draft_model_size=tiny, target_model_size=tiny, Ks=(1, 2), n_tokens_to_generate=4,
          repeats=1, dry_run=True, sample_run_tokens=4, drafters="", trees="", sample_run_sizes=(tiny, tiny),
-         exactness=False)
+         exactness=False, forward_sizes="", forward_context_size=None, loading_sizes="", timings=False,
+         agreement=False)
     out = capsys.readouterr().out
     for name in ("worked-round", "cost-table", "cost-summary", "sample-run", "machine"):
         assert f"--- {name}\n" in out, name
@@ -197,3 +201,258 @@ def test_make_readme_figures_runs_end_to_end_on_tiny_models(tmp_path, release_12
     header, *rows = markdown_rows(table)
     assert [row[0] for row in rows] == ["1", "2"] and len(set(re.findall(r"α = ([\d.]+)", " ".join(header)))) == 1
     assert "$ python main.py --draft_model_size /tmp/random-tiny-draft --target_model_size /tmp/random-tiny-target" in out
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The parts from benchmark_forward.py, tests/measure_loading.py and the small timings: each table agrees with
+# itself (a ratio is the quotient of the cells it names, to their rounding), whatever the run measured
+# ------------------------------------------------------------------------------------------------------------
+
+
+UNITS = {"GB": 1e9, "MB": 1e6, "kB": 1e3, "s": 1.0, "ms": 1e-3, "µs": 1e-6, "%": 1e-2}
+
+
+def measured(cell):
+    """(value, how far rounding may have moved it) of the number a cell starts with, in base units:
+    '2.20x' -> (2.2, 0.005); '498 MB' -> (498e6, 0.5e6); '55%)' -> (0.55, 0.005); '1.07e-05 s' -> (1.07e-05, 5e-08)."""
+    match = re.match(r"\s*(-?\d+(?:\.(\d*))?)(?:e([+-]?\d+))?\s*(GB|MB|kB|ms|µs|s|%)?", cell)
+    assert match, f"no number in {cell!r}"
+    number, decimals, exponent, unit = match.groups()
+    scale = 10.0 ** int(exponent or 0) * UNITS.get(unit, 1.0)
+    return float(number) * scale, 0.5 * 10.0 ** -len(decimals or "") * scale
+
+
+def consistent(ratio, numerator, denominator):
+    """Whether the cell `ratio` is numerator / denominator, each of the three as printed (rounded), or given
+    as (value, how far rounding may have moved it)."""
+    (r, dr), (n, dn), (d, dd) = (cell if isinstance(cell, tuple) else measured(cell)
+                                 for cell in (ratio, numerator, denominator))
+    low = (n - dn) / (d + dd)
+    high = (n + dn) / (d - dd) if d > dd else math.inf
+    return low - dr - 1e-12 <= r <= high + dr + 1e-12
+
+
+def test_measured_reads_a_cells_number_unit_and_rounding():
+    assert measured("2.20x") == (2.2, pytest.approx(0.005))
+    assert measured("498 MB") == (498e6, 0.5e6)
+    assert measured("55%)") == (pytest.approx(0.55), pytest.approx(0.005))
+    assert measured("1.07e-05 s") == (pytest.approx(1.07e-5), pytest.approx(5e-8))
+    assert consistent("2.20x", "161.0", "73.3") and not consistent("2.30x", "161.0", "73.3")
+
+
+def check_forward_table(block):
+    """x floor = sampler / floor, x floor (median) = median / median floor, floor = weights / the best GB/s, and
+    the two speedups are the no-cache times over the best sampler time."""
+    header, *rows = markdown_rows(block)
+    assert header[:9] == ["size", "weights", "GB/s (range)", "floor", "sampler, best", "x floor", "floor (median)",
+                          "sampler, median", "x floor (median)"], header
+    assert rows, "one row per size"
+    for size, weights, rates, floor, best, x_best, median_floor, median, x_median, no_cache, speedup, pico, \
+            pico_speedup in rows:
+        assert consistent(x_best, best, floor), size
+        assert consistent(x_median, median, median_floor), size
+        megabytes, rounding = (value / 1e6 for value in measured(weights))  # MB / (GB/s) = ms
+        assert consistent(floor, (megabytes, rounding), rates.split("-")[1]), size
+        for time, ratio in ((no_cache, speedup), (pico, pico_speedup)):
+            assert time == ratio == "-" or consistent(ratio, time, best), size
+
+
+def check_forward_breakdown(block):
+    """Each column: the derived lines are differences of the measured ones, and each share is its line over the
+    step through the sampler."""
+    header, *rows = markdown_rows(block)
+    assert re.fullmatch(r"ms \(best of \d+\)", header[0]), header[0]
+    lines = {row[0]: row[1:] for row in rows}
+    for column in range(len(header) - 1):
+        ms = {name: measured(cells[column])[0] for name, cells in lines.items()}
+        step = lines["= step through the sampler"][column]
+        rest = ms["= model function step"] - ms["block matrix products"] - ms["LM head (x @ wte.T)"] \
+            - ms["logits_to_probs (greedy)"]
+        assert ms["rest of the forward pass"] == pytest.approx(rest, abs=0.025)
+        loop = ms["= step through the sampler"] - ms["= model function step"] - ms["_check_probs + _sample"]
+        assert ms["sampler loop, the rest"] == pytest.approx(loop, abs=0.02)
+        for name, cells in lines.items():
+            if "(" in cells[column] and not name.startswith("GB/s"):
+                assert consistent(cells[column].split("(")[1], cells[column], step), (name, header[column + 1])
+
+
+def check_r_table(block):
+    header, *rows = markdown_rows(block)
+    assert header[:3] == ["r(m)", "1", "2"] and rows
+    assert all(row[1] == "1.00" for row in rows), "r(1) is a pass over the one of its own"
+
+
+def check_context_table(block):
+    """Each label's ratio row is its median row over the median at the first length, and the sentence below
+    quotes the last ratio of each."""
+    header, *rows = markdown_rows(block)
+    medians = {row[0].split(", ", 2)[2]: row[1:] for row in rows if row[0].startswith("ms/token, median, ")}
+    ratios = {row[0].split(", ", 1)[1]: row[1:] for row in rows if row[0].startswith("median / median at ")}
+    assert medians and medians.keys() == ratios.keys(), rows
+    for label, cells in ratios.items():
+        assert cells[0] == "1.00"
+        for ratio, median in zip(cells, medians[label]):
+            assert consistent(ratio, median, medians[label][0]), label
+        assert f"{cells[-1]}× with {label}" in " ".join(block.split()), label
+
+
+def check_loading_table(block):
+    """× the weights = peak / weights, load / `cat` = load / cat, and the sentence counts the rows."""
+    header, *rows = markdown_rows(block)
+    assert header == ["size", "layout", "weights", "peak resident memory", "× the weights",
+                      "× above an empty Python", "load", "`cat` (warm)", "load / `cat`"], header
+    for size, layout, weights, peak, x_weights, _, load, cat, x_cat in rows:
+        assert consistent(x_weights, peak, weights), (size, layout)
+        assert consistent(x_cat, load, cat), (size, layout)
+    counts = re.findall(r"by (\d+)\s+of\s+(?:these\s+)?(\d+)", " ".join(block.split()))
+    assert [int(of) for _, of in counts] == [len(rows)] * 2, counts
+
+
+def check_design_table(block):
+    """other / gpt2.py's = the other way's time over gpt2.py's."""
+    header, *rows = markdown_rows(block)
+    assert header[1:] == ["gpt2.py's way", "time", "the other way", "time", "other / gpt2.py's"], header
+    for what, _, mine, _, theirs, ratio in rows:
+        assert consistent(ratio, theirs, mine), what
+
+
+def check_peer_speed(block):
+    """Either the one line that says it was skipped and how to install the peer, or a table whose last column
+    is the peer's ms/token over this repository's."""
+    from make_readme_figures import PEER_INSTALL
+
+    if "skipped" in block:
+        assert PEER_INSTALL in " ".join(block.split())
+        return
+    _, *rows = markdown_rows(block)
+    for size, theirs, mine, ratio in rows:
+        assert consistent(ratio, theirs, mine), size
+
+
+CHECKS = {"forward-table": check_forward_table, "forward-breakdown": check_forward_breakdown,
+          "r-table": check_r_table, "context-table": check_context_table, "loading-table": check_loading_table,
+          "design-timing": check_design_table, "peer-speed": check_peer_speed}
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_each_measured_table_in_the_readme_agrees_with_itself(name):
+    CHECKS[name](generated_block(README, name))
+
+
+def test_the_forward_summary_quotes_the_tables_ratios():
+    """The best-run span of the summary is the span of the table's x floor column."""
+    from make_readme_figures import span
+
+    _, *rows = markdown_rows(generated_block(README, "forward-table"))
+    best = span([float(row[5].rstrip("x")) for row in rows])
+    assert f"The best runs are {best}× the strict floor" in " ".join(generated_block(README, "forward-summary").split())
+
+
+def test_the_break_even_table_is_its_recomputation_from_drafters_r_table():
+    """No timing goes into it: the same every run, so the README must hold exactly what the script computes."""
+    from make_readme_figures import break_even_table
+
+    assert generated_block(README, "break-even-table") == break_even_table()
+
+
+def test_the_break_even_tables_c_is_the_weight_ratio_k_auto_estimates():
+    """n_weights counts what create_model_fn's n_params counts (wte once), so c is AutoK's own c."""
+    import drafters
+    from gpt2 import HPARAMS, random_params
+    from make_readme_figures import n_weights
+    from sampling import create_model_fn
+
+    tiny, small = ({"n_vocab": 50, "n_ctx": 16, "n_embd": n, "n_head": 2, "n_layer": layers}
+                   for n, layers in ((8, 2), (16, 3)))
+    draft, target = (create_model_fn(random_params(h, np.random.default_rng(0)), h) for h in (tiny, small))
+    assert (n_weights(tiny), n_weights(small)) == (draft.n_params, target.n_params)
+    assert drafters.AutoK(draft, target, 4).c == n_weights(tiny) / n_weights(small)
+    assert n_weights(HPARAMS["124M"]) == 124_439_808
+
+
+def test_the_hf_agreement_sentence_quotes_a_difference_under_the_tests_bound():
+    from test_gpt2 import HF_TOLERANCE
+
+    sentence = " ".join(generated_block(README, "hf-agreement").split())
+    worst, bound = re.search(r"matches within ([\d.e-]+) \(the bound is ([\d.e-]+)\)", sentence).groups()
+    assert float(bound) == HF_TOLERANCE and float(worst) <= HF_TOLERANCE
+
+
+def test_replace_block_indents_a_part_inside_a_list_item_as_its_marks():
+    from make_readme_figures import replace_block
+
+    text = "- item\n\n  <!-- t: begin (old) -->\n  old\n  <!-- t: end -->\n- next\n"
+    assert replace_block(text, "t", "| a |\n\nline", "cmd") == (
+        "- item\n\n  <!-- t: begin (cmd) -->\n  | a |\n\n  line\n  <!-- t: end -->\n- next\n")
+
+
+def test_wrapped_prose_never_splits_a_code_span():
+    """A line starting with '+ ' from inside `"!" + c` would become a list item."""
+    from make_readme_figures import wrap
+
+    text = "word " * 21 + '`"!" + c + "\'s"` and more words'
+    assert all(not line.startswith(("+", "c ")) for line in wrap(text).splitlines())
+    assert '`"!" + c + "\'s"`' in wrap(text)
+
+
+def dry_run_parts(out):
+    """{name: content} of what `main(dry_run=True)` printed ('--- name' then the part, then a blank line)."""
+    return dict(re.findall(r"^--- ([\w-]+)\n(.*?)\n\n(?=--- |\Z)", out, re.S | re.M))
+
+
+def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_a_tiny_model(
+        tmp_path, release_124M_dir, monkeypatch, capsys):
+    """The new parts end to end, in seconds: benchmark_forward.py twice (default threads, then
+    OPENBLAS_NUM_THREADS=1) and tests/measure_loading.py as processes of their own, on a tiny model folder; the
+    small timings on tiny shapes. Every part has its marks in the README, and every table agrees with itself as
+    the README's must. No timing is asserted."""
+    import make_readme_figures
+    from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
+
+    tiny = str(write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir))
+    monkeypatch.setitem(make_readme_figures.HPARAMS, "tiny", TINY_HPARAMS)
+    monkeypatch.setattr(make_readme_figures, "TIMED_SIZE", "tiny")
+    monkeypatch.setattr(make_readme_figures, "peer_installed", lambda: False)  # the path when torch is missing
+    make_readme_figures.main(
+        random_weights=True, draft_model_size=tiny, target_model_size=tiny, Ks=(1,), n_tokens_to_generate=2, repeats=1,
+        dry_run=True, sample_run_tokens=2, drafters="", trees="", sample_run_sizes=(tiny, tiny), exactness=False,
+        forward_sizes=tiny, forward_no_cache_sizes=tiny, forward_repeats=2, forward_n_new=2,
+        forward_breakdown_rounds=2, forward_r_repeats=1, forward_context_size=tiny, forward_context_lengths="4,20",
+        forward_context_rounds=1, peer_sizes=tiny, loading_sizes=tiny, loading_repeats=1)
+    parts = dry_run_parts(capsys.readouterr().out)
+    for name in ("forward-run", "forward-table", "forward-breakdown", "forward-summary", "r-table", "context-table",
+                 "peer-speed", "loading-table", "break-even-table", "lookup-timing", "bpe-timing", "sampler-timing",
+                 "design-timing", "hf-agreement", "unicode-count", "machine"):
+        assert name in parts, name
+    for name in parts:
+        assert f"<!-- {name}: begin (" in README, f"the README has no marks for {name}"
+    for name, check in CHECKS.items():
+        check(parts[name])
+    assert "OPENBLAS_NUM_THREADS=1 python benchmark_forward.py --sizes ''" in parts["forward-run"]
+    labels = [row[0] for row in markdown_rows(parts["context-table"])[1:]]
+    assert "ms/token, median, 1 thread" in labels and len(labels) == 4, labels  # two rows per thread count
+    assert "skipped" in parts["peer-speed"]
+
+
+def test_with_torch_installed_the_peer_runs_with_this_runs_sizes_prompt_tokens_and_threads(monkeypatch):
+    """torch is not installed here, so tests/measure_hf_speed.py is replaced by what it writes with --json; the
+    table then puts the peer's ms/token beside this repository's best run of the same size."""
+    import make_readme_figures
+    from benchmark_forward import SizeResult
+
+    ran = []
+
+    def fake_script(args, env=None):
+        ran.append(args)
+        return {"ms_per_token": {"124M": 36.0}, "transformers": "5.23", "torch": "2.13.0", "threads": 2,
+                "n_prompt": 16, "n_new": 16, "repeats": 3}
+
+    monkeypatch.setattr(make_readme_figures, "peer_installed", lambda: True)
+    monkeypatch.setattr(make_readme_figures, "run_json_script", fake_script)
+    forward = {"results": [SizeResult("124M", 1, 1, 1, sampler_steps=[0.018, 0.020]),
+                           SizeResult("355M", 1, 1, 1, sampler_steps=[0.05])],
+               "runs": [("python benchmark_forward.py", {"threads": 2})]}
+    block = make_readme_figures.peer_block(forward, ["124M"], {"n_prompt": 16, "n_new": 16})
+    assert ran == [["tests/measure_hf_speed.py", "--sizes", "124M", "--n_prompt", 16, "--n_new", 16, "--threads", 2]]
+    check_peer_speed(block)
+    assert "| 124M | 36.0 | 18.0 | 2.00× |" in block
