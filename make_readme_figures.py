@@ -492,20 +492,23 @@ def bytes_text(n):
 
 
 def loading_table(loads):
-    """Markdown: one row per size and layout, then whether the two goals were met."""
+    """Markdown: one row per size and layout, then whether the two goals were met, and how far the time goal is
+    from what copying the file into fresh memory alone takes (tests/measure_loading.py's fresh_copy)."""
     lines = ["| size | layout | weights | peak resident memory | × the weights | × above an empty Python | load | "
-             "`cat` (warm) | load / `cat` |", "|" + " --- |" * 9]
+             "`cat` (warm) | load / `cat` | copy into fresh memory | copy / `cat` |", "|" + " --- |" * 11]
     memory_met, time_met = [], []
     for load in loads:
-        weights, peak, seconds, cat = load["weights"], load["peak"], load["seconds"], load["cat"]
+        weights, peak, seconds, cat, copy = (load[key] for key in ("weights", "peak", "seconds", "cat", "fresh_copy"))
         lines.append(f"| {load['size']} | {LAYOUTS.get(load['layout'], load['layout'])} | {bytes_text(weights)} | "
                      f"{bytes_text(peak)} | {peak / weights:.2f}× | {(peak - load['empty_python']) / weights:.2f}× | "
-                     f"{seconds:.3g} s | {cat:.3g} s | {seconds / cat:.1f}× |")
+                     f"{seconds:.3g} s | {cat:.3g} s | {seconds / cat:.1f}× | {copy:.3g} s | {copy / cat:.1f}× |")
         memory_met.append(peak / weights <= LOADING_MEMORY_GOAL)
         time_met.append(seconds / cat <= LOADING_TIME_GOAL)
+    copies = [load["fresh_copy"] / load["cat"] for load in loads]
     lines += ["", wrap(f"The memory goal (at most {LOADING_MEMORY_GOAL}× the weights) is met by {sum(memory_met)} "
                        f"of these {len(loads)} loads; the time goal (at most {LOADING_TIME_GOAL:g}× reading the file) "
-                       f"by {sum(time_met)} of {len(loads)}.")]
+                       f"by {sum(time_met)} of {len(loads)}. Copying the file's bytes into one fresh array, with no "
+                       f"check and no reordering, took {span(copies, '{:.1f}')}× the `cat` by itself.")]
     return "\n".join(lines)
 
 
@@ -667,17 +670,23 @@ def design_table(repeats=200, product_repeats=10, seed=0):
     row_major = [np.ascontiguousarray(m) for m in matrices]
     rows = {n: rng.standard_normal((1, n), dtype=np.float32) for n in (n_embd, 4 * n_embd)}  # [1, n_in]
     rows64 = {n: row.astype(np.float64) for n, row in rows.items()}
+    rows8 = {n: rng.standard_normal((8, n), dtype=np.float32) for n in rows}  # [8, n_in]: a verification pass
     x, row = rows[4 * n_embd], rows[n_embd]  # x: what GELU sees, [1, 4 n_embd]
 
     def products(by_size, weights):
         return lambda: [by_size[m.shape[0]] @ m for m in weights]
+
+    def left_products(by_size, weights):  # gpt2.linear's way: the big matrix on the left
+        return lambda: [(m.T @ by_size[m.shape[0]].T).T for m in weights]
 
     cases = [  # (what, gpt2.py's way, its function, the other way, its function, calls to time)
         (f"GELU's cube of a [1, {4 * n_embd}] float32 row", "`x * x * x`", lambda: x * x * x, "`x**3`",
          lambda: x**3, repeats),
         (f"one row through each of the {len(matrices)} block matrices", "column-major (`gpt2.column_major`)",
          products(rows, matrices), "row-major", products(rows, row_major), product_repeats),
-        ("the same products, after the row met a float64 scalar", "float32 row", products(rows, matrices),
+        (f"8 rows through each of the {len(matrices)} block matrices (`gpt2.linear`)", "`(w.T @ x.T).T`",
+         left_products(rows8, matrices), "`x @ w`", products(rows8, matrices), product_repeats),
+        ("one row through the same products, after it met a float64 scalar", "float32 row", products(rows, matrices),
          "float64 row (every matrix converted each time)", products(rows64, matrices), product_repeats),
         (f"the mean of a [1, {n_embd}] row (`layer_norm`)", "`np.add.reduce(x, axis=-1, keepdims=True) / n`",
          lambda: np.add.reduce(row, axis=-1, keepdims=True) / n_embd, "`np.mean(x, axis=-1, keepdims=True)`",

@@ -1,7 +1,9 @@
 """Peak memory and time of loading a GPT-2 checkpoint, against the bytes of its weights (issue: loading in
 little more than the weights). Writes random weights of each size as OpenAI's TF checkpoint and as a Hugging
 Face folder, then loads each in a fresh process and reports its peak resident memory and its time, next to
-the time of reading the file's bytes (`cat`) from the same warm page cache.
+the time of reading the file's bytes (`cat`) from the same warm page cache, and the time of copying them into
+one fresh array in a fresh process (the least that any loader which copies the weights into its own memory
+can take: `cat` reuses one small buffer, a load must fault in fresh pages for every byte).
 
     python tests/measure_loading.py --sizes 124M,1558M --folder /tmp/gpt2-load   # ~13 GB of disk at a time
     python tests/measure_loading.py --sizes 124M --json loading.json             # also write the numbers
@@ -76,6 +78,13 @@ def measure(code):
     return int(out[-1]) * 1024, float(out[-2])
 
 
+def fresh_copy_code(path):
+    """Code that reads the file's bytes into one fresh NumPy array: what any loader that copies the weights into
+    its own memory must at least do (page faults on fresh memory included), with no checks and no reordering."""
+    return (f"import os\nimport numpy as np\narray = np.empty(os.path.getsize({str(path)!r}), dtype=np.uint8)\n"
+            f"with open({str(path)!r}, 'rb') as file:\n    file.readinto(memoryview(array))")
+
+
 def cat_seconds(path):
     start = time.perf_counter()
     subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
@@ -83,8 +92,9 @@ def cat_seconds(path):
 
 
 def measure_size(size, root, repeats):
-    """One row per layout: {"size", "layout", "weights", "empty_python", "peak", "seconds", "cat"} (bytes and
-    seconds). The files are written under root, measured, and deleted."""
+    """One row per layout: {"size", "layout", "weights", "empty_python", "peak", "seconds", "fresh_copy", "cat"}
+    (bytes and seconds; fresh_copy: the best time of fresh_copy_code). The files are written under root,
+    measured, and deleted."""
     hparams = hparams_of(size)
     arrays = flat_params(gpt2.random_params(hparams, np.random.default_rng(0)))
     weights = write_tf_checkpoint(root / "tf", arrays, hparams)
@@ -105,10 +115,13 @@ def measure_size(size, root, repeats):
     ]:
         cat_seconds(data_file)  # warm the page cache
         cat = min(cat_seconds(data_file) for _ in range(2))
-        loads = [measure(code) for _ in range(repeats)]
+        loads, copies = [], []
+        for _ in range(repeats):  # in turns, so that the machine's moods hit both alike
+            loads.append(measure(code))
+            copies.append(measure(fresh_copy_code(data_file))[1])
         rows.append({"size": model_name(size), "layout": layout, "weights": weights, "empty_python": empty_python,
                      "peak": max(peak for peak, _ in loads), "seconds": min(seconds for _, seconds in loads),
-                     "cat": cat})
+                     "fresh_copy": min(copies), "cat": cat})
     shutil.rmtree(root)
     return rows
 
@@ -137,7 +150,9 @@ def main():
         for row in size_rows:
             print(f"  {row['layout']}: peak RSS {row['peak'] / 1e9:.2f} GB = {row['peak'] / row['weights']:.2f}x the "
                   f"weights ({(row['peak'] - row['empty_python']) / row['weights']:.2f}x above an empty Python); "
-                  f"{row['seconds']:.1f} s = {row['seconds'] / row['cat']:.2f}x reading the file ({row['cat']:.1f} s)")
+                  f"{row['seconds']:.1f} s = {row['seconds'] / row['cat']:.2f}x reading the file ({row['cat']:.1f} s); "
+                  f"copying the file into fresh memory {row['fresh_copy']:.1f} s = "
+                  f"{row['fresh_copy'] / row['cat']:.2f}x")
         rows += size_rows
     if args.json:
         Path(args.json).write_text(json.dumps({"loads": rows, "repeats": args.repeats}, indent=1))

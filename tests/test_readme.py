@@ -297,13 +297,16 @@ def check_context_table(block):
 
 
 def check_loading_table(block):
-    """× the weights = peak / weights, load / `cat` = load / cat, and the sentence counts the rows."""
+    """× the weights = peak / weights, load / `cat` = load / cat, copy / `cat` = copy / cat, and the sentence
+    counts the rows."""
     header, *rows = markdown_rows(block)
     assert header == ["size", "layout", "weights", "peak resident memory", "× the weights",
-                      "× above an empty Python", "load", "`cat` (warm)", "load / `cat`"], header
-    for size, layout, weights, peak, x_weights, _, load, cat, x_cat in rows:
+                      "× above an empty Python", "load", "`cat` (warm)", "load / `cat`", "copy into fresh memory",
+                      "copy / `cat`"], header
+    for size, layout, weights, peak, x_weights, _, load, cat, x_cat, copy, x_copy in rows:
         assert consistent(x_weights, peak, weights), (size, layout)
         assert consistent(x_cat, load, cat), (size, layout)
+        assert consistent(x_copy, copy, cat), (size, layout)
     counts = re.findall(r"by (\d+)\s+of\s+(?:these\s+)?(\d+)", " ".join(block.split()))
     assert [int(of) for _, of in counts] == [len(rows)] * 2, counts
 
