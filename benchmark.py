@@ -46,8 +46,8 @@ Then each sampler runs over the prompts with fresh model functions (empty caches
 autoregressive sampling once, speculative sampling once per K.
 
 Run it on a quiet machine. OpenBLAS starts one thread per core and its threads spin while they wait for each
-other, so when another process keeps one of the 2 cores busy, a 124M step can take 2-3x longer (49 ms
-instead of 19 ms measured so), and unevenly. On a busy machine, OPENBLAS_NUM_THREADS=1 gives steadier numbers.
+other, so when another process keeps one of the 2 cores busy, a 124M step can take 2-3x longer, and
+unevenly. On a busy machine, OPENBLAS_NUM_THREADS=1 gives steadier numbers.
 
 --random_weights: random weights of the real shapes, for when no checkpoint is present. Their distributions
 are nothing like each other's, so the acceptance rate means nothing (at temperature 0 it is about 0: every
