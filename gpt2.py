@@ -128,8 +128,8 @@ def linear(x, w, b):
     Computed as (w.T @ x.T).T, the same product with the big matrix on the left. w is stored column-major
     (`column_major`), so w.T is an ordinary row-major [n_out, n_in] matrix. For one row nothing changes (a
     matrix-vector product either way); for a few rows (a speculative round's verification pass) OpenBLAS
-    prepares the matrix on the left for its kernel faster than the one on the right: on our 2-core machines
-    124M's passes over 2 to 16 positions cost 12-23% less than with `x @ w` (one and two threads alike).
+    prepares the matrix on the left for its kernel faster than the one on the right (the README's design table
+    times both forms on 8 rows through 124M's block matrices, and its r(m) table shows what a pass costs).
     """
     return (w.T @ x.T).T + b  # [n_out, n_in] @ [n_in, m] -> [n_out, m] -> [m, n_out]
 
@@ -384,8 +384,9 @@ def column_major(params: dict) -> dict:
     of the numbers in memory does. A decoding step multiplies ONE row x by each w. With w stored column by
     column, each output x @ w[:, j] is a dot product over contiguous memory, which OpenBLAS streams faster
     than scaling and adding whole rows (the README's design table times both layouts on 124M's 48 block
-    matrices, in the same run as its other figures). (The LM head, x @ wte.T, gets this layout for free: wte.T is wte
-    read column by column.) The loaders in utils.py and `random_params` return parameters in this layout.
+    matrices, in the same run as its other figures). (The LM head, x @ wte.T, gets this layout for free:
+    wte.T is wte read column by column.) The loaders in utils.py and `random_params` return parameters in
+    this layout.
     """
 
     def convert(tree):
