@@ -37,7 +37,7 @@ sampling would give if draft steps were free and r were 1.
 
 What is measured
 ----------------
-c and r are measured through the same model functions the samplers call (sampling.create_model_fn, so the
+c and r are measured through the same model functions the samplers call (model_fn.create_model_fn, so the
 turning of logits into probabilities is included), at a prefix of --prefix_length tokens: with the cache,
 "a pass over n tokens" feeds n new tokens after a cached prefix; without it, it recomputes prefix + n
 tokens. Each is the fastest of --repeats calls (the machine is shared, and noise only ever adds time),
@@ -63,7 +63,7 @@ Drafters and trees (--drafters model,lookup,staged, --trees "2,1,1;2,2,1")
 add two tables, each in both cache settings and on two groups of prompts: "copying" (a passage to repeat,
 code to extend: prompt lookup finds what comes next in the prompt) and "free" (nothing to copy).
 - The drafter table: one row per drafter (the draft model's chain, prompt lookup, staged drafting; see
-  drafters.py) and K (fixed, "auto": drafters.AutoK, "hf": Hugging Face's schedule, k + 2 after a round that
+  drafters.py) and K (fixed, "auto": lookahead.AutoK, "hf": Hugging Face's schedule, k + 2 after a round that
   kept every guess and k - 1 otherwise). alpha, the mean k proposed, tokens per target pass, the measured
   speedup over autoregressive sampling in the same cache setting, and the cost model's prediction for what
   the run proposed: round i proposed m_i tokens, so
@@ -100,6 +100,7 @@ import numpy as np
 from tqdm import tqdm
 
 from gpt2 import HPARAMS, random_params
+from lookahead import AUTO_K_MAX, break_even_alpha, predicted_speedup, tokens_per_round
 from main import (
     check_model_names,
     check_same_tokenizer,
@@ -109,14 +110,8 @@ from main import (
     errors_as_one_line,
     timed,
 )
-from sampling import (
-    AUTO_K_MAX,
-    AutoregressiveStats,
-    SpeculativeStats,
-    autoregressive_sampling,
-    create_model_fn,
-    speculative_sampling,
-)
+from sampling import AutoregressiveStats, SpeculativeStats, autoregressive_sampling, speculative_sampling
+from model_fn import create_model_fn
 from utils import DISTILGPT2_HPARAMS, HUB_MODELS, MODEL_SIZES, read_hf_hparams
 
 DEFAULT_PROMPTS = (
@@ -127,41 +122,6 @@ DEFAULT_PROMPTS = (
     "In 1969, the first humans walked on the moon. The mission was called",
 )
 DEFAULT_ALPHAS = (0.5, 0.7, 0.8, 0.9)
-
-
-# ------------------------------------------------------------------------------------------------------------
-# The model of the cost
-# ------------------------------------------------------------------------------------------------------------
-
-
-def tokens_per_round(alpha, K):
-    """Expected tokens a round writes: 1 + alpha + ... + alpha^K (= (1 - alpha^(K+1)) / (1 - alpha) for alpha < 1).
-
-    tokens_per_round(0.8, 4) = 1 + 0.8 + 0.64 + 0.512 + 0.4096 = 3.3616; alpha = 1 gives K + 1.
-    """
-    return sum(alpha**i for i in range(K + 1))
-
-
-def predicted_speedup(alpha, K, c, r=1.0):
-    """(1 - alpha^(K+1)) / ((1 - alpha) (c K + r)); r = 1 is Leviathan et al.'s formula.
-
-    Example: alpha 0.8, K 4, c 0.4: Leviathan 3.3616 / 2.6 = 1.29x; with r = 2.5: 3.3616 / 4.1 = 0.82x.
-    """
-    return tokens_per_round(alpha, K) / (c * K + r)
-
-
-def break_even_alpha(K, c, r=1.0):
-    """The alpha at which the predicted speedup is 1 (bisection; it grows with alpha), or None if it never is.
-
-    At alpha = 1 the speedup is (K + 1) / (c K + r): if that is <= 1, no alpha wins.
-    """
-    if predicted_speedup(1.0, K, c, r) <= 1:
-        return None
-    low, high = 0.0, 1.0
-    for _ in range(50):
-        middle = (low + high) / 2
-        low, high = (middle, high) if predicted_speedup(middle, K, c, r) < 1 else (low, middle)
-    return (low + high) / 2
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -491,7 +451,7 @@ def run_drafter_comparison(prompt_groups, draft, target, drafter_names, drafter_
     results = {}
     if not prompt_groups:
         return results
-    from sampling import tree_speculative_sampling  # here: only the comparison needs trees
+    from drafters import tree_speculative_sampling  # here: only the comparison needs trees
 
     for costs in costs_by_mode:
         kv_cache = costs.kv_cache
@@ -830,10 +790,10 @@ def main(
         models_dir: where released sizes are downloaded to.
         img_dir: where the plots go (needs matplotlib: pip install -r requirements-plots.txt).
         drafters: also compare drafters, comma-separated: model,lookup,staged (see drafters.py), in both cache settings, on prompts that invite copying and prompts that do not.
-        drafter_Ks: the K of each drafter row: whole numbers, "auto" (drafters.AutoK) and "hf" (Hugging Face's schedule).
+        drafter_Ks: the K of each drafter row: whole numbers, "auto" (lookahead.AutoK) and "hf" (Hugging Face's schedule).
         trees: also compare token trees with the chains that send as many rows to the target, e.g. "2,1,1;2,2,1".
         max_ngram: the longest n-gram prompt lookup searches for (lookup and staged).
-        k_max: r(m) is measured up to m = k_max + 1 rows (and no more than the tokens per run need) for the predictions; sampling.AUTO_K_MAX caps what "auto" and "hf" propose.
+        k_max: r(m) is measured up to m = k_max + 1 rows (and no more than the tokens per run need) for the predictions; lookahead.AUTO_K_MAX caps what "auto" and "hf" propose.
         copy_prompts: the prompts that invite copying, for the drafter and tree tables (random ids with --random_weights).
         free_prompts: the prompts with nothing to copy.
     """

@@ -63,7 +63,8 @@ import benchmark
 from gpt2 import HPARAMS, random_params
 from benchmark import blas_description, blas_threads, machine_description, model_name, save
 from main import timed
-from sampling import _check_probs, _sample, autoregressive_sampling, create_model_fn, logits_to_probs
+from sampling import _check_probs, _sample, autoregressive_sampling
+from model_fn import create_model_fn, logits_to_probs
 
 BANDWIDTH_SHAPE = (8192, 8192)  # float32: 256 MiB, far larger than any cache
 SAMPLING_SETTINGS = dict(temperature=1.0, top_k=50, top_p=0.9)  # the breakdown's sampled (not greedy) case

@@ -1,101 +1,11 @@
 """Drafters: where the guesses of a speculative round come from.
 
-The drafter contract
---------------------
-Speculative sampling (sampling.py) needs, each round, a few proposed tokens after the sequence x so far,
-and for each proposed token the distribution it was drawn from. A drafter gives exactly that:
-
-    proposal = drafter.propose(x, k, rng, n_vocab)     # a Proposal, at most k deep
-
-    Proposal.tokens   the m proposed tokens, in order (m <= k for a chain; m = 0 is allowed)
-    Proposal.parents  parents[i] is the index of token i's parent among the proposed tokens, or -1 when
-                      token i follows x directly: a chain is [-1, 0, 1, ..., m - 2]; a tree has siblings
-    Proposal.rows     [m, n_vocab]: rows[i] is the distribution tokens[i] was drawn from, given x and the path
-                      to its parent. A deterministic proposal (a token looked up, not sampled) has a one-hot
-                      row: it was "drawn" from a distribution that is certain of it.
-
-A round with no proposal (k = 0, or m = 0) is a plain target step: one target position, one token.
-Siblings (tokens with the same parent) must be drawn independently of each other given that parent.
-
-Worked example: x = [5, 7], k = 2, a vocabulary of 4 tokens. A draft model whose distribution after [5, 7] is
-[0.1, 0.6, 0.2, 0.1] draws token 1; after [5, 7, 1] its distribution is [0.0, 0.0, 0.5, 0.5] and it draws 3:
-
-    Proposal(tokens=[1, 3], parents=[-1, 0],
-             rows=[[0.1, 0.6, 0.2, 0.1],
-                   [0.0, 0.0, 0.5, 0.5]])
-
-A prompt-lookup drafter that finds "7 1 3" earlier in x proposes the same tokens with one-hot rows
-[[0, 1, 0, 0], [0, 0, 0, 1]].
-
-Every drafter also has a `name` (for reports) and a `cost`: the time of one draft step as a fraction of one
-1-position target step (0.0 for a lookup that runs no model; None when unknown). A drafter that runs a model
-counts its forward passes in `passes` (the samplers' statistics read it; 0 or absent for none).
-
-A model function (sampling.py's contract, `model(x, n) -> probs [n, n_vocab]`) is a drafter too: `as_drafter`
-wraps it as Chen et al.'s Step 1, k tokens sampled one by one. So wherever a drafter is accepted, a model
-function is.
 """
-
-from dataclasses import dataclass
 
 import numpy as np
 
 import sampling
-
-
-@dataclass
-class Proposal:
-    """What a drafter proposes for one round (see the module docstring): m tokens, their parents, their rows."""
-
-    tokens: list  # [m] token ids, parents first
-    parents: list  # [m] index of each token's parent among `tokens`, or -1 for a child of x
-    rows: np.ndarray  # [m, n_vocab] float64: the distribution each token was drawn from
-
-    @staticmethod
-    def empty(n_vocab):
-        """The proposal of a drafter that declines: no tokens, so the round is a plain target step."""
-        return Proposal(tokens=[], parents=[], rows=np.zeros((0, n_vocab)))
-
-
-def chain_parents(m):
-    """The parents of a chain of m tokens, each following the one before: chain_parents(3) == [-1, 0, 1]."""
-    return list(range(-1, m - 1))
-
-
-class ModelDrafter:
-    """A model function as a drafter: Chen et al.'s Step 1, k tokens sampled one by one from the draft."""
-
-    name = "model"
-
-    def __init__(self, model):
-        self.model = model
-        self.cost = getattr(model, "cost", None)
-        self.n_vocab = getattr(model, "n_vocab", None)
-        self.passes = 0  # forward passes of the draft model so far (the samplers count them per round)
-
-    def propose(self, x, k, rng, n_vocab):
-        """k tokens, each drawn from the draft's distribution after x and the tokens drawn before it."""
-        tokens, rows = [], []
-        for _ in range(k):
-            p_next = sampling._check_probs(self.model(x + tokens, 1), 1, n_vocab, "the draft model")[0]  # [n_vocab]
-            self.passes += 1
-            tokens.append(sampling._sample(p_next, rng))
-            rows.append(p_next)
-        if not tokens:
-            return Proposal.empty(n_vocab or 0)
-        return Proposal(tokens=tokens, parents=chain_parents(len(tokens)), rows=np.array(rows))  # rows [k, n_vocab]
-
-
-def as_drafter(draft):
-    """`draft` itself if it is a drafter (it has a `propose` method), else the model function as a ModelDrafter."""
-    if hasattr(draft, "propose"):
-        return draft
-    if callable(draft):
-        return ModelDrafter(draft)
-    raise ValueError(
-        f"the draft must be a model function `model(x, n) -> probs` or a drafter with a `propose` method "
-        f"(see drafters.py); got {type(draft).__name__}"
-    )
+from sampling import Proposal, chain_parents
 
 
 class TreeDrafter:
@@ -178,6 +88,46 @@ def tree(draft_model, branching):
 def tree_size(branching):
     """Nodes of a tree: tree_size((2, 2, 1)) == 2 + 2*2 + 2*2*1 == 10."""
     return int(sum(np.cumprod(branching)))
+
+
+def tree_speculative_stream(x, draft, target_model, N, tree, rng, stop_token=None, stats=None):
+    """`speculative_stream` with a tree of guesses: `tree` gives the branching per depth (see TreeDrafter).
+
+    (2, 2, 1) proposes 2 candidates after x, 2 under each, 1 under each of those: 10 nodes, scored by the
+    target in one pass. (1,) * K is the chain of speculative_stream with K: one code path.
+    """
+    tree = check_tree(tree)
+    x = sampling._check_prompt(x, N, rng, [target_model, draft])  # first, so that a bad prompt or N is named as such
+    check_tree_fits(x, N, tree, draft, target_model)
+    return sampling.speculative_stream(x, TreeDrafter(draft, tree), target_model, N, len(tree), rng, stop_token, stats)
+
+
+def check_tree_fits(x, N, tree, draft_model, target_model):
+    """A ValueError, before any model runs, if some round of the tree sampler would not fit in a model's context.
+
+    A round that starts with L tokens has k = min(len(tree), T - L - 1) depths (T = len(x) + N): the target
+    reads L + tree_size(tree[:k]) tokens, the draft L + tree_size(tree[:k - 1]) (it never expands the last
+    depth). Every L from len(x) to T - 1 can occur (rounds that write one token each). Example: a prompt of 50
+    tokens, N = 10, n_ctx = 64 and the tree (3, 3, 3) of 39 nodes: the first round needs 50 + 39 = 89
+    positions, an error.
+    """
+    T = len(x) + N
+    nodes = [tree_size(tree[:k]) for k in range(len(tree) + 1)]  # nodes[k]: the tree cut to k depths
+    for model, own_depths in ((target_model, 0), (draft_model, -1)):
+        n_ctx = getattr(model, "n_ctx", None)
+        for L in range(len(x), T) if n_ctx is not None else ():
+            k = max(0, min(len(tree), T - L - 1) + own_depths)
+            if L + nodes[k] > n_ctx:
+                raise ValueError(
+                    f"the tree {tree} does not fit in the context: a round after {L} tokens (prompt {len(x)}, "
+                    f"N={N}) sends {nodes[k]} tree nodes, and {L} + {nodes[k]} > n_ctx={n_ctx} positions; use a "
+                    f"smaller tree, a shorter prompt or fewer tokens"
+                )
+
+
+def tree_speculative_sampling(x, draft, target_model, N, tree, rng, stop_token=None, stats=None):
+    """x followed by N new tokens sampled by `tree_speculative_stream`, as a list of ints."""
+    return sampling._prompt_and_tokens(x, tree_speculative_stream(x, draft, target_model, N, tree, rng, stop_token, stats))
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -294,116 +244,3 @@ def staged(draft_model, max_ngram=3):
     return Staged(draft_model, max_ngram)
 
 
-# ------------------------------------------------------------------------------------------------------------
-# K="auto": each round's lookahead from the cost model and the acceptance seen so far
-# ------------------------------------------------------------------------------------------------------------
-
-# r(m): the time of a target pass over m new positions, in 1-position passes, measured with the KV cache on our
-# 2-core machines (NumPy's OpenBLAS; 124M, medians; the table of the drafters issue, m = 2..16, with the
-# missing m filled in linearly). A multi-row product repacks each weight matrix, so r jumps at m = 2 and then
-# stays nearly flat. benchmark_forward.py measures it on your machine; set `target_model.r_table` (a list,
-# r_table[m - 1] = r(m)) to use your own figures.
-R_TABLE = [1.0, 2.46, 2.74, 2.99, 3.24, 2.99, 2.73, 2.48, 2.92, 3.10, 3.29, 3.47, 3.46, 3.44, 3.43, 3.42]
-
-
-class AutoK:
-    """K="auto": before each round, the k in 0 .. k_max that maximises the expected tokens per unit of time.
-
-    The cost model (Leviathan et al.'s, with the measured r of a multi-row pass): a round with lookahead k
-    costs c k + r(k + 1) one-position target steps (c: one draft step; r(k + 1): the target's pass over the last
-    token and k guesses) and writes on average 1 + a_1 + a_1 a_2 + ... + a_1 ... a_k tokens, where a_i is the
-    chance that guess i is kept given guesses 1 .. i - 1 were (with one a for every position this is
-    (1 - a^(k+1)) / (1 - a)). k = 0 is a plain step: 1 token for 1. So a proposal is made only when it is
-    expected to beat plain decoding, which is what keeps prompt lookup from losing on prose.
-
-    Where the numbers come from (all fixed before the round, so the same seed gives the same tokens):
-    - a_i: kept / checked at draft position i over the rounds so far, with counts that decay by DECAY per
-      round (the text changes: a passage being copied, then free prose) and a Beta(1, 1) prior (a = 1/2
-      before anything is seen).
-    - c: the drafter's `cost` if it gives one (lookup: 0), else the ratio of the draft's and the target's
-      weights (`n_params`; a decoding step is memory-bound, so its time goes with the bytes it reads), else 1/2.
-    - r(m): `target_model.r_table` if set, else R_TABLE above.
-    A drafter that proposes less than k (a lookup that found a short match, or none) costs only what it sent.
-
-    Exploration: a policy that never proposes never learns that proposing has become worth it (a passage
-    starts being copied). After PROBE_AFTER declined rounds in a row it proposes once, as a probe: k_max
-    guesses from a free drafter (lookup: only the target's pass is paid, and it shows several positions at
-    once), one guess from a drafter that runs a model (each guess costs c). Each probe that does not change
-    its mind doubles the wait (up to PROBE_AFTER_MAX), so on text where proposals never pay the probes cost a
-    vanishing share of the time.
-    """
-
-    DECAY = 0.9
-    PROBE_AFTER = 4
-    PROBE_AFTER_MAX = 64
-
-    def __init__(self, drafter, target_model, k_max):
-        if isinstance(k_max, bool) or not isinstance(k_max, (int, np.integer)) or k_max < 1:
-            raise ValueError(f"k_max must be a whole number >= 1; got {k_max!r}")
-        self.k_max = int(k_max)
-        self.c = draft_cost(as_drafter(drafter), target_model)
-        r_table = list(getattr(target_model, "r_table", R_TABLE))
-        self.r = [r_table[min(m, len(r_table)) - 1] for m in range(1, self.k_max + 2)]  # self.r[m - 1] = r(m)
-        self.kept = np.zeros(self.k_max)  # decayed counts of kept guesses, by draft position 1 .. k_max
-        self.checked = np.zeros(self.k_max)  # decayed counts of checked guesses
-        self.declined_in_a_row = 0
-        self.probe_after = self.PROBE_AFTER
-
-    def acceptance(self):
-        """[k_max]: a_i, the estimated chance that guess i is kept given the guesses before it were."""
-        return (self.kept + 1) / (self.checked + 2)  # Beta(1, 1) prior
-
-    def expected_rate(self, k):
-        """Expected tokens per one-position target step of a round with lookahead k."""
-        expected_tokens = 1 + np.sum(np.cumprod(self.acceptance()[:k]))  # 1 + a_1 + a_1 a_2 + ...
-        return expected_tokens / (self.c * k + self.r[k])
-
-    def choose(self):
-        """This round's k: the best by the cost model, or k_max as a probe after a run of declined rounds."""
-        best = max(range(self.k_max + 1), key=self.expected_rate)
-        if best > 0:
-            self.declined_in_a_row, self.probe_after = 0, self.PROBE_AFTER
-            return best
-        self.declined_in_a_row += 1
-        if self.declined_in_a_row > self.probe_after:
-            self.declined_in_a_row = 0
-            self.probe_after = min(2 * self.probe_after, self.PROBE_AFTER_MAX)
-            return self.k_max if self.c == 0 else 1  # a free drafter probes deep; a model draft, one guess
-        return 0
-
-    def record(self, round_):
-        """Learn from a finished round (a sampling.Round): which draft positions were checked and kept."""
-        self.kept *= self.DECAY
-        self.checked *= self.DECAY
-        for check in round_.checks:
-            if check.depth <= self.k_max:
-                self.checked[check.depth - 1] += 1
-                self.kept[check.depth - 1] += check.kept
-
-
-class HFSchedule:
-    """Hugging Face's heuristic lookahead (assistant models' "heuristic" schedule), for comparison with AutoK:
-    start at 5; after a round that kept every guess, k + 2; otherwise k - 1 (never below 1). Costs play no part.
-    """
-
-    def __init__(self, drafter, target_model, k_max, k_start=5):
-        self.k_max, self.k = k_max, min(k_start, k_max)
-
-    def choose(self):
-        return self.k
-
-    def record(self, round_):
-        all_kept = round_.k > 0 and len(round_.checks) > 0 and all(check.kept for check in round_.checks)
-        self.k = min(self.k + 2, self.k_max) if all_kept else max(self.k - 1, 1)
-
-
-def draft_cost(drafter, target_model):
-    """c: the drafter's `cost` if known, else the draft's weights over the target's (n_params), else 1/2."""
-    cost = getattr(drafter, "cost", None)
-    if cost is not None:
-        return float(cost)
-    draft_params = getattr(getattr(drafter, "model", None), "n_params", None)
-    target_params = getattr(target_model, "n_params", None)
-    if draft_params and target_params:
-        return draft_params / target_params
-    return 0.5

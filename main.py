@@ -65,7 +65,8 @@ import numpy as np
 import drafters
 import sampling
 import show
-from sampling import AutoregressiveStats, SpeculativeStats, create_model_fn
+from sampling import AutoregressiveStats, SpeculativeStats
+from model_fn import create_model_fn
 from utils import (
     HUB_MODELS,
     MODEL_SIZES,
@@ -541,7 +542,7 @@ def damage_as_one_line():
         with np.errstate(over="ignore", invalid="ignore"):
             yield
     except ValueError as error:
-        if "NaN" not in str(error):  # sampling.logits_to_probs and _check_probs name NaN in their messages
+        if "NaN" not in str(error):  # model_fn.logits_to_probs and _check_probs name NaN in their messages
             raise
         print(f"\nerror: {error}", file=sys.stderr)
         raise SystemExit(1) from None
@@ -596,14 +597,14 @@ def make_drafter(flags, new_draft):
         return drafters.prompt_lookup(max_ngram=flags.max_ngram, min_ngram=flags.min_ngram)
     if flags.drafter == "staged":
         return drafters.staged(new_draft(), max_ngram=flags.max_ngram)
-    return new_draft()  # a model function is a drafter (drafters.as_drafter): Chen et al.'s Step 1
+    return new_draft()  # a model function is a drafter (sampling.as_drafter): Chen et al.'s Step 1
 
 
 def speculative_rounds(flags, prompt_ids, draft, target, rng, stats):
     """The Rounds of one speculative run: a chain with K (a number or "auto"), or a tree with --tree."""
     N = flags.n_tokens_to_generate
     if flags.tree is not None:
-        return sampling.tree_speculative_stream(prompt_ids, draft, target, N, flags.tree, rng, stats=stats)
+        return drafters.tree_speculative_stream(prompt_ids, draft, target, N, flags.tree, rng, stats=stats)
     return sampling.speculative_stream(prompt_ids, draft, target, N, flags.K, rng, stats=stats)
 
 

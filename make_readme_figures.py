@@ -24,7 +24,7 @@ The parts, in the order the run makes them:
     tree-table        token trees against chains that send the target as many rows
     sample-run        `python main.py` on random weights of the 124M and 355M shapes (skipped with real weights:
                       then `python main.py` itself is the sample run)
-    break-even-table  the break-even alpha of each drafter by the cost model, from drafters.R_TABLE (no timing)
+    break-even-table  the break-even alpha of each drafter by the cost model, from lookahead.R_TABLE (no timing)
     forward-run       how benchmark_forward.py ran: two processes of its own, OpenBLAS's default threads and one
     forward-table, forward-breakdown, forward-summary, r-table, context-table
                       benchmark_forward.py's measurements (--json), formatted by its own table functions
@@ -70,11 +70,13 @@ import numpy as np
 import benchmark
 import benchmark_forward
 import drafters
+import lookahead
 from benchmark import blas_description, blas_threads, machine_description
 from benchmark_forward import r_of_m
 from gpt2 import HPARAMS, random_params
 from main import errors_as_one_line, timed
-from sampling import _check_probs, _sample, logits_to_probs
+from sampling import _check_probs, _sample
+from model_fn import logits_to_probs
 
 REPO = Path(__file__).resolve().parent
 sys.path[:0] = [str(REPO / "img"), str(REPO / "tests")]
@@ -150,8 +152,8 @@ def cost_table(costs_by_mode, Ks, alpha):
         for costs in costs_by_mode:
             c, r = costs.c, costs.r(K)
             cells += [f"{c:.3f}", f"{r:.2f}",
-                      f"{benchmark.predicted_speedup(alpha, K, c):.2f}× / {benchmark.predicted_speedup(alpha, K, c, r):.2f}×",
-                      fmt_alpha(benchmark.break_even_alpha(K, c, r))]
+                      f"{lookahead.predicted_speedup(alpha, K, c):.2f}× / {lookahead.predicted_speedup(alpha, K, c, r):.2f}×",
+                      fmt_alpha(lookahead.break_even_alpha(K, c, r))]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -181,12 +183,12 @@ def cost_summary(costs_by_mode, Ks, alpha, names):
     lines = []
     for costs, label in ((cache, "With the cache"), (nocache, "Without the cache")):
         rs = [costs.r(K) for K in Ks]
-        leviathan = [benchmark.predicted_speedup(alpha, K, costs.c) for K in Ks]
-        with_r = [benchmark.predicted_speedup(alpha, K, costs.c, costs.r(K)) for K in Ks]
-        even = {K: benchmark.break_even_alpha(K, costs.c, costs.r(K)) for K in Ks}
+        leviathan = [lookahead.predicted_speedup(alpha, K, costs.c) for K in Ks]
+        with_r = [lookahead.predicted_speedup(alpha, K, costs.c, costs.r(K)) for K in Ks]
+        even = {K: lookahead.break_even_alpha(K, costs.c, costs.r(K)) for K in Ks}
         never = [K for K in Ks if even[K] is None]
         wins = [K for K in Ks if even[K] is not None]
-        best = max(Ks, key=lambda K: benchmark.predicted_speedup(alpha, K, costs.c, costs.r(K)))
+        best = max(Ks, key=lambda K: lookahead.predicted_speedup(alpha, K, costs.c, costs.r(K)))
         text = (f"- **{label}, r = {span(rs)}** and c = {costs.c:.3f} ({names[0]} step / {names[1]} step). "
                 f"At α = {alpha:g}, Leviathan's formula (r = 1) predicts {span(leviathan)}×; with the measured r "
                 f"the prediction is {span(with_r)}× (best at K = {best}).")
@@ -513,7 +515,7 @@ def loading_table(loads):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# When each drafter pays off by the cost model: drafters.R_TABLE, no measurement
+# When each drafter pays off by the cost model: lookahead.R_TABLE, no measurement
 # ------------------------------------------------------------------------------------------------------------
 
 
@@ -534,11 +536,11 @@ def n_weights(hparams):
 
 
 def break_even_table(r_table=None, Ks=BREAK_EVEN_KS, pairs=BREAK_EVEN_PAIRS):
-    """The break-even α of each drafter for each k, by the cost model with r(m) from drafters.R_TABLE (the
+    """The break-even α of each drafter for each k, by the cost model with r(m) from lookahead.R_TABLE (the
     same lookup AutoK does: r(m) = r_table[min(m, len(r_table)) - 1]) and c as AutoK estimates it: 0 for
     prompt lookup (its `cost`), the ratio of the models' weights for a GPT-2 draft. No timing: the same
     every run, and tests/test_readme.py recomputes it."""
-    r_table = list(drafters.R_TABLE if r_table is None else r_table)
+    r_table = list(lookahead.R_TABLE if r_table is None else r_table)
 
     def r(m):
         return r_table[min(m, len(r_table)) - 1]
@@ -546,8 +548,8 @@ def break_even_table(r_table=None, Ks=BREAK_EVEN_KS, pairs=BREAK_EVEN_PAIRS):
     rows = [("lookup", drafters.PromptLookup.cost)]
     rows += [(f"{draft} drafting for {target}", n_weights(HPARAMS[draft]) / n_weights(HPARAMS[target]))
              for draft, target in pairs]
-    even = {name: {K: benchmark.break_even_alpha(K, c, r(K + 1)) for K in Ks} for name, c in rows}
-    lines = [wrap(f"With r(m) from the drafters issue's measurements (`drafters.R_TABLE`; 124M, with the cache: "
+    even = {name: {K: lookahead.break_even_alpha(K, c, r(K + 1)) for K in Ks} for name, c in rows}
+    lines = [wrap(f"With r(m) from the drafters issue's measurements (`lookahead.R_TABLE`; 124M, with the cache: "
                   f"r(2) = {r(2):.2f}, r(8) = {r(8):.2f}, r(16) = {r(16):.2f}), the α needed to break even is:"), "",
              "| drafter | c | " + " | ".join(f"k = {K}" for K in Ks) + " |", "|" + " --- |" * (len(Ks) + 2)]
     for name, c in rows:

@@ -52,7 +52,7 @@ def release_124M_dir():
     return folder
 
 
-# A token tree's parents (parents[i] < i, -1 for a root), as in gpt2(..., parents=) and drafters.Proposal.
+# A token tree's parents (parents[i] < i, -1 for a root), as in gpt2(..., parents=) and sampling.Proposal.
 def path_to(parents, i):
     """The node indices root .. i: path_to([-1, -1, 0, 2], 3) == [0, 2, 3]."""
     path = []

@@ -16,7 +16,8 @@ import pytest
 import benchmark
 from benchmark import break_even_alpha, pass_times, predicted_speedup, tokens_per_round
 from gpt2 import random_params
-from sampling import SpeculativeStats, create_model_fn
+from sampling import SpeculativeStats
+from model_fn import create_model_fn
 from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
 
 # ------------------------------------------------------------------------------------------------------------

@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 import drafters
+import lookahead
 import sampling
 from markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
-from sampling import Round, SpeculativeStats, autoregressive_sampling, create_model_fn, speculative_sampling
+from sampling import Round, SpeculativeStats, autoregressive_sampling, speculative_sampling
+from model_fn import create_model_fn
 from test_sampling import NOISY_DRAFT_PARAMS, TARGET_HPARAMS, TARGET_PARAMS
 from test_tree_sampling import one_hot_table
 
@@ -157,7 +159,7 @@ def test_auto_declines_a_free_lookup_when_guesses_are_rarely_kept_and_proposes_l
     with R_TABLE's dip at r(8) = 2.48 that is k = 7, not k_max = 8 (r(9) = 2.92). Thirty rejections later,
     a ~ 0 again and auto declines."""
     target = markov_model(TARGET_TABLE)
-    auto = drafters.AutoK(drafters.prompt_lookup(), target, k_max=8)
+    auto = lookahead.AutoK(drafters.prompt_lookup(), target, k_max=8)
     assert auto.choose() == 0  # the prior a = 1/2 does not pay for a multi-row pass
     for _ in range(10):
         auto.record(round_with([True] * 8))
@@ -168,7 +170,7 @@ def test_auto_declines_a_free_lookup_when_guesses_are_rarely_kept_and_proposes_l
 
 
 def test_auto_probes_after_a_run_of_declined_rounds_and_waits_twice_as_long_each_time():
-    auto = drafters.AutoK(drafters.prompt_lookup(), markov_model(TARGET_TABLE), k_max=4)
+    auto = lookahead.AutoK(drafters.prompt_lookup(), markov_model(TARGET_TABLE), k_max=4)
     ks = [auto.choose() for _ in range(20)]
     assert ks == [0] * 4 + [4] + [0] * 8 + [4] + [0] * 6
 
@@ -176,9 +178,9 @@ def test_auto_probes_after_a_run_of_declined_rounds_and_waits_twice_as_long_each
 def test_auto_gives_a_model_draft_its_cost_and_hf_schedule_grows_by_2_and_shrinks_by_1():
     target = create_model_fn(TARGET_PARAMS, TARGET_HPARAMS)
     draft = create_model_fn(NOISY_DRAFT_PARAMS, TARGET_HPARAMS)
-    assert drafters.AutoK(draft, target, 4).c == 1.0  # same weights' size: c from n_params
-    assert drafters.AutoK(drafters.prompt_lookup(), target, 4).c == 0.0
-    hf = drafters.HFSchedule(None, None, k_max=10)
+    assert lookahead.AutoK(draft, target, 4).c == 1.0  # same weights' size: c from n_params
+    assert lookahead.AutoK(drafters.prompt_lookup(), target, 4).c == 0.0
+    hf = lookahead.HFSchedule(None, None, k_max=10)
     assert hf.choose() == 5
     hf.record(round_with([True] * 5))
     assert hf.choose() == 7

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import gpt2
-from sampling import _sample, create_model_fn, logits_to_probs
+from sampling import _sample
+from model_fn import create_model_fn, logits_to_probs
 
 
 def plain_logits_to_probs(logits, temperature, top_k=None, top_p=None):

@@ -16,7 +16,7 @@ import pytest
 
 import gpt2
 from conftest import path_to
-from sampling import create_model_fn
+from model_fn import create_model_fn
 
 HPARAMS = {"n_vocab": 64, "n_ctx": 48, "n_embd": 32, "n_head": 4, "n_layer": 2}
 PROMPT = [1, 2, 3, 4, 5]

@@ -360,16 +360,16 @@ def test_the_break_even_table_is_its_recomputation_from_drafters_r_table():
 
 def test_the_break_even_tables_c_is_the_weight_ratio_k_auto_estimates():
     """n_weights counts what create_model_fn's n_params counts (wte once), so c is AutoK's own c."""
-    import drafters
+    import lookahead
     from gpt2 import HPARAMS, random_params
     from make_readme_figures import n_weights
-    from sampling import create_model_fn
+    from model_fn import create_model_fn
 
     tiny, small = ({"n_vocab": 50, "n_ctx": 16, "n_embd": n, "n_head": 2, "n_layer": layers}
                    for n, layers in ((8, 2), (16, 3)))
     draft, target = (create_model_fn(random_params(h, np.random.default_rng(0)), h) for h in (tiny, small))
     assert (n_weights(tiny), n_weights(small)) == (draft.n_params, target.n_params)
-    assert drafters.AutoK(draft, target, 4).c == n_weights(tiny) / n_weights(small)
+    assert lookahead.AutoK(draft, target, 4).c == n_weights(tiny) / n_weights(small)
     assert n_weights(HPARAMS["124M"]) == 124_439_808
 
 

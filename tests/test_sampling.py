@@ -9,14 +9,8 @@ import numpy as np
 import pytest
 
 import gpt2
-from sampling import (
-    AutoregressiveStats,
-    SpeculativeStats,
-    autoregressive_sampling,
-    create_model_fn,
-    logits_to_probs,
-    speculative_sampling,
-)
+from sampling import AutoregressiveStats, SpeculativeStats, autoregressive_sampling, speculative_sampling
+from model_fn import create_model_fn, logits_to_probs
 
 TARGET_HPARAMS = {"n_vocab": 64, "n_ctx": 64, "n_embd": 32, "n_head": 4, "n_layer": 2}
 DRAFT_HPARAMS = {"n_vocab": 64, "n_ctx": 64, "n_embd": 16, "n_head": 2, "n_layer": 1}  # same vocabulary

@@ -23,10 +23,10 @@ from show import (
 )
 
 try:  # the real records, once sampling.py has them; the same fields either way
-    from drafters import Proposal
+    from sampling import Proposal
     from sampling import Check, Round
 except ImportError:
-    from drafters import Proposal
+    from sampling import Proposal
 
     @dataclass
     class Check:

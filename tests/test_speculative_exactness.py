@@ -35,7 +35,6 @@ monkeypatch, so the production code stays the one readable implementation:
 import numpy as np
 import pytest
 
-import drafters
 import sampling
 from markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
 from sampling import SpeculativeStats, autoregressive_sampling, speculative_sampling
@@ -112,7 +111,7 @@ def argmax_draft(self, x, k, rng, n_vocab):
         p_next = self.model(x + tokens, 1)[0]  # [n_vocab]
         tokens.append(int(np.argmax(p_next)))
         rows.append(p_next)
-    return drafters.Proposal(tokens, drafters.chain_parents(len(tokens)), np.array(rows).reshape(len(tokens), -1))
+    return sampling.Proposal(tokens, sampling.chain_parents(len(tokens)), np.array(rows).reshape(len(tokens), -1))
 
 
 def target_rows_one_too_early(target_model, x, proposal, n_vocab):
@@ -124,7 +123,7 @@ def target_rows_one_too_early(target_model, x, proposal, n_vocab):
 
 WRONG_RULES = {
     "a_resample_from_target": (sampling, "_residual", resample_from_target),
-    "b_argmax_draft_full_p_ratio": (drafters.ModelDrafter, "propose", argmax_draft),
+    "b_argmax_draft_full_p_ratio": (sampling.ModelDrafter, "propose", argmax_draft),
     "c_target_row_off_by_one": (sampling, "_score", target_rows_one_too_early),
 }
 

@@ -24,7 +24,9 @@ import pytest
 import drafters
 import sampling
 from markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
-from sampling import SpeculativeStats, autoregressive_sampling, create_model_fn, tree_speculative_sampling
+from sampling import SpeculativeStats, autoregressive_sampling
+from model_fn import create_model_fn
+from drafters import tree_speculative_sampling
 from test_sampling import NOISY_DRAFT_PARAMS, TARGET_HPARAMS, TARGET_PARAMS
 
 PROMPT = [2, 0, 1]
@@ -158,7 +160,7 @@ class SampledTree:
                     rows.append(p_row)
                     next_frontier.append(len(tokens) - 1)
             frontier = next_frontier
-        return drafters.Proposal(tokens, parents, np.array(rows).reshape(len(tokens), -1))
+        return sampling.Proposal(tokens, parents, np.array(rows).reshape(len(tokens), -1))
 
 
 def test_a_tree_of_independently_sampled_siblings_has_the_target_distribution_too():

@@ -1,0 +1,159 @@
+"""How many guesses a round should propose: the cost model of a round, and the K policies that plan with it.
+
+Read sampling.py first (a round, its Steps 1-4); drafters.py after (where guesses come from). sampling.py asks a
+policy here for each round's k when K is "auto" or "hf"; benchmark.py prints the same formulas as tables.
+"""
+
+import numpy as np
+
+AUTO_K_MAX = 16  # K="auto" never proposes deeper than this (r(m) was measured up to m = 16 rows)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The model of the cost
+# ------------------------------------------------------------------------------------------------------------
+
+
+def tokens_per_round(alpha, K):
+    """Expected tokens a round writes: 1 + alpha + ... + alpha^K (= (1 - alpha^(K+1)) / (1 - alpha) for alpha < 1).
+
+    tokens_per_round(0.8, 4) = 1 + 0.8 + 0.64 + 0.512 + 0.4096 = 3.3616; alpha = 1 gives K + 1.
+    """
+    return sum(alpha**i for i in range(K + 1))
+
+
+def predicted_speedup(alpha, K, c, r=1.0):
+    """(1 - alpha^(K+1)) / ((1 - alpha) (c K + r)); r = 1 is Leviathan et al.'s formula.
+
+    Example: alpha 0.8, K 4, c 0.4: Leviathan 3.3616 / 2.6 = 1.29x; with r = 2.5: 3.3616 / 4.1 = 0.82x.
+    """
+    return tokens_per_round(alpha, K) / (c * K + r)
+
+
+def break_even_alpha(K, c, r=1.0):
+    """The alpha at which the predicted speedup is 1 (bisection; it grows with alpha), or None if it never is.
+
+    At alpha = 1 the speedup is (K + 1) / (c K + r): if that is <= 1, no alpha wins.
+    """
+    if predicted_speedup(1.0, K, c, r) <= 1:
+        return None
+    low, high = 0.0, 1.0
+    for _ in range(50):
+        middle = (low + high) / 2
+        low, high = (middle, high) if predicted_speedup(middle, K, c, r) < 1 else (low, middle)
+    return (low + high) / 2
+
+
+# ------------------------------------------------------------------------------------------------------------
+# K="auto": each round's lookahead from the cost model and the acceptance seen so far
+# ------------------------------------------------------------------------------------------------------------
+
+# r(m): the time of a target pass over m new positions, in 1-position passes, measured with the KV cache on our
+# 2-core machines (NumPy's OpenBLAS; 124M, medians; the table of the drafters issue, m = 2..16, with the
+# missing m filled in linearly). A multi-row product repacks each weight matrix, so r jumps at m = 2 and then
+# stays nearly flat. benchmark_forward.py measures it on your machine; set `target_model.r_table` (a list,
+# r_table[m - 1] = r(m)) to use your own figures.
+R_TABLE = [1.0, 2.46, 2.74, 2.99, 3.24, 2.99, 2.73, 2.48, 2.92, 3.10, 3.29, 3.47, 3.46, 3.44, 3.43, 3.42]
+
+
+class AutoK:
+    """K="auto": before each round, the k in 0 .. k_max that maximises the expected tokens per unit of time.
+
+    The cost model (Leviathan et al.'s, with the measured r of a multi-row pass): a round with lookahead k
+    costs c k + r(k + 1) one-position target steps (c: one draft step; r(k + 1): the target's pass over the last
+    token and k guesses) and writes on average 1 + a_1 + a_1 a_2 + ... + a_1 ... a_k tokens, where a_i is the
+    chance that guess i is kept given guesses 1 .. i - 1 were (with one a for every position this is
+    (1 - a^(k+1)) / (1 - a)). k = 0 is a plain step: 1 token for 1. So a proposal is made only when it is
+    expected to beat plain decoding, which is what keeps prompt lookup from losing on prose.
+
+    Where the numbers come from (all fixed before the round, so the same seed gives the same tokens):
+    - a_i: kept / checked at draft position i over the rounds so far, with counts that decay by DECAY per
+      round (the text changes: a passage being copied, then free prose) and a Beta(1, 1) prior (a = 1/2
+      before anything is seen).
+    - c: the drafter's `cost` if it gives one (lookup: 0), else the ratio of the draft's and the target's
+      weights (`n_params`; a decoding step is memory-bound, so its time goes with the bytes it reads), else 1/2.
+    - r(m): `target_model.r_table` if set, else R_TABLE above.
+    A drafter that proposes less than k (a lookup that found a short match, or none) costs only what it sent.
+
+    Exploration: a policy that never proposes never learns that proposing has become worth it (a passage
+    starts being copied). After PROBE_AFTER declined rounds in a row it proposes once, as a probe: k_max
+    guesses from a free drafter (lookup: only the target's pass is paid, and it shows several positions at
+    once), one guess from a drafter that runs a model (each guess costs c). Each probe that does not change
+    its mind doubles the wait (up to PROBE_AFTER_MAX), so on text where proposals never pay the probes cost a
+    vanishing share of the time.
+    """
+
+    DECAY = 0.9
+    PROBE_AFTER = 4
+    PROBE_AFTER_MAX = 64
+
+    def __init__(self, drafter, target_model, k_max):
+        if isinstance(k_max, bool) or not isinstance(k_max, (int, np.integer)) or k_max < 1:
+            raise ValueError(f"k_max must be a whole number >= 1; got {k_max!r}")
+        self.k_max = int(k_max)
+        self.c = draft_cost(drafter, target_model)
+        r_table = list(getattr(target_model, "r_table", R_TABLE))
+        self.r = [r_table[min(m, len(r_table)) - 1] for m in range(1, self.k_max + 2)]  # self.r[m - 1] = r(m)
+        self.kept = np.zeros(self.k_max)  # decayed counts of kept guesses, by draft position 1 .. k_max
+        self.checked = np.zeros(self.k_max)  # decayed counts of checked guesses
+        self.declined_in_a_row = 0
+        self.probe_after = self.PROBE_AFTER
+
+    def acceptance(self):
+        """[k_max]: a_i, the estimated chance that guess i is kept given the guesses before it were."""
+        return (self.kept + 1) / (self.checked + 2)  # Beta(1, 1) prior
+
+    def expected_rate(self, k):
+        """Expected tokens per one-position target step of a round with lookahead k."""
+        expected_tokens = 1 + np.sum(np.cumprod(self.acceptance()[:k]))  # 1 + a_1 + a_1 a_2 + ...
+        return expected_tokens / (self.c * k + self.r[k])
+
+    def choose(self):
+        """This round's k: the best by the cost model, or k_max as a probe after a run of declined rounds."""
+        best = max(range(self.k_max + 1), key=self.expected_rate)
+        if best > 0:
+            self.declined_in_a_row, self.probe_after = 0, self.PROBE_AFTER
+            return best
+        self.declined_in_a_row += 1
+        if self.declined_in_a_row > self.probe_after:
+            self.declined_in_a_row = 0
+            self.probe_after = min(2 * self.probe_after, self.PROBE_AFTER_MAX)
+            return self.k_max if self.c == 0 else 1  # a free drafter probes deep; a model draft, one guess
+        return 0
+
+    def record(self, round_):
+        """Learn from a finished round (a sampling.Round): which draft positions were checked and kept."""
+        self.kept *= self.DECAY
+        self.checked *= self.DECAY
+        for check in round_.checks:
+            if check.depth <= self.k_max:
+                self.checked[check.depth - 1] += 1
+                self.kept[check.depth - 1] += check.kept
+
+
+class HFSchedule:
+    """Hugging Face's heuristic lookahead (assistant models' "heuristic" schedule), for comparison with AutoK:
+    start at 5; after a round that kept every guess, k + 2; otherwise k - 1 (never below 1). Costs play no part.
+    """
+
+    def __init__(self, drafter, target_model, k_max, k_start=5):
+        self.k_max, self.k = k_max, min(k_start, k_max)
+
+    def choose(self):
+        return self.k
+
+    def record(self, round_):
+        all_kept = round_.k > 0 and len(round_.checks) > 0 and all(check.kept for check in round_.checks)
+        self.k = min(self.k + 2, self.k_max) if all_kept else max(self.k - 1, 1)
+
+
+def draft_cost(drafter, target_model):
+    """c: the drafter's `cost` if known, else the draft's weights over the target's (n_params), else 1/2."""
+    cost = getattr(drafter, "cost", None)
+    if cost is not None:
+        return float(cost)
+    draft_params = getattr(getattr(drafter, "model", drafter), "n_params", None)  # a drafter's model, or a model function
+    target_params = getattr(target_model, "n_params", None)
+    if draft_params and target_params:
+        return draft_params / target_params
+    return 0.5

@@ -1,0 +1,99 @@
+"""The project's modules import each other without a circle, so the files can be read in order.
+
+A module may import another only if that one can be read first: drafters.py builds on sampling.py, so sampling.py
+must never import drafters.py, not even inside a function body (a "lazy" import is still a circle for a reader,
+who has to jump between the two files). The test reads every import statement with `ast`, wherever it stands, and
+looks for a cycle in the graph of the project's own modules.
+"""
+
+import ast
+
+import pytest
+from conftest import REPO_ROOT
+
+FOLDERS = ("", "tools", "tests")  # the project's modules: the top level, the tools, the tests' helpers
+
+
+def project_modules():
+    """{module name: path} of every .py file in FOLDERS (a name imported from several folders resolves to the first)."""
+    modules = {}
+    for folder in FOLDERS:
+        for path in sorted((REPO_ROOT / folder).glob("*.py")):
+            modules.setdefault(path.stem, path)
+    return modules
+
+
+def imported_names(path):
+    """Every module name an import statement in the file names, at the top or inside a function."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def import_graph(modules):
+    """{module: the project modules it imports}."""
+    return {name: sorted(imported_names(path) & set(modules) - {name}) for name, path in modules.items()}
+
+
+def find_cycle(graph):
+    """One import circle as a list [a, b, ..., a], or None: a depth-first search that keeps the path it is on."""
+    state = {}  # name -> "on the path" or "done"
+
+    def visit(name, path):
+        state[name] = "on the path"
+        for other in graph.get(name, ()):
+            if state.get(other) == "on the path":
+                return path[path.index(other):] + [other]
+            if other not in state:
+                cycle = visit(other, path + [other])
+                if cycle:
+                    return cycle
+        state[name] = "done"
+        return None
+
+    for name in sorted(graph):
+        if name not in state:
+            cycle = visit(name, [name])
+            if cycle:
+                return cycle
+    return None
+
+
+def test_the_cycle_finder_finds_a_circle_hidden_two_steps_away():
+    """Its teeth: sampling -> lookahead -> drafters -> sampling is a circle; without the last edge there is none."""
+    graph = {"sampling": ["lookahead"], "lookahead": ["drafters"], "drafters": ["sampling"], "main": ["drafters"]}
+    assert find_cycle(graph) == ["drafters", "sampling", "lookahead", "drafters"]
+    graph["drafters"] = []
+    assert find_cycle(graph) is None
+
+
+def test_an_import_inside_a_function_counts(tmp_path):
+    """A circle hidden in a function body (`def f(): import drafters`) is still an import."""
+    path = tmp_path / "lazy.py"
+    path.write_text("import numpy\n\ndef f():\n    import drafters\n    from sampling import Round\n")
+    assert imported_names(path) == {"numpy", "drafters", "sampling"}
+
+
+def test_no_module_of_the_project_imports_itself_back_through_others():
+    graph = import_graph(project_modules())
+    cycle = find_cycle(graph)
+    assert cycle is None, "an import circle: " + " -> ".join(cycle) + " (move what both need to the earlier file)"
+
+
+@pytest.mark.parametrize("module, later", [("sampling", "drafters"), ("sampling", "main"), ("gpt2", "sampling"),
+                                           ("model_fn", "sampling"), ("lookahead", "sampling")])
+def test_a_file_read_earlier_never_imports_one_read_later(module, later):
+    """The reading order of the README's file map: gpt2, model_fn, sampling (with lookahead), drafters, main."""
+    graph = import_graph(project_modules())
+    reachable, todo = set(), [module]
+    while todo:
+        for other in graph[todo.pop()]:
+            if other not in reachable:
+                reachable.add(other)
+                todo.append(other)
+    assert later not in reachable, f"{module}.py reaches {later}.py through its imports: {sorted(reachable)}"
+
