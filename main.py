@@ -58,12 +58,14 @@ import drafters
 import sampling
 import show
 from cli import (
+    K_POLICIES,
     check_fits_context,
     check_flags,
     damage_as_one_line,
     errors_as_one_line,
     parse_command_line,
     tree_nodes,
+    tree_text,
 )
 from sampling import AutoregressiveStats, SpeculativeStats
 from model_fn import create_model_fn
@@ -124,7 +126,7 @@ def check_models_fit(draft, target, prompt_ids, flags):
         needed = len(prompt_ids) + flags.n_tokens_to_generate - 1 + tree_nodes(flags.tree, n_ctx)
         if needed > n_ctx:
             raise ValueError(
-                f"--tree {','.join(map(str, flags.tree))} ({tree_nodes(flags.tree, n_ctx)} nodes) after the prompt "
+                f"--tree {tree_text(flags.tree)} ({tree_nodes(flags.tree, n_ctx)} nodes) after the prompt "
                 f"({len(prompt_ids)} tokens) and up to {flags.n_tokens_to_generate - 1} new tokens needs {needed} "
                 f"positions, more than {whose} of {n_ctx}: use a smaller tree or generate fewer tokens"
             )
@@ -255,9 +257,9 @@ def mean(values):
 
 
 def lookahead_text(flags):
-    """'K=4', 'K=auto', or 'tree 2,2,1 (10 nodes)'."""
+    """'K=4', 'K=auto', 'K=hf', or 'tree 2,2,1 (10 nodes)'."""
     if flags.tree is not None:
-        return f"tree {','.join(map(str, flags.tree))} ({tree_nodes(flags.tree, math.inf)} nodes)"
+        return f"tree {tree_text(flags.tree)} ({tree_nodes(flags.tree, math.inf)} nodes)"
     return f"K={flags.K}"
 
 
@@ -271,12 +273,12 @@ def drafter_text(flags):
 
 
 def acceptance_by_position(stats, flags):
-    """('0.50, 0.25, n/a', 3): the acceptance rate at each draft position 1..K (with K=auto or a tree: up to the
-    deepest one drafted); n/a where no guess was ever checked."""
+    """('0.50, 0.25, n/a', 3): the acceptance rate at each draft position 1..K (with K=auto, K=hf or a tree: up
+    to the deepest one drafted); n/a where no guess was ever checked."""
     rates = stats.acceptance_rate_at
     while len(rates) > 1 and not stats.drafted_at[len(rates) - 1]:  # positions never even drafted
         rates = rates[:-1]
-    if flags.K != "auto" and flags.tree is None:
+    if flags.K not in K_POLICIES and flags.tree is None:
         rates = rates + [None] * (flags.K - len(rates))  # a fixed K: positions 1..K, never reached ones n/a
     return ", ".join("n/a" if rate is None else f"{rate:.2f}" for rate in rates), len(rates)
 
@@ -334,7 +336,7 @@ def main(
         n_tokens_to_generate: N, how many new tokens each sampler writes.
         draft_model_size: the small draft model. OpenAI's sizes 124M, 355M, 774M, 1558M (downloaded into models_dir); Hugging Face names gpt2 (= 124M), gpt2-medium (= 355M), gpt2-large (= 774M), gpt2-xl (= 1558M), distilgpt2, their Hub ids (openai-community/gpt2, ..., distilbert/distilgpt2) or any owner/name of a GPT-2 repository with model.safetensors (read from the Hugging Face cache, else downloaded into it); or a local folder (OpenAI's or Hugging Face's layout). Not used with --drafter lookup.
         target_model_size: the big target model whose distribution both samplers reproduce; any name --draft_model_size takes.
-        K: lookahead, draft tokens guessed per round (>= 1), or auto: each round's K chosen from what earlier rounds showed. Leviathan et al. call it gamma.
+        K: lookahead, draft tokens guessed per round (>= 1); or auto: each round's K chosen by the cost model from what earlier rounds showed; or hf: Hugging Face's schedule (start at 5, +2 after a round that kept every guess, else -1). Leviathan et al. call it gamma.
         temperature: 0 is greedy decoding (then both texts must be identical); > 0 samples from softmax(logits / temperature).
         top_k: keep only the top_k most likely tokens before sampling (default: all).
         top_p: keep only the smallest set of most likely tokens whose probability sums to top_p (default: all).
@@ -431,7 +433,8 @@ def main(
         names = f"draft {flags.draft_model_size}" if draft is not None else "prompt lookup"
         title = (f"{len(rounds)} rounds of speculative sampling: {names}, target {flags.target_model_size}, "
                  f"{lookahead_text(flags)}, temperature {flags.temperature}")
-        show.plot_rounds(rounds, token_bytes, flags.plot, title=title)
+        with errors_as_one_line():  # --plot was checked before the run; a disk that filled since is one line too
+            show.plot_rounds(rounds, token_bytes, flags.plot, title=title)
         print(f"the rounds are drawn in {flags.plot}")
 
 

@@ -247,9 +247,10 @@ def trace_lines(out):
      r"[\d.]+; \d+ of \d+ rounds \(\d+%\) found a match"),
     (("--drafter", "staged", "--max_ngram", 2), r"drafter staged, K=3: \d+ rounds, mean k [\d.]+\n"),
     (("--K", "auto"), r"drafter model, K=auto: \d+ rounds, mean k [\d.]+"),
+    (("--K", "hf"), r"drafter model, K=hf: \d+ rounds, mean k [\d.]+"),
     (("--tree", "2,2,1", "--plot", "rounds.png"), r"tree: [\d.]+ nodes per target pass; accepted paths went "
      r"[\d.]+ deep on average, \d+ at most \(rounds by depth: 0: \d+"),
-], ids=["lookup", "staged", "auto", "tree"])
+], ids=["lookup", "staged", "auto", "hf", "tree"])
 def test_every_drafter_prints_the_greedy_text_its_rounds_and_one_trace_line_per_round(tmp_path, target_dir,
                                                                                      draft_dir, flags, report):
     """Temperature 0: whatever proposes the guesses, speculative sampling prints the target's greedy text.
@@ -400,8 +401,9 @@ BAD_FLAGS = [
     (("--target_model_size", "7B"), "--target_model_size: unknown model '7B': use one of 124M"),
     (("--draft_model_size", "no/such/folder"), "--draft_model_size: unknown model 'no/such/folder'"),
     (("--draft_model_size", "124"), "--draft_model_size: unknown model '124'"),  # fire would have made it the int 124
-    (("--K", 0), "--K (draft tokens per round) must be a whole number >= 1 or auto; got '0'"),
-    (("--K", "2.5"), "--K (draft tokens per round) must be a whole number >= 1 or auto"),
+    (("--K", 0), "--K (draft tokens per round) must be a whole number >= 1 (at most 2**63 - 1), auto or hf; got "
+                 "'0'"),
+    (("--K", "2.5"), "--K (draft tokens per round) must be a whole number >= 1 (at most 2**63 - 1), auto or hf"),
     (("--K", 1_000_000_000), "--K 1000000000 is more draft tokens than GPT-2's context of 1024 tokens can hold"),
     (("--n_tokens_to_generate", 2000), "more than GPT-2's context of 1024 tokens"),
     (("--temperature", -1), "--temperature must be a number >= 0"),
