@@ -462,7 +462,9 @@ def parse_command_line(argv, function):
         else:
             close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
             hint = f" (did you mean --{close[0]}?)" if close else ""
-            raise ValueError(f"unknown flag {argument.split('=')[0]}{hint}; python main.py --help lists every flag")
+            flag = argument.split("=")[0]
+            flag = flag if len(flag) <= MAX_SHOWN else f"{flag[:MAX_SHOWN]}... ({len(flag):,} characters)"
+            raise ValueError(f"unknown flag {flag}{hint}; python main.py --help lists every flag")
         if name in kwargs:
             raise ValueError(f"--{name} is given twice; give it once")
         if has_value or value is False:
@@ -475,7 +477,7 @@ def parse_command_line(argv, function):
         i += 1
     free = [name for name in names if name not in kwargs]
     if len(positional) > len(free):
-        raise ValueError(f"unexpected argument {positional[len(free)]!r}: give values as flags (--prompt \"...\"); "
+        raise ValueError(f"unexpected argument {shown(positional[len(free)])}: give values as flags (--prompt \"...\"); "
                          f"a prompt with spaces needs quotes")
     kwargs.update(zip(free, positional))
     return kwargs

@@ -48,6 +48,7 @@ before anything runs; main() below lists them with a line of help each (`python 
 """
 
 import math
+import os
 import sys
 import time
 
@@ -439,13 +440,24 @@ def main(
 
 
 def run_command_line(argv):
-    """`python main.py ARGS`: fire's help for --help / -h, else the checked flags into main()."""
+    """`python main.py ARGS`: fire's help for --help / -h, else the checked flags into main().
+
+    Two ways the terminal itself can fail the run end without a traceback: a terminal whose encoding cannot
+    show a character gets it as an escape (\\xe9), and when the reader of the output goes away (`python main.py
+    | head`) the run stops quietly, as Unix tools do.
+    """
     if any(argument in ("--help", "-h") for argument in argv):
         fire.Fire(main, command=argv)
         return
     with errors_as_one_line():
         kwargs = parse_command_line(argv, main)
-    main(**kwargs)
+    if hasattr(sys.stdout, "reconfigure"):  # a real stream (not a test's capture)
+        sys.stdout.reconfigure(errors="backslashreplace")
+    try:
+        main(**kwargs)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's last flush must not fail again
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

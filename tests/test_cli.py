@@ -233,3 +233,36 @@ def test_K_hf_runs_hugging_faces_schedule_and_reports_the_positions_it_drafted(t
     assert "drafter model, K=hf: 2 rounds, mean k 5.00" in out
     assert "target forward passes: autoregressive 12, speculative 2 (6.00 tokens per target pass)" in out
     assert "the two texts are identical: yes" in out
+
+
+def test_an_unknown_flag_thousands_of_characters_long_is_quoted_cut_short(tmp_path, monkeypatch, capsys):
+    code, out, err = run_in_process(["--" + "a" * 5000, "1"], tmp_path, monkeypatch, capsys)
+    assert code == 2
+    assert err == "error: unknown flag --" + "a" * 58 + "... (5,002 characters); python main.py --help lists every flag\n"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The terminal: an encoding that cannot show a character, a reader that goes away
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_a_terminal_that_cannot_show_a_character_gets_an_escape_not_a_traceback(tmp_path, target_dir):
+    """PYTHONIOENCODING=ascii stands for an old terminal: the prompt's é is printed as \\xe9."""
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "main.py"), "--prompt", "Alan é", "--n_tokens_to_generate", "3",
+         "--drafter", "lookup", "--target_model_size", str(target_dir)],
+        cwd=tmp_path, capture_output=True, timeout=120, env={**_base_env(), "PYTHONIOENCODING": "ascii"},
+    )
+    assert result.returncode == 0, result.stderr.decode("ascii", "replace")
+    assert b"prompt (2 tokens): Alan \\xe9\n" in result.stdout
+
+
+def test_when_the_reader_of_the_output_goes_away_the_run_stops_quietly(tmp_path):
+    """`python main.py | head -3`: head exits, the next print raises BrokenPipeError. A subprocess whose main()
+    raises it at once (a real pipe may or may not still have room when head leaves): exit code 1, no traceback."""
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); import main\n"
+              "def broken(**flags):\n    raise BrokenPipeError(32, 'Broken pipe')\n"
+              "main.main = broken\nmain.run_command_line([])\n")
+    result = subprocess.run([sys.executable, "-c", script, str(REPO_ROOT)], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120, env=_base_env())
+    assert result.returncode == 1 and result.stderr == "", result.stderr
