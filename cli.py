@@ -19,6 +19,7 @@ import math
 import os
 import re
 import sys
+import urllib.parse
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,10 +227,16 @@ def tree_nodes(branching, limit):
     return nodes
 
 
-def check_base_url(base_url):
-    """ValueError unless base_url is None or looks like http(s)://host..."""
-    if base_url is not None and not re.fullmatch(r"https?://[^\s/]+\S*", base_url):
-        raise ValueError(f"--base_url must be a web address starting http:// or https://; got {shown(base_url)}")
+def check_base_url(base_url, name="--base_url"):
+    """ValueError unless base_url is None or a web address http(s)://host[:port]/... (name: where it came from)."""
+    if base_url is None:
+        return
+    if not re.fullmatch(r"https?://[^\s/]+\S*", base_url):
+        raise ValueError(f"{name} must be a web address starting http:// or https://; got {shown(base_url)}")
+    try:
+        urllib.parse.urlsplit(base_url).port  # a ValueError for a port out of range or a broken [IPv6] host
+    except ValueError as error:
+        raise ValueError(f"{name} is not a valid web address ({error}); got {shown(base_url)}") from None
 
 
 def first_existing(path):
@@ -402,6 +409,8 @@ def check_flags(**arguments):
     if flags.color not in show.COLOR_MODES:
         raise ValueError(f"--color must be one of {', '.join(show.COLOR_MODES)}; got {shown(a['color'])}")
     check_base_url(flags.base_url)
+    if flags.base_url is None and any(name in MODEL_SIZES for name in (flags.draft_model_size, flags.target_model_size)):
+        check_base_url(os.environ.get("GPT2_BASE_URL") or None, "$GPT2_BASE_URL")  # a released size may download
     check_models_dir(flags.models_dir)
     if flags.plot is not None:
         check_plot_path(flags.plot)

@@ -193,6 +193,31 @@ def test_a_models_dir_that_cannot_be_made_is_refused_first(tmp_path, monkeypatch
     assert exit_info.value.code == 2 and err.startswith("error: --models_dir") and expected in err, err
 
 
+@pytest.mark.parametrize("where", ["--base_url", "$GPT2_BASE_URL"])
+@pytest.mark.parametrize("url, expected", [
+    ("ftp://mirror/gpt2", "must be a web address starting http:// or https://; got 'ftp://mirror/gpt2'"),
+    ("http://127.0.0.1:99999/", "is not a valid web address (Port out of range 0-65535)"),
+    ("http://[::1/gpt2", "is not a valid web address (Invalid IPv6 URL)"),
+])
+def test_a_download_address_that_cannot_work_is_refused_first_naming_where_it_came_from(tmp_path, monkeypatch,
+                                                                                        capsys, where, url, expected):
+    """Before, these reached the download and came back as requests' words ("No connection adapters were
+    found"), naming neither the flag nor the environment variable."""
+    monkeypatch.setenv("GPT2_BASE_URL", url if where == "$GPT2_BASE_URL" else "http://127.0.0.1:9")
+    flag = ["--base_url", url] if where == "--base_url" else []
+    with pytest.raises(SystemExit) as exit_info:
+        main.run_command_line(["--models_dir", str(tmp_path / "models"), "--drafter", "lookup", *flag])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.startswith(f"error: {where} {expected}"), err
+    assert not (tmp_path / "models").exists()
+
+
+def test_a_broken_GPT2_BASE_URL_does_not_matter_when_nothing_is_downloaded_from_it(target_dir, monkeypatch):
+    """It only names where released sizes come from: local folders (as here) or Hub names never read it."""
+    monkeypatch.setenv("GPT2_BASE_URL", "ftp://mirror")
+    assert cli.check_flags(**defaults(target_dir)).target_model_size == str(target_dir)
+
+
 def test_a_model_name_too_long_for_a_path_gets_one_line(tmp_path, monkeypatch, capsys):
     """Looking for a folder of that name fails in the file system (ENAMETOOLONG), not with "unknown model"."""
     code, out, err = run_in_process(["--target_model_size", "a" * 5000], tmp_path, monkeypatch, capsys)
