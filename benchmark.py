@@ -112,7 +112,9 @@ from main import (
 )
 from sampling import AutoregressiveStats, SpeculativeStats, autoregressive_sampling, speculative_sampling
 from model_fn import create_model_fn
-from utils import DISTILGPT2_HPARAMS, HUB_MODELS, MODEL_SIZES, read_hf_hparams
+from download import MODEL_SIZES
+from hf_folder import read_hf_hparams
+from hub import DISTILGPT2_HPARAMS, HUB_MODELS
 
 DEFAULT_PROMPTS = (
     "Alan Turing theorized that computers would one day become",
