@@ -105,7 +105,9 @@ from cli import check_model_names, check_sampling_flags, check_whole_number, err
 from main import check_same_tokenizer, download_and_load, timed
 from sampling import AutoregressiveStats, SpeculativeStats, autoregressive_sampling, speculative_sampling
 from model_fn import create_model_fn
-from utils import DISTILGPT2_HPARAMS, HUB_MODELS, MODEL_SIZES, read_hf_hparams
+from download import MODEL_SIZES
+from hf_folder import read_hf_hparams
+from hub import DISTILGPT2_HPARAMS, HUB_MODELS
 
 DEFAULT_PROMPTS = (
     "Alan Turing theorized that computers would one day become",

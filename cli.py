@@ -27,7 +27,9 @@ from pathlib import Path
 import numpy as np
 
 import show
-from utils import HUB_MODELS, MODEL_SIZES, CheckpointError, DownloadError, check_model_name
+from download import MODEL_SIZES, DownloadError
+from hub import HUB_MODELS, check_model_name
+from weights import CheckpointError
 
 RELEASED_N_CTX = 1024  # the context of all four released sizes
 DRAFTERS = ("model", "lookup", "staged")

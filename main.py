@@ -70,7 +70,8 @@ from cli import (
 )
 from sampling import AutoregressiveStats, SpeculativeStats
 from model_fn import create_model_fn
-from utils import CheckpointError, load_model, resolve_model
+from utils import load_model, resolve_model
+from weights import CheckpointError
 
 
 # ------------------------------------------------------------------------------------------------------------
