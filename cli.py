@@ -127,7 +127,7 @@ def as_number(value, flag):
         value = float(value) if abs(value) < 2**1024 else math.inf  # float(10**400) is an OverflowError
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"{flag} must be a finite number; got {shown(original)}")
-    return float(value)
+    return float(value) + 0.0  # + 0.0 turns -0.0 into 0.0: `--temperature -0` is greedy, and is printed as 0.0
 
 
 def as_bool(value, flag):

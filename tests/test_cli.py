@@ -94,6 +94,12 @@ def test_the_bounds_of_a_number_are_exact(target_dir, flag, value, expected):
             cli.check_flags(**arguments)
 
 
+def test_minus_zero_is_zero():
+    """`--temperature -0` is greedy decoding like 0, and the run's heading prints temperature=0.0, not -0.0."""
+    assert str(cli.as_number("-0", "--temperature")) == "0.0"
+    assert str(cli.as_number(-0.0, "--temperature")) == "0.0"
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Text that is not UTF-8
 # ------------------------------------------------------------------------------------------------------------
