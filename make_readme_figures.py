@@ -74,7 +74,8 @@ import lookahead
 from benchmark import blas_description, blas_threads, machine_description
 from benchmark_forward import r_of_m
 from gpt2 import HPARAMS, random_params
-from main import errors_as_one_line, timed
+from cli import errors_as_one_line
+from main import timed
 from sampling import _check_probs, _sample
 from model_fn import logits_to_probs
 
