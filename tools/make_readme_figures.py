@@ -879,7 +879,11 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
 
     with errors_as_one_line():
         Ks = benchmark.as_list(Ks, "Ks", int)
-        texts = {REPO / page: (REPO / page).read_text(encoding="utf-8") for page in benchmark.as_list(pages, "pages", str)}
+        texts = {}
+        for page in benchmark.as_list(pages, "pages", str):
+            if not (REPO / page).is_file():
+                raise ValueError(f"{REPO / page} does not exist: --pages names the files that hold the marks")
+            texts[REPO / page] = (REPO / page).read_text(encoding="utf-8")
         if only:
             names = benchmark.as_list(only.split(",") if isinstance(only, str) else only, "only", str)
             unknown = [name for name in names if name not in SMALL_PARTS]
