@@ -93,6 +93,9 @@ from main import (
 )
 from sampling import AutoregressiveStats, SpeculativeStats, autoregressive_sampling, speculative_sampling
 from model_fn import create_model_fn
+from download import MODEL_SIZES
+from hf_folder import read_hf_hparams
+from hub import DISTILGPT2_HPARAMS, HUB_MODELS
 from tools.benchmark_plots import import_pyplot, plot_drafters, plot_measured, plot_random
 from tools.compare_drafters import (
     RANDOM_MEANINGLESS,
@@ -103,7 +106,6 @@ from tools.compare_drafters import (
     run_drafter_comparison,
     tree_table_rows,
 )
-from utils import DISTILGPT2_HPARAMS, HUB_MODELS, MODEL_SIZES, read_hf_hparams
 
 DEFAULT_PROMPTS = (
     "Alan Turing theorized that computers would one day become",

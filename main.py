@@ -67,15 +67,10 @@ import sampling
 import show
 from sampling import AutoregressiveStats, SpeculativeStats
 from model_fn import create_model_fn
-from utils import (
-    HUB_MODELS,
-    MODEL_SIZES,
-    CheckpointError,
-    DownloadError,
-    check_model_name,
-    load_model,
-    resolve_model,
-)
+from download import MODEL_SIZES, DownloadError
+from hub import HUB_MODELS, check_model_name
+from utils import load_model, resolve_model
+from weights import CheckpointError
 
 RELEASED_N_CTX = 1024  # the context of all four released sizes
 DRAFTERS = ("model", "lookup", "staged")

@@ -43,7 +43,7 @@ TINY_HPARAMS = {"n_vocab": 50257, "n_ctx": 64, "n_embd": 8, "n_head": 2, "n_laye
 def hf_tensors(params):
     """picoGPT's nested params -> {Hugging Face name: array}: "h.0.attn.c_attn.weight", "wte.weight", ...
 
-    The inverse of utils.hf_name_to_openai_name: g and w become "weight", b becomes "bias".
+    The inverse of hf_folder.hf_name_to_openai_name: g and w become "weight", b becomes "bias".
     """
     leaf_names = {"g": "weight", "w": "weight", "b": "bias"}
     tensors = {"wte.weight": params["wte"], "wpe.weight": params["wpe"]}

@@ -71,8 +71,12 @@ def write_tf_checkpoint(folder, arrays, hparams):
 def measure(code):
     """(peak RSS in bytes, seconds) of running `code` in a fresh Python. The peak is VmHWM from /proc: a
     child's getrusage maxrss would start from its parent's, since the high-water mark survives fork."""
-    script = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
-              f"import utils\nstart = time.perf_counter()\n{code}\n"
+    script = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r})
+"
+              f"import hf_folder, tf_checkpoint, weights
+start = time.perf_counter()
+{code}
+"
               f"seconds = time.perf_counter() - start\n"
               f"hwm = [line for line in open('/proc/self/status') if line.startswith('VmHWM')][0].split()[1]\n"
               f"print(seconds, hwm)")
@@ -110,10 +114,10 @@ def measure_size(size, root, repeats):
     empty_python, _ = measure("pass")
     rows = []
     for layout, code, data_file in [
-        ("TF checkpoint", f"utils.load_gpt2_params_from_tf_ckpt({str(root / 'tf' / 'model.ckpt')!r}, "
-                          f"utils.read_openai_hparams({str(root / 'tf' / 'hparams.json')!r}))",
+        ("TF checkpoint", f"tf_checkpoint.load_gpt2_params_from_tf_ckpt({str(root / 'tf' / 'model.ckpt')!r}, "
+                          f"weights.read_openai_hparams({str(root / 'tf' / 'hparams.json')!r}))",
          root / "tf" / "model.ckpt.data-00000-of-00001"),
-        ("HF safetensors", f"utils.load_hf_gpt2({str(hf)!r})", hf / "model.safetensors"),
+        ("HF safetensors", f"hf_folder.load_hf_gpt2({str(hf)!r})", hf / "model.safetensors"),
     ]:
         cat_seconds(data_file)  # warm the page cache
         cat = min(cat_seconds(data_file) for _ in range(2))
