@@ -71,12 +71,8 @@ def write_tf_checkpoint(folder, arrays, hparams):
 def measure(code):
     """(peak RSS in bytes, seconds) of running `code` in a fresh Python. The peak is VmHWM from /proc: a
     child's getrusage maxrss would start from its parent's, since the high-water mark survives fork."""
-    script = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r})
-"
-              f"import hf_folder, tf_checkpoint, weights
-start = time.perf_counter()
-{code}
-"
+    script = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
+              f"import hf_folder, tf_checkpoint, weights\nstart = time.perf_counter()\n{code}\n"
               f"seconds = time.perf_counter() - start\n"
               f"hwm = [line for line in open('/proc/self/status') if line.startswith('VmHWM')][0].split()[1]\n"
               f"print(seconds, hwm)")
