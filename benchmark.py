@@ -448,7 +448,7 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
         copy_prompts=COPY_PROMPTS, free_prompts=FREE_PROMPTS):
     """`main` (same arguments), returning what it measured: {"costs": [Costs per cache setting, --kv_cache's
     first], "autoregressive": Run, "speculative": {K: Run}, "drafter_rows": [[str]], "tree_rows": [[str]]}
-    (the last two: table rows, header first, or None; make_readme_figures.py builds on all of it)."""
+    (the last two: table rows, header first, or None; tools/make_readme_figures.py builds on all of it)."""
     with errors_as_one_line():
         Ks, alphas = as_list(Ks, "Ks", int), as_list(alphas, "alphas", float)
         drafter_names = [] if drafters is None else as_list(drafters.split(",") if isinstance(drafters, str)

@@ -59,7 +59,7 @@ def test_the_worked_round_follows_the_rules_it_illustrates():
 
 
 def test_the_worked_rounds_are_what_speculative_sampling_writes_with_the_same_seed():
-    """img/worked_round.py spells the algorithm out instead of calling sampling.py, drawing its uniforms in the
+    """tools/worked_round.py spells the algorithm out instead of calling sampling.py, drawing its uniforms in the
     sampler's order (Step 1's draws, then one per check, then the residual's or the bonus token's). So the
     sampler, given the same tables, prompt, K and seed, must write the same tokens."""
     from sampling import speculative_sampling
@@ -113,7 +113,7 @@ def test_exercises_quote_the_number_of_texts_the_tiktoken_comparison_runs():
 
 
 # ------------------------------------------------------------------------------------------------------------
-# The parts make_readme_figures.py writes: one command, one run, internally consistent
+# The parts tools/make_readme_figures.py writes: one command, one run, internally consistent
 # ------------------------------------------------------------------------------------------------------------
 
 
@@ -220,7 +220,7 @@ def test_make_readme_figures_runs_end_to_end_on_tiny_models(tmp_path, release_12
 
 
 # ------------------------------------------------------------------------------------------------------------
-# The parts from benchmark_forward.py, tests/measure_loading.py and the small timings: each table agrees with
+# The parts from tools/benchmark_forward.py, tools/measure_loading.py and the small timings: each table agrees with
 # itself (a ratio is the quotient of the cells it names, to their rounding), whatever the run measured
 # ------------------------------------------------------------------------------------------------------------
 
@@ -423,8 +423,8 @@ def dry_run_parts(out):
 
 def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_a_tiny_model(
         tmp_path, release_124M_dir, monkeypatch, capsys):
-    """The new parts end to end, in seconds: benchmark_forward.py twice (default threads, then
-    OPENBLAS_NUM_THREADS=1) and tests/measure_loading.py as processes of their own, on a tiny model folder; the
+    """The new parts end to end, in seconds: tools/benchmark_forward.py twice (default threads, then
+    OPENBLAS_NUM_THREADS=1) and tools/measure_loading.py as processes of their own, on a tiny model folder; the
     small timings on tiny shapes. Every part has its marks in the README, and every table agrees with itself as
     the README's must. No timing is asserted."""
     from tools import make_readme_figures
@@ -456,7 +456,7 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
 
 
 def test_with_torch_installed_the_peer_runs_with_this_runs_sizes_prompt_tokens_and_threads(monkeypatch):
-    """torch is not installed here, so tests/measure_hf_speed.py is replaced by what it writes with --json; the
+    """torch is not installed here, so tools/measure_hf_speed.py is replaced by what it writes with --json; the
     table then puts the peer's ms/token beside this repository's best run of the same size."""
     from tools import make_readme_figures
     from tools.benchmark_forward import SizeResult
@@ -579,7 +579,8 @@ def test_links_into_the_pages_land_on_a_heading():
                for name, text in pages.items()}
     for source in ("README.md", "BENCHMARKS.md"):
         for target, anchor in re.findall(r"\]\(((?:README|BENCHMARKS|EXERCISES)\.md)?#([^)]+)\)", pages[source]):
-            assert anchor in anchors[target or source], f"{source} links to {target or source}#{anchor}: no such heading"
+            page = target or source
+            assert anchor in anchors[page], f"{source} links to {page}#{anchor}: no such heading"
 
 
 def exercise_functions():
