@@ -1,5 +1,9 @@
 """When does speculative sampling pay off? Acceptance, costs and speedup for a draft/target pair and each K.
 
+A tool, not on the reading path: read sampling.py and lookahead.py (the cost model it measures) first, and the
+README's "When does it pay off on a CPU?". It stays at the top level so that `python benchmark.py` runs as the
+README says; its drafter and tree comparison is tools/compare_drafters.py, its plots tools/benchmark_plots.py.
+
     python benchmark.py                                    # 124M drafts for 355M, K = 1..8, real weights
     python benchmark.py --kv_cache False                   # the same, picoGPT's way (no cache)
     python benchmark.py --random_weights                   # no checkpoint needed: cost figures only

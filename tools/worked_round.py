@@ -1,7 +1,10 @@
 """Two rounds of speculative sampling worked through with numbers, and the README's two pictures of a round.
 
-    python tools/worked_round.py          # prints the rounds (the README's "A round, with numbers") and writes
-                                          # img/worked_round_overlap.png and img/kv_caches_round.png
+A tool: read sampling.py's module docstring (Chen et al.'s Algorithm 2) first, or the README's "How a round
+works, with numbers", which shows what this prints.
+
+    python tools/worked_round.py   # prints the rounds (the README's "How a round works, with numbers"), and
+                                   # writes img/worked_round_overlap.png and img/kv_caches_round.png
 
 The models are the hand-made second-order Markov tables of the exactness test (3 tokens, the next-token
 distribution depends on the last two tokens), so every number can be checked by hand. The rounds follow
