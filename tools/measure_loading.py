@@ -1,7 +1,8 @@
 """Peak memory and time of loading a GPT-2 checkpoint, against the bytes of its weights (a tool; the goal: loading
 in little more than the weights). Read weights.py's `read_tensor` (how a tensor is filled from the file),
-tf_checkpoint.py and hf_folder.py first. Writes random weights of each size as OpenAI's TF checkpoint and as a Hugging
-Face folder, then loads each in a fresh process and reports its peak resident memory and its time, next to
+tf_checkpoint.py and hf_folder.py first.
+
+Writes random weights of each size as OpenAI's TF checkpoint and as a Hugging Face folder, then loads each in a fresh process and reports its peak resident memory and its time, next to
 the time of reading the file's bytes (`cat`) from the same warm page cache, and the time of copying them into
 one fresh array in a fresh process (the least that any loader which copies the weights into its own memory
 can take: `cat` reuses one small buffer, a load must fault in fresh pages for every byte).
