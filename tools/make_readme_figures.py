@@ -93,7 +93,7 @@ from model_fn import logits_to_probs  # noqa: E402
 from sampling import _check_probs, _sample  # noqa: E402
 from tools import benchmark_forward, worked_round  # noqa: E402
 from tools.benchmark_forward import blas_description, blas_threads, machine_description, r_of_m  # noqa: E402
-from tools.random_models import write_random_models  # noqa: E402
+from tools.random_models import SAMPLE_RUN_SEED, write_random_models  # noqa: E402
 
 ALPHA = 0.8  # the one acceptance rate the cost table predicts at
 KS = (1, 2, 4, 8)
@@ -922,7 +922,7 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         blocks["tree-table"] = benchmark.format_table(results["tree_rows"], markdown=True)
 
     if random_weights:
-        blocks["sample-run"] = sample_run(seed + 123, tokenizer_parent() / "124M", sample_run_tokens,
+        blocks["sample-run"] = sample_run(seed + SAMPLE_RUN_SEED, tokenizer_parent() / "124M", sample_run_tokens,
                                           benchmark.as_list(sample_run_sizes, "sample_run_sizes", str))
     blocks["break-even-table"] = break_even_table()
 
