@@ -499,30 +499,38 @@ def project_texts():
     return {path.relative_to(REPO_ROOT): path.read_text(encoding="utf-8") for path in paths}
 
 
+ISSUE_NUMBER = re.compile(r"\b[Ii]ssues? #?\d+")
+
+
 def test_no_page_and_no_source_file_cites_an_issue_number():
     """A reader cannot see the project's issue tracker: "the target of issue eleven" says nothing to them."""
     cited = [f"{path}:{text[: match.start()].count(chr(10)) + 1}: {match.group(0)!r}"
-             for path, text in project_texts().items() for match in re.finditer(r"\b[Ii]ssues? #?\d+", text)]
+             for path, text in project_texts().items() for match in ISSUE_NUMBER.finditer(text)]
     assert not cited, "issue numbers: " + "; ".join(cited)
 
 
 def test_the_issue_number_check_has_teeth():
     cited = "as Is" + "sue 11's target says"  # spelled in two parts, so that this file cites no issue itself
-    assert re.search(r"\b[Ii]ssues? #?\d+", cited) and not re.search(r"\b[Ii]ssues? #?\d+", "the tissue 3 cm")
+    assert ISSUE_NUMBER.search(cited) and not ISSUE_NUMBER.search("the tissue 3 cm")
+
+
+def letter(name):
+    """A regex for a one-letter term used as a word: p in "q / p", not in "top-p", `p_row` or "p(x" (a formula)."""
+    return rf"(?<![\w`/.#-]){name}(?![\w`(/-])"
 
 
 TERMS = {  # term: (its first use must be at or after this definition, a regex for a use)
     "α": ("so α, the acceptance rate", r"α"),
-    "p": ("**p**", r"(?<![\w`/.#-])p(?![\w`(/-])"),
-    "q": ("**q**", r"(?<![\w`/.#-])q(?![\w`(/-])"),
-    "u": ("**u**", r"(?<![\w`/.#-])u(?![\w`(/-])"),
+    "p": ("**p**", letter("p")),
+    "q": ("**q**", letter("q")),
+    "u": ("**u**", letter("u")),
     "Step 3": ("- **Step 3:**", r"Steps? 3"),
     "Step 4": ("- **Step 4:**", r"Steps? (?:3–)?4"),
     "residual": ("**residual (q − p)₊**", r"residual"),
     "bonus token": ("**bonus token**", r"bonus token"),
     "SpecInfer's rule": ("**SpecInfer's rule**", r"SpecInfer"),
     "r(m)": ("**r(m)**", r"\br\(m\)"),
-    "c": ("**c**", r"(?<![\w`/.#-])c(?![\w`(/-])"),
+    "c": ("**c**", letter("c")),
     "β": ("**β**", r"β"),
     "the floor": ("**the floor**", r"\bthe floor\b"),
 }
