@@ -86,15 +86,8 @@ from tqdm import tqdm
 
 from gpt2 import HPARAMS, random_params
 from lookahead import AUTO_K_MAX, break_even_alpha, predicted_speedup
-from main import (
-    check_model_names,
-    check_same_tokenizer,
-    check_sampling_flags,
-    check_whole_number,
-    download_and_load,
-    errors_as_one_line,
-    timed,
-)
+from cli import check_model_names, check_sampling_flags, check_whole_number, errors_as_one_line
+from main import check_same_tokenizer, download_and_load, timed
 from sampling import AutoregressiveStats, SpeculativeStats, autoregressive_sampling, speculative_sampling
 from model_fn import create_model_fn
 from download import MODEL_SIZES

@@ -139,7 +139,7 @@ def test_the_cost_tables_predictions_follow_from_its_own_c_and_r_at_one_alpha():
     """Each prediction is (1 - a^(K+1)) / ((1 - a)(cK + r)) of the c and r printed beside it (c to 3 digits,
     r to 2: a prediction moves by less than 0.02), at the ONE alpha the header names; each break-even alpha
     solves prediction = 1, and "never" means even alpha = 1 does not reach 1."""
-    from benchmark import predicted_speedup
+    from lookahead import predicted_speedup
 
     header, *rows = markdown_rows(generated_block(README, "cost-table"))
     alphas = set(re.findall(r"α = ([\d.]+)", " ".join(header)))

@@ -30,7 +30,8 @@ import numpy as np
 import drafters
 from drafters import tree_speculative_sampling
 from lookahead import tokens_per_round
-from main import check_whole_number, timed
+from cli import check_whole_number
+from main import timed
 from model_fn import create_model_fn
 from sampling import AutoregressiveStats, SpeculativeStats, autoregressive_sampling, speculative_sampling
 

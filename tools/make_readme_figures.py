@@ -88,7 +88,8 @@ import benchmark  # noqa: E402
 import drafters  # noqa: E402
 import lookahead  # noqa: E402
 from gpt2 import HPARAMS, random_params  # noqa: E402
-from main import errors_as_one_line, timed  # noqa: E402
+from cli import errors_as_one_line  # noqa: E402
+from main import timed  # noqa: E402
 from model_fn import logits_to_probs  # noqa: E402
 from sampling import _check_probs, _sample  # noqa: E402
 from tools import benchmark_forward, worked_round  # noqa: E402
