@@ -219,6 +219,26 @@ def test_make_readme_figures_runs_end_to_end_on_tiny_models(tmp_path, release_12
     assert "$ python main.py --draft_model_size /tmp/random-tiny-draft --target_model_size /tmp/random-tiny-target" in out
 
 
+def test_random_models_writes_loadable_folders_of_the_given_shapes_and_never_overwrites_one(
+        tmp_path, release_124M_dir):
+    """tools/random_models.py writes the sample run's folders: a Hugging Face folder per size that load_model
+    reads back with the same shapes, the same weights for the same seed, and a clear error for a folder that
+    exists already (a second run must not silently mix two models)."""
+    from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
+    from tools.random_models import write_random_models
+    from utils import load_model
+
+    tiny = write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir)
+    first = write_random_models([str(tiny)], tmp_path / "a", seed=5, tokenizer_dir=release_124M_dir)
+    again = write_random_models([str(tiny)], tmp_path / "b", seed=5, tokenizer_dir=release_124M_dir)
+    assert [path.name for path in first] == ["random-tiny"]
+    (_, hparams, params), (_, _, same) = load_model(first[0]), load_model(again[0])
+    assert {key: hparams[key] for key in TINY_HPARAMS} == TINY_HPARAMS
+    assert np.array_equal(params["wte"], same["wte"])
+    with pytest.raises(ValueError, match="exists already"):
+        write_random_models([str(tiny)], tmp_path / "a", seed=5, tokenizer_dir=release_124M_dir)
+
+
 # ------------------------------------------------------------------------------------------------------------
 # The parts from tools/benchmark_forward.py, tools/measure_loading.py and the small timings: each table agrees with
 # itself (a ratio is the quotient of the cells it names, to their rounding), whatever the run measured
