@@ -99,7 +99,7 @@ def test_line_links_land_on_the_code_their_text_names():
             f"{path}#L{line} should show {name!r}; it shows {lines[int(line) - 1] if int(line) <= len(lines) else 'nothing'!r}")
 
 
-def test_the_glossary_defines_the_terms_the_issue_found_undefined():
+def test_the_glossary_defines_the_terms_a_learner_meets():
     glossary = README.split("## Glossary", 1)[1].split("\n## ", 1)[0]
     for term in ("α (alpha)", "KV cache", "memory-bound", "the floor", "OpenBLAS repacking", '"never"'):
         assert term in glossary, term
