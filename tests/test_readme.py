@@ -654,3 +654,24 @@ def test_r_of_m_grows_far_more_slowly_than_m_but_is_neither_flat_nor_monotone():
         assert all(r[m] / r[2] < (m / 2) / 2 for m in ms if m >= 8), row[0]
         assert any(r[m] < r[m - 1] for m in ms if m > 2), row[0]
         assert max(r.values()) > 1.2 * r[2], row[0]
+
+
+def requirement_names(path):
+    """The package names a requirements file lists, following `-r other.txt`: ['numpy', 'requests', ...]."""
+    names = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("-r "):
+            names += requirement_names(path.parent / line[3:].strip())
+        elif line:
+            names.append(re.split(r"[<>=!~ \[]", line, 1)[0])
+    return names
+
+
+def test_the_test_section_names_every_package_the_suite_needs():
+    """What `pip install -r requirements.txt -r requirements-dev.txt` installs, the README's list names."""
+    section = README.split("## How it is tested", 1)[1].split("\n## ", 1)[0]
+    needed = requirement_names(REPO_ROOT / "requirements.txt") + requirement_names(REPO_ROOT / "requirements-dev.txt")
+    assert "huggingface_hub" in needed and "matplotlib" in needed
+    for name in needed:
+        assert name in section, f"the README's test section does not name {name}, which the suite needs"
