@@ -675,3 +675,14 @@ def test_the_test_section_names_every_package_the_suite_needs():
     assert "huggingface_hub" in needed and "matplotlib" in needed
     for name in needed:
         assert name in section, f"the README's test section does not name {name}, which the suite needs"
+
+
+def test_the_readme_counts_as_many_index_slips_as_sampling_py_lists():
+    """sampling.py's docstring transcribes Algorithm 2 and lists the paper's index slips as bullets; the README
+    names how many there are, in words."""
+    import sampling
+
+    listed = sampling.__doc__.split("index slips of the paper", 1)[1].split("\n\n", 1)[0]
+    count = sum(line.startswith("- ") for line in listed.splitlines())
+    words = {2: "Two", 3: "Three", 4: "Four"}
+    assert count in words and f"{words[count]} index slips" in README, count
