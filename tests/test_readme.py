@@ -172,7 +172,7 @@ def test_the_sentences_that_read_the_cost_table_quote_its_numbers():
 
 
 def test_replace_block_rewrites_only_between_the_marks():
-    from tools.make_readme_figures import replace_block
+    from tools.pages import replace_block
 
     text = "intro\n<!-- t: begin (old) -->\nold\n<!-- t: end -->\noutro\n"
     assert replace_block(text, "t", "new\n", "cmd") == "intro\n<!-- t: begin (cmd) -->\nnew\n<!-- t: end -->\noutro\n"
@@ -181,7 +181,7 @@ def test_replace_block_rewrites_only_between_the_marks():
 
 
 def test_fix_line_links_moves_a_stale_link_to_its_code(tmp_path):
-    from tools.make_readme_figures import fix_line_links
+    from tools.pages import fix_line_links
 
     (tmp_path / "m.py").write_text("x = 1\n\ndef f():\n    pass\n\ndef g():\n    f()\n")
     text = "[`def f`](m.py#L1) and [`f()`](m.py#L7) and [`def g`, here](m.py#L2)"
@@ -360,7 +360,7 @@ def check_design_table(block):
 def check_peer_speed(block):
     """Either the one line that says it was skipped and how to install the peer, or a table whose last column
     is the peer's ms/token over this repository's."""
-    from tools.make_readme_figures import PEER_INSTALL
+    from tools.measured_parts import PEER_INSTALL
 
     if "skipped" in block:
         assert PEER_INSTALL in " ".join(block.split())
@@ -382,7 +382,7 @@ def test_each_measured_table_agrees_with_itself(name):
 
 def test_the_forward_summary_quotes_the_tables_ratios():
     """The best-run span of the summary is the span of the table's x floor column."""
-    from tools.make_readme_figures import span
+    from tools.pages import span
 
     _, *rows = markdown_rows(generated_block("forward-table"))
     best = span([float(row[5].rstrip("x")) for row in rows])
@@ -420,7 +420,7 @@ def test_the_hf_agreement_sentence_quotes_a_difference_under_the_tests_bound():
 
 
 def test_replace_block_indents_a_part_inside_a_list_item_as_its_marks():
-    from tools.make_readme_figures import replace_block
+    from tools.pages import replace_block
 
     text = "- item\n\n  <!-- t: begin (old) -->\n  old\n  <!-- t: end -->\n- next\n"
     assert replace_block(text, "t", "| a |\n\nline", "cmd") == (
@@ -429,7 +429,7 @@ def test_replace_block_indents_a_part_inside_a_list_item_as_its_marks():
 
 def test_wrapped_prose_never_splits_a_code_span():
     """A line starting with '+ ' from inside `"!" + c` would become a list item."""
-    from tools.make_readme_figures import wrap
+    from tools.pages import wrap
 
     text = "word " * 21 + '`"!" + c + "\'s"` and more words'
     assert all(not line.startswith(("+", "c ")) for line in wrap(text).splitlines())
@@ -447,13 +447,13 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
     OPENBLAS_NUM_THREADS=1) and tools/measure_loading.py as processes of their own, on a tiny model folder; the
     small timings on tiny shapes. Every part has its marks in the README, and every table agrees with itself as
     the README's must. No timing is asserted."""
-    from tools import make_readme_figures
     from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
+    from tools import make_readme_figures, measured_parts, small_parts
 
     tiny = str(write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir))
     monkeypatch.setitem(make_readme_figures.HPARAMS, "tiny", TINY_HPARAMS)
-    monkeypatch.setattr(make_readme_figures, "TIMED_SIZE", "tiny")
-    monkeypatch.setattr(make_readme_figures, "peer_installed", lambda: False)  # the path when torch is missing
+    monkeypatch.setattr(small_parts, "TIMED_SIZE", "tiny")
+    monkeypatch.setattr(measured_parts, "peer_installed", lambda: False)  # the path when torch is missing
     make_readme_figures.main(
         random_weights=True, draft_model_size=tiny, target_model_size=tiny, Ks=(1,), n_tokens_to_generate=2, repeats=1,
         dry_run=True, sample_run_tokens=2, drafters="", trees="", sample_run_sizes=(tiny, tiny), exactness=False,
@@ -478,7 +478,7 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
 def test_with_torch_installed_the_peer_runs_with_this_runs_sizes_prompt_tokens_and_threads(monkeypatch):
     """torch is not installed here, so tools/measure_hf_speed.py is replaced by what it writes with --json; the
     table then puts the peer's ms/token beside this repository's best run of the same size."""
-    from tools import make_readme_figures
+    from tools import measured_parts
     from tools.benchmark_forward import SizeResult
 
     ran = []
@@ -488,12 +488,12 @@ def test_with_torch_installed_the_peer_runs_with_this_runs_sizes_prompt_tokens_a
         return {"ms_per_token": {"124M": 36.0}, "transformers": "5.23", "torch": "2.13.0", "threads": 2,
                 "n_prompt": 16, "n_new": 16, "repeats": 3}
 
-    monkeypatch.setattr(make_readme_figures, "peer_installed", lambda: True)
-    monkeypatch.setattr(make_readme_figures, "run_json_script", fake_script)
+    monkeypatch.setattr(measured_parts, "peer_installed", lambda: True)
+    monkeypatch.setattr(measured_parts, "run_json_script", fake_script)
     forward = {"results": [SizeResult("124M", 1, 1, 1, sampler_steps=[0.018, 0.020]),
                            SizeResult("355M", 1, 1, 1, sampler_steps=[0.05])],
                "runs": [("python tools/benchmark_forward.py", {"threads": 2})]}
-    block = make_readme_figures.peer_block(forward, ["124M"], {"n_prompt": 16, "n_new": 16})
+    block = measured_parts.peer_block(forward, ["124M"], {"n_prompt": 16, "n_new": 16})
     assert ran == [["tools/measure_hf_speed.py", "--sizes", "124M", "--n_prompt", 16, "--n_new", 16, "--threads", 2]]
     check_peer_speed(block)
     assert "| 124M | 36.0 | 18.0 | 2.00× |" in block
