@@ -172,7 +172,7 @@ def plot_overlap(plt, p, q, path, title):
 def plot_caches(plt, path):
     """The two KV caches across one round of K = 3 in which guess 1 is kept and guess 2 rejected."""
     fig, axes = plt.subplots(4, 1, figsize=(10.5, 5.4))
-    cached, fed, guess, dropped, new = "#bbbbbb", "#7fb3e6", "#9ad19a", "#f2b8b8", "#f5d27a"
+    cached, fed, guess, dropped = "#bbbbbb", "#7fb3e6", "#9ad19a", "#f2b8b8"
     rows = [
         ("draft, Step 1: feeds xn, g1, g2\n(one position per step)",
          [("x1", cached), ("...", cached), ("x(n-1)", cached), ("xn", fed), ("g1", fed), ("g2", fed),
