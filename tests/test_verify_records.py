@@ -26,7 +26,7 @@ import drafters
 import sampling
 from markov import DRAFT_TABLE, TARGET_TABLE, markov_model
 from test_tree_sampling import SampledTree
-from verifiers import verifier
+from verifiers import residual, verifier
 
 PROMPT = [2, 0, 1]
 RUNS, N = 40, 12  # 40 runs of 12 tokens: ~100 rounds per drafter, with kept, rejected and bonus tokens
@@ -54,11 +54,6 @@ RUNS_OF = {  # name -> (drafter factory, K)
     "tree of top tokens": (lambda: drafters.tree(markov_model(DRAFT_TABLE), (2, 2, 1)), 3),
     "tree of sampled siblings": (lambda: SampledTree(markov_model(DRAFT_TABLE), (2, 2)), 2),
 }
-
-
-def residual(row, p_row):
-    left = np.maximum(row - p_row, 0.0)  # [n_vocab]
-    return left / left.sum() if left.sum() > 0 else row
 
 
 def replay_errors(round_, q):
