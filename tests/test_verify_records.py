@@ -137,7 +137,7 @@ def test_the_runs_reach_every_case_the_replay_checks():
         origins.add(round_.origins[-1])
         depths = [check.depth for check in round_.checks]
         second_sibling_kept |= any(a == b and check.kept for a, b, check in zip(depths, depths[1:], round_.checks[1:]))
-    assert origins == {"residual", "bonus"} and second_sibling_kept
+    assert origins >= {"residual", "bonus"} and second_sibling_kept
 
 
 @pytest.mark.parametrize("mistake, field", [
