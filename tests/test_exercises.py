@@ -173,13 +173,22 @@ def test_hints_and_known_mistakes_wait_behind_an_if_you_are_stuck_line():
         assert word not in outside, f"{word!r} outside a <details> block"
 
 
-def test_every_readme_section_exercises_names_is_in_the_readme():
-    """EXERCISES.md names README parts like the README's "A round, with numbers": a heading, or a paragraph that
-    opens with its name in bold."""
-    named = set(re.findall(r'README(?:\'s)? "([^"]+)"', EXERCISES))
+def test_every_section_of_the_readme_or_benchmarks_exercises_names_is_there():
+    """EXERCISES.md names parts like the README's "How a round works, with numbers" or BENCHMARKS.md's "Small
+    timings": a heading, or a paragraph that opens with its name in bold."""
+    named = re.findall(r'(README|BENCHMARKS)(?:\.md)?(?:\'s)? "([^"]+)"', EXERCISES)
     assert named
-    for name in named:
-        assert re.search(rf"^#+ {re.escape(name)}\s*$|^\*\*{re.escape(name)}\.?\*\*", README, flags=re.M), name
+    for page, name in set(named):
+        text = (REPO_ROOT / f"{page}.md").read_text(encoding="utf-8")
+        assert re.search(rf"^#+ {re.escape(name)}\s*$|^\*\*{re.escape(name)}\.?\*\*", text, flags=re.M), name
+
+
+def test_every_function_named_as_in_a_file_is_defined_there():
+    """Phrases like "`brute_force_lookup` in `tests/test_drafters.py`": code moves, and the phrase must follow."""
+    named = re.findall(r"`([\w.]+)` in `((?:\w+/)*\w+\.py)`", EXERCISES)
+    assert named
+    for name, path in named:
+        assert name in defined_names(path), f"{path} defines no {name}"
 
 
 def test_exercises_cite_no_issue_numbers():
