@@ -60,3 +60,17 @@ def path_to(parents, i):
         path.append(i)
         i = parents[i]
     return path[::-1]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that runs past its time limit (pytest.ini's `timeout`, or `--timeout=` in EXERCISES.md's grading
+    commands) ends the whole run: the code under test probably never ends, and every later test would wait out
+    the same limit. The run stops with a line saying so; other failures still let the run go on."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and "from pytest-timeout" in str(report.longrepr):
+        item.session.shouldstop = (
+            f"{item.name} ran past its time limit, so the run stops here: the code it runs probably never ends "
+            f"(a loop that makes no progress, such as a round that writes no token)"
+        )
