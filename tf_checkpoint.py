@@ -27,6 +27,7 @@ from weights import (
     nest_params,
     read_tensor,
     reading_bar,
+    shown,
 )
 
 TABLE_MAGIC = 0xDB4775248B80FB57  # the last 8 bytes of every LevelDB table, little-endian
@@ -295,9 +296,9 @@ def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
     for name, entry in entries.items():
         n_values = math.prod(entry["shape"])  # a Python int: no overflow, whatever the index claims
         if entry["dtype"] != DT_FLOAT or entry["sliced"] or entry["shard_id"] != 0:
-            raise checkpoint_error(index_path, f"{name} is not a plain float32 tensor (dtype {entry['dtype']})")
+            raise checkpoint_error(index_path, f"{shown(name)} is not a plain float32 tensor (dtype {entry['dtype']})")
         if entry["size"] != 4 * n_values:
-            raise checkpoint_error(index_path, f"{name} has {entry['size']} bytes for {n_values} float32 values")
+            raise checkpoint_error(index_path, f"{shown(name)} has {entry['size']} bytes for {n_values} float32 values")
         shape = entry["shape"]
         if name.endswith("/w") and len(shape) == 3 and shape[0] == 1:
             shape = shape[1:]  # OpenAI's matrices are stored [1, n_in, n_out]

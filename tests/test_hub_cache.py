@@ -39,6 +39,11 @@ def hub_repo_files(folder, tokenizer_dir, seed, model_type="gpt2"):
             "vocab.json": (folder / "encoder.json").read_bytes(), "merges.txt": (folder / "vocab.bpe").read_bytes()}
 
 
+def git_blob_id(data):
+    """The id git gives a file's contents, which the Hub sends as a small file's ETag: sha1 of a header and them."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
 class FakeHub(http.server.ThreadingHTTPServer):
     """The Hub's answers for `repos` ({repo id: {file: bytes}}); `requests` records every (method, path)."""
 
@@ -77,11 +82,13 @@ class HubHandler(http.server.BaseHTTPRequestHandler):
         if self.path.startswith("/lfs/"):  # the storage a large file is redirected to: bytes only, no Hub headers
             data = self.server.lfs.get(self.path.removeprefix("/lfs/"))
             return self.send_bytes(data, {}, body) if data is not None else self.send_error(404)
-        repo, _, name = self.path.lstrip("/").partition("/resolve/main/")
-        data = self.server.repos.get(repo, {}).get(name)
+        repo, _, revision_and_name = self.path.lstrip("/").partition("/resolve/")
+        revision, _, name = revision_and_name.partition("/")  # the Hub resolves "main" or the commit itself
+        data = self.server.repos.get(repo, {}).get(name) if revision in ("main", COMMIT) else None
         if data is None:
             self.send_response(404)
-            self.send_header("X-Error-Code", "EntryNotFound" if repo in self.server.repos else "RepoNotFound")
+            code = "EntryNotFound" if repo in self.server.repos else "RepoNotFound"
+            self.send_header("X-Error-Code", code if revision in ("main", COMMIT) else "RevisionNotFound")
             self.send_header("Content-Length", "0")
             return self.end_headers()
         headers = {"X-Repo-Commit": COMMIT}
@@ -94,7 +101,7 @@ class HubHandler(http.server.BaseHTTPRequestHandler):
                                "Content-Length": "0"}.items():
                 self.send_header(key, value)
             return self.end_headers()
-        headers["ETag"] = f'"{hashlib.sha1(data).hexdigest()}"'  # a git blob's id on the Hub
+        headers["ETag"] = f'"{git_blob_id(data)}"'  # a small file's ETag on the Hub: its git blob id
         self.send_bytes(data, headers, body)
 
     def send_bytes(self, data, headers, body):
@@ -170,7 +177,7 @@ def test_a_second_resolve_uses_no_network_and_a_partial_blob_is_resumed(hub, rep
 
 def test_a_blob_whose_size_is_not_the_announced_one_is_deleted_and_refused(hub, tmp_path):
     hub.announced_extra = 1
-    with pytest.raises(DownloadError, match="bytes where the Hub announced"):
+    with pytest.raises(DownloadError, match="bytes where .* were announced"):
         resolve_model("gpt2", tmp_path / "models")
     repo_folder = tmp_path / "hf-cache" / "models--openai-community--gpt2"
     assert not (repo_folder / "refs" / "main").exists()
