@@ -26,6 +26,7 @@ import urllib3  # requests' own HTTP library, installed with it: its errors, whe
 from tqdm import tqdm
 
 from encoder import MAX_VOCABULARY_FILE_BYTES
+from tf_checkpoint import MAX_INDEX_BYTES
 from weights import MAX_CONFIG_BYTES, read_openai_hparams
 
 MODEL_SIZES = ("124M", "355M", "774M", "1558M")
@@ -44,7 +45,8 @@ RELEASE_FILES = (
 )
 
 # The most bytes a file of each kind may have, when no size was announced or to refuse an absurd announced one.
-# The readers refuse larger files too (weights.MAX_CONFIG_BYTES, encoder.MAX_VOCABULARY_FILE_BYTES).
+# The readers refuse larger files too (weights.MAX_CONFIG_BYTES, encoder.MAX_VOCABULARY_FILE_BYTES,
+# tf_checkpoint.MAX_INDEX_BYTES).
 SMALL_FILE_CAPS = {
     "checkpoint": MAX_CONFIG_BYTES,
     "hparams.json": MAX_CONFIG_BYTES,
@@ -53,7 +55,7 @@ SMALL_FILE_CAPS = {
     "vocab.bpe": MAX_VOCABULARY_FILE_BYTES,
     "vocab.json": MAX_VOCABULARY_FILE_BYTES,
     "merges.txt": MAX_VOCABULARY_FILE_BYTES,
-    "model.ckpt.index": 64 << 20,  # 1558M's index is about 40 KB
+    "model.ckpt.index": MAX_INDEX_BYTES,
     "model.ckpt.meta": 64 << 20,  # the graph, never read: 1558M's is about 2 MB
 }
 MAX_WEIGHTS_BYTES = 64 << 30  # the weights: 1558M's are 6.2 GB; 64 GB keeps an endless body from filling a disk
@@ -110,7 +112,7 @@ def download_deadline(deadline_seconds=None):
 
 def check_url(url, what):
     """ValueError unless `url` is an http:// or https:// URL (`what` names where it came from)."""
-    if not isinstance(url, str) or not re.match(r"https?://[^/\s]+", url):
+    if not isinstance(url, str) or not re.fullmatch(r"https?://[^/\s]+(/\S*)?", url):
         raise ValueError(f"{what} must be an http:// or https:// URL; got {str(url)[:80]!r}")
     return url.rstrip("/")
 

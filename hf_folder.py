@@ -22,6 +22,7 @@ from weights import (
     check_names_and_shapes,
     check_tensors_tile,
     checkpoint_error,
+    file_errors_as_checkpoint_errors,
     is_block_matrix,
     nest_params,
     read_json_file,
@@ -47,6 +48,7 @@ HF_CONFIG_ASSUMED = {
 MAX_HEADER_BYTES = 100 * 2**20  # safetensors' own limit on the JSON header
 
 
+@file_errors_as_checkpoint_errors
 def read_safetensors_header(path):
     """The checked header of a .safetensors file: ({name: (dtype, shape, begin, end)}, where the data starts).
 
@@ -111,6 +113,7 @@ def _no_json_constants(constant):
     raise ValueError(f"{constant} is not a number a safetensors header can hold")
 
 
+@file_errors_as_checkpoint_errors
 def read_safetensors(path, column_major=lambda name: False):
     """Read a .safetensors file into {name: float32 array} with NumPy alone (the header: read_safetensors_header).
 
@@ -169,6 +172,7 @@ def read_hf_hparams(config_path):
     return check_hparams(hparams, config_path)
 
 
+@file_errors_as_checkpoint_errors
 def load_hf_gpt2(model_dir):
     """Read a Hugging Face GPT-2 folder (config.json + model.safetensors) -> (hparams, params).
 

@@ -36,7 +36,6 @@ from download import (
     MODEL_SIZES,
     DownloadError,
     check_url,
-    download_deadline,
     download_file,
     http_request,
     parse_size,
@@ -200,13 +199,14 @@ def cached_snapshot(repo_id):
         if commit is None or not (is_real_folder(folder / "snapshots") and is_real_folder(snapshot)):
             continue
         blobs = [linked_blob(folder, snapshot / name) for name in HUB_FILES]
-        if None in blobs:
+        if None in blobs or len(set(blobs)) < len(blobs):  # two files linked to one blob: one link is wrong
             continue
         damaged = [blob for blob in blobs if not blob_matches_its_name(blob)]
         for blob in damaged:
             print(f"{blob} is damaged (its bytes do not hash to its name): deleting it to download it again",
                   file=sys.stderr)
-            blob.unlink()
+            with writing_into(blob.parent, CACHE_HELP):
+                blob.unlink()
         if not damaged:
             return snapshot
     return None
@@ -260,7 +260,6 @@ def hub_snapshot(repo_id, retries=3, backoff_seconds=1.0, timeout_seconds=30.0, 
     if snapshot is not None:
         return snapshot
     endpoint = check_url(os.environ.get("HF_ENDPOINT") or HUB_ENDPOINT, "HF_ENDPOINT")
-    download_deadline(deadline_seconds)  # a bad deadline is bad input: say so before any request
     folder = hub_cache_folders(repo_id)[0]
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):  # huggingface_hub's switch
         raise DownloadError(f"{repo_id} is not (completely) in the Hugging Face cache {hf_hub_cache()}, and "

@@ -23,6 +23,7 @@ from weights import (
     check_names_and_shapes,
     check_tensors_tile,
     checkpoint_error,
+    file_errors_as_checkpoint_errors,
     is_block_matrix,
     nest_params,
     read_tensor,
@@ -114,6 +115,7 @@ def read_block(table, offset, size):
 
 MAX_KEY_BYTES = 256  # TensorFlow variable names are far shorter ("model/h47/attn/c_attn/w" is 23 bytes)
 MAX_TABLE_ENTRIES = 10_000  # GPT-2 has 12 n_layer + 4 variables: 580 for 1558M
+MAX_INDEX_BYTES = 64 << 20  # 1558M's model.ckpt.index is about 40 KB
 
 
 def parse_block(block):
@@ -242,6 +244,7 @@ def parse_bundle_entry(message):
     return entry
 
 
+@file_errors_as_checkpoint_errors
 def read_checkpoint_index(ckpt_prefix):
     """Read `{ckpt_prefix}.index` -> (number of data shards, {variable name: bundle entry dict}).
 
@@ -250,6 +253,9 @@ def read_checkpoint_index(ckpt_prefix):
     index_path = Path(f"{ckpt_prefix}.index")
     if not index_path.is_file():
         raise checkpoint_error(index_path, "file not found")
+    if index_path.stat().st_size > MAX_INDEX_BYTES:
+        raise checkpoint_error(index_path, f"it has {index_path.stat().st_size} bytes, more than the {MAX_INDEX_BYTES} "
+                                           f"an index of GPT-2's few hundred tensors can need")
     try:
         pairs = read_sstable(index_path.read_bytes())
         header = dict(parse_protobuf(pairs[0][1])) if pairs and pairs[0][0] == b"" else None
@@ -274,6 +280,7 @@ def list_checkpoint_variables(ckpt_prefix):
     return sorted((name, entry["shape"]) for name, entry in entries.items())
 
 
+@file_errors_as_checkpoint_errors
 def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
     """Read OpenAI's TF checkpoint `{ckpt_prefix}.index` + `.data-00000-of-00001` into picoGPT's nested params.
 

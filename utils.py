@@ -18,7 +18,7 @@ become arrays.
 import re
 from pathlib import Path
 
-from download import MODEL_SIZES, DownloadError, download_gpt2_files
+from download import MODEL_SIZES, DownloadError, download_deadline, download_gpt2_files
 from encoder import get_encoder
 from hf_folder import load_hf_gpt2, read_hf_hparams
 from hub import HUB_MODELS, check_model_name, hub_repo_id, hub_snapshot, local_path_kind
@@ -67,6 +67,7 @@ def resolve_model(name, models_dir="models", base_url=None, retries=3, deadline_
     check_model_name(name)
     if local_path_kind(name) == "folder":
         return Path(name)
+    download_deadline(deadline_seconds)  # a bad deadline is bad input: say so before any request
     if name in MODEL_SIZES:
         folder = Path(models_dir) / name
         try:

@@ -9,6 +9,7 @@ layout): params["blocks"][i]["attn"]["c_attn"]["w"], all float32, the blocks' ma
 A damaged or mismatched file is a CheckpointError whose one line names the file and what is wrong.
 """
 
+import functools
 import json
 import math
 import os
@@ -42,6 +43,20 @@ def checkpoint_error(path, problem):
         f"{path}: {problem}. The file is damaged or incomplete: delete {to_delete} and run again to download it "
         f"afresh", path, problem
     )
+
+
+def file_errors_as_checkpoint_errors(reader):
+    """`reader`, whose OSError (a file it may not read, a folder where a file belongs, a failing disk) becomes a
+    CheckpointError naming the file: the loaders raise only the project's own errors."""
+
+    @functools.wraps(reader)
+    def checked(path, *args, **kwargs):
+        try:
+            return reader(path, *args, **kwargs)
+        except OSError as error:
+            raise checkpoint_error(error.filename or path, f"it cannot be read ({error.strerror or error})") from None
+
+    return checked
 
 
 def shown(value, width=60):
