@@ -125,6 +125,8 @@ def writing_into(folder, hint=""):
         yield
     except requests.RequestException:
         raise  # also an OSError, but the caller deals with it
+    except IsADirectoryError as error:  # a folder where a file belongs: only its owner should delete a folder
+        raise DownloadError(f"{error.filename} is a folder where a file belongs: delete it and run again") from None
     except OSError as error:
         raise DownloadError(f"cannot write into {folder}: {error.strerror or error} ({error.filename}){hint}") from None
 
@@ -166,6 +168,8 @@ def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.
     max_bytes = size_cap(path.name) if max_bytes is None else max_bytes
     if size is not None and size > max_bytes:
         raise DownloadError(f"{url} announces {size} bytes, more than the {max_bytes} a file {path.name} may have")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be a whole number >= 0; got {str(retries)[:40]!r}")
     seconds = download_deadline(deadline_seconds)
     deadline = time.monotonic() + seconds
     last_error = None
@@ -222,7 +226,7 @@ def http_request(method, url, **kwargs):
     except (requests.exceptions.InvalidSchema, requests.exceptions.MissingSchema) as error:
         raise DownloadError(f"{url} leads to a URL that is not http:// or https://, which is never fetched "
                             f"({str(error)[:200]})") from None
-    except requests.RequestException as error:
+    except (requests.RequestException, ValueError) as error:  # ValueError: a Location that is not UTF-8, ...
         raise DownloadError(f"{url} cannot be fetched ({type(error).__name__}: {str(error)[:200]})") from None
 
 

@@ -152,6 +152,8 @@ MAX_VOCABULARY_FILE_BYTES = 32 << 20  # GPT-2's encoder.json is 1.0 MB, vocab.bp
 
 def read_text_file(path):
     """Return the UTF-8 text of a vocabulary file (at most MAX_VOCABULARY_FILE_BYTES), or raise ValueError naming it."""
+    if not os.path.isfile(path):  # a folder, a pipe that would never end: not a vocabulary file
+        raise ValueError(f"GPT-2 vocabulary file {path} is missing or not a file; download or copy it again")
     try:
         size = os.path.getsize(path)
         if size > MAX_VOCABULARY_FILE_BYTES:
@@ -165,9 +167,10 @@ def read_text_file(path):
 
 def load_vocab(path):
     """Read encoder.json (Hugging Face: vocab.json): {symbol: id}, e.g. {"!": 0, ..., "<|endoftext|>": 50256}."""
+    text = read_text_file(path)
     try:
-        vocab = json.loads(read_text_file(path))
-    except (json.JSONDecodeError, RecursionError) as err:
+        vocab = json.loads(text)
+    except (ValueError, RecursionError) as err:  # not JSON, nested too deep, a number of 5,000 digits
         raise ValueError(f"GPT-2 vocabulary file {path} is not valid JSON ({type(err).__name__}: {err}); "
                          f"download it again") from None
     if not isinstance(vocab, dict) or not all(type(i) is int for i in vocab.values()):
@@ -227,10 +230,10 @@ def get_encoder(model_size, models_dir):
     ValueError naming the file.
     """
     folder = os.path.join(models_dir, model_size)
-    vocab_path, merges_path = os.path.join(folder, "encoder.json"), os.path.join(folder, "vocab.bpe")
-    if not os.path.exists(vocab_path) and os.path.exists(os.path.join(folder, "vocab.json")):  # Hugging Face
-        vocab_path, merges_path = os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")
-    if not os.path.exists(vocab_path):
+    vocab_path, merges_path = os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")  # Hugging Face
+    if not os.path.lexists(vocab_path):  # OpenAI's names, in a folder without Hugging Face's
+        vocab_path, merges_path = os.path.join(folder, "encoder.json"), os.path.join(folder, "vocab.bpe")
+    if not os.path.lexists(vocab_path):
         raise ValueError(
             f"{folder} has no GPT-2 vocabulary: expected encoder.json + vocab.bpe (OpenAI's release files) "
             f"or vocab.json + merges.txt (a Hugging Face GPT-2 folder)"

@@ -107,6 +107,8 @@ def local_path_kind(name):
 
 COMMIT_ID = re.compile(r"[0-9a-f]{40}")  # a git commit: 40 lowercase hexadecimal digits
 BLOB_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a git blob id (small files) or a sha256 (large files)
+# Open for reading, never through a link, and without waiting for a writer if a pipe stands where a file belongs
+READ_NO_LINK = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 CACHE_HELP = " (the Hugging Face cache: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub)"
 
 
@@ -143,7 +145,7 @@ def blob_matches_its_name(blob, progress=True):
     Hashing runs at about 1.7 GB/s here: 0.3 s for gpt2's weights, 4 s for gpt2-xl's."""
     name = blob.name
     try:
-        with os.fdopen(os.open(blob, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)), "rb") as file:
+        with os.fdopen(os.open(blob, READ_NO_LINK), "rb") as file:
             status = os.fstat(file.fileno())
             if not stat.S_ISREG(status.st_mode):
                 return False
@@ -164,7 +166,7 @@ def read_ref(folder):
     if not (is_real_folder(folder) and is_real_folder(folder / "refs")):
         return None
     try:
-        with os.fdopen(os.open(folder / "refs" / "main", os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)), "rb") as file:
+        with os.fdopen(os.open(folder / "refs" / "main", READ_NO_LINK), "rb") as file:
             if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
                 return None
             text = file.read(100).decode("ascii").strip()

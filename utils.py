@@ -89,12 +89,12 @@ def load_model(folder):
     The tokenizer is checked against the model before any weight is read: its files must agree with each other
     (encoder.check_vocabulary) and give exactly n_vocab ids, one per row of the model's embedding."""
     folder = Path(folder)
-    if (folder / "hparams.json").is_file():
+    if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():  # first: a Hub snapshot
+        hparams_path = folder / "config.json"  # reads these four files whatever else is in it
+        hparams = read_hf_hparams(hparams_path)
+    elif (folder / "hparams.json").is_file():
         hparams_path = folder / "hparams.json"
         hparams = read_openai_hparams(hparams_path)
-    elif (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
-        hparams_path = folder / "config.json"
-        hparams = read_hf_hparams(hparams_path)
     elif (folder / "config.json").is_file():
         raise CheckpointError(f"{folder} has a config.json but no model.safetensors: this project reads GPT-2 "
                               f"weights in safetensors only (a pytorch_model.bin would need torch)")

@@ -77,6 +77,8 @@ def read_json_file(path, what, max_bytes=MAX_CONFIG_BYTES):
     most `max_bytes` bytes; else, or when it is not UTF-8 JSON (nested too deep, a number too long, ...),
     a CheckpointError naming the file."""
     path = Path(path)
+    if not path.is_file():  # missing, a folder, or a pipe that would never end
+        raise checkpoint_error(path, "file not found (or not a regular file)")
     try:
         size = path.stat().st_size
         if size > max_bytes:

@@ -280,7 +280,7 @@ def test_a_refs_main_that_is_not_a_commit_id_is_never_followed_and_is_rewritten(
     assert (folder / "refs" / "main").read_text() == COMMIT
 
 
-@pytest.mark.parametrize("kind", ["link_to_a_file_outside", "link_loop", "not_utf_8"])
+@pytest.mark.parametrize("kind", ["link_to_a_file_outside", "link_loop", "not_utf_8", "named_pipe"])
 def test_a_broken_refs_main_is_replaced_and_a_file_it_links_to_is_untouched(hub, tmp_path, outside, kind):
     ref = repo_folder(tmp_path) / "refs" / "main"
     ref.parent.mkdir(parents=True)
@@ -288,6 +288,8 @@ def test_a_broken_refs_main_is_replaced_and_a_file_it_links_to_is_untouched(hub,
         ref.symlink_to(outside / "precious.txt")
     elif kind == "link_loop":
         ref.symlink_to(ref)
+    elif kind == "named_pipe":  # opened for reading, it would wait for a writer forever
+        os.mkfifo(ref)
     else:
         ref.write_bytes(b"\xff\xfe" + COMMIT.encode())
 
@@ -302,6 +304,26 @@ def test_a_refs_main_that_is_a_folder_is_one_error_naming_it(hub, tmp_path, caps
     (ref / "inside").mkdir(parents=True)
     line, code = main_error(tmp_path, capsys, "--drafter", "lookup", "--target_model_size", "gpt2")
     assert code == 1 and f"{ref} is a folder" in line and "delete it" in line
+
+
+def test_a_blob_that_is_a_folder_is_one_error_line_naming_it(hub, tmp_path, capsys):
+    resolve_model("gpt2", tmp_path / "models")
+    blob = (repo_folder(tmp_path) / "snapshots" / COMMIT / "vocab.json").resolve()
+    blob.unlink()
+    (blob / "inside").mkdir(parents=True)
+    line, code = main_error(tmp_path, capsys, "--drafter", "lookup", "--target_model_size", "gpt2")
+    assert code == 1 and f"{blob} is a folder where a file belongs: delete it" in line
+
+
+def test_files_beside_the_four_in_a_snapshot_are_never_read(hub, repos, tmp_path, outside):
+    """transformers may have put more files in the snapshot; a hand-made hparams.json or encoder.json there (a
+    link out of the cache, a tokenizer of its own) must not change what is loaded."""
+    folder = resolve_model("gpt2", tmp_path / "models")
+    (folder / "hparams.json").symlink_to(outside / "precious.txt")
+    (folder / "encoder.json").write_text("{}")
+    encoder, hparams, _ = load_model(resolve_model("gpt2", tmp_path / "models"))
+    assert hparams == TINY_HPARAMS and encoder.encode("Hello world") == [15496, 995]
+    assert_untouched(outside)
 
 
 def test_every_file_after_the_first_is_asked_for_at_the_commit_the_first_answer_named(hub, tmp_path):
@@ -379,6 +401,12 @@ def test_a_redirect_loop_is_one_download_error_naming_the_url(hub, tmp_path):
 def test_a_redirect_to_a_url_that_is_not_http_is_refused(hub, tmp_path, location):
     hub.body_for["model.safetensors"] = redirect_to(location)
     with pytest.raises(DownloadError, match="leads to a URL that is not http:// or https://"):
+        resolve_model("gpt2", tmp_path / "models")
+
+
+def test_a_redirect_to_a_location_that_is_not_utf_8_is_one_download_error_naming_the_url(hub, tmp_path):
+    hub.body_for["model.safetensors"] = redirect_to("\xe9")  # sent as the single byte 0xe9
+    with pytest.raises(DownloadError, match="model.safetensors cannot be fetched"):
         resolve_model("gpt2", tmp_path / "models")
 
 

@@ -23,6 +23,7 @@ import pytest
 huggingface_hub = pytest.importorskip("huggingface_hub")  # a test requirement only (requirements-dev.txt)
 
 from test_main import TINY_HPARAMS, tiny_params, write_hf_folder  # noqa: E402
+
 from download import DownloadError  # noqa: E402
 from hub import HUB_FILES, check_model_name, hf_hub_cache  # noqa: E402
 from utils import resolve_model  # noqa: E402

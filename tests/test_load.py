@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from make_bad_inputs import field, table, varint
 from test_download import FlakyFileServer
+
 from download import MODEL_SIZES
 from hf_folder import hf_name_to_openai_name, load_hf_gpt2
 from tf_checkpoint import load_gpt2_params_from_tf_ckpt
