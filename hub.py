@@ -83,22 +83,26 @@ def check_model_name(name):
     No network: an owner/name passes here and may still turn out not to exist on the Hub."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"a model name must be text, like 124M or gpt2; got {shown(name)}")
-    if local_path_kind(name) == "folder" or name in MODEL_SIZES or hub_repo_id(name):
+    kind = local_path_kind(name)
+    if kind == "folder" or name in MODEL_SIZES or hub_repo_id(name):
         return
-    if local_path_kind(name) == "file":
+    if kind == "file":
         raise ValueError(f"{name!r} is a file, not a folder: give the folder that holds the model's files")
-    raise ValueError(f"unknown model {name[:200]!r}: use one of " + "; ".join(model_names_help()))
+    if kind is not None:  # the file system refused the name as a path
+        raise ValueError(f"{shown(name)} is no model name, and no folder ({kind})")
+    raise ValueError(f"unknown model {shown(name, 200)}: use one of " + "; ".join(model_names_help()))
 
 
 def local_path_kind(name):
-    """"folder", "file" or None: what `name` is on this machine. A name no path can be (too long, a NUL byte)
-    is None, not an OSError."""
+    """What `name` is on this machine: "folder", "file", None (nothing), or why it cannot be a path at all (a
+    name too long for the file system, a NUL byte): never an OSError."""
     try:
-        return "folder" if os.path.isdir(name) else "file" if os.path.exists(name) else None
-    except (OSError, ValueError):
+        mode = os.stat(name).st_mode
+    except (FileNotFoundError, NotADirectoryError):
         return None
-
-
+    except (OSError, ValueError) as error:
+        return getattr(error, "strerror", None) or str(error)
+    return "folder" if stat.S_ISDIR(mode) else "file"
 
 
 # ------------------------------------------------------------------------------------------------------------

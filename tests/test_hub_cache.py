@@ -178,7 +178,8 @@ def test_huggingface_hub_agrees_with_our_blob_names_so_it_downloads_nothing_more
     resolve_model("distilgpt2", tmp_path / "models")
     hub.requests.clear()
     download_with_huggingface_hub("distilbert/distilgpt2", hub.url, tmp_path / "hf-cache")
-    assert [method for method, _ in hub.requests] == ["HEAD"] * len(HUB_FILES)
+    file_requests = [method for method, path in hub.requests if "/resolve/" in path or path.startswith("/lfs/")]
+    assert file_requests == ["HEAD"] * len(HUB_FILES), hub.requests  # (some versions also ask an /api/ page)
 
 
 def test_a_second_resolve_uses_no_network_and_a_partial_blob_is_resumed(hub, repos, tmp_path):
