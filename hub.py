@@ -247,9 +247,10 @@ def write_ref(folder, commit):
     ref = refs / "main"
     if os.path.isdir(ref) and not os.path.islink(ref):
         raise DownloadError(f"{ref} is a folder where a file holding the commit id belongs: delete it and run again")
-    descriptor, temporary = tempfile.mkstemp(dir=refs, prefix=".main.")
+    descriptor, temporary = tempfile.mkstemp(dir=refs, prefix=".main.")  # a new name: nothing to follow
     with os.fdopen(descriptor, "w") as file:
         file.write(commit)
+    os.chmod(temporary, 0o644)  # readable by all, as huggingface_hub leaves it (mkstemp makes it private)
     os.replace(temporary, ref)
 
 
