@@ -74,3 +74,22 @@ def pytest_runtest_makereport(item, call):
             f"{item.name} ran past its time limit, so the run stops here: the code it runs probably never ends "
             f"(a loop that makes no progress, such as a round that writes no token)"
         )
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A folder in which this process cannot create a file: a fresh folder of mode 0o500, or, for root (whom no
+    mode stops, as in CI's containers), /sys, where the kernel refuses new files to everyone. Skips only where
+    neither exists (not Linux, and root)."""
+    if os.geteuid() != 0:
+        folder = tmp_path / "read-only"
+        folder.mkdir(mode=0o500)
+        return folder
+    try:
+        open("/sys/gpt2-write-probe", "a").close()
+    except PermissionError:
+        return Path("/sys")
+    except OSError as error:
+        pytest.skip(f"running as root, and /sys cannot serve as a read-only folder here ({error})")
+    os.remove("/sys/gpt2-write-probe")
+    pytest.skip("running as root, and /sys takes new files here: no folder refuses root")
