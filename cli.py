@@ -29,7 +29,7 @@ import numpy as np
 import show
 from download import MODEL_SIZES, DownloadError
 from hub import HUB_MODELS, check_model_name
-from weights import CheckpointError
+from weights import CheckpointError, shown
 
 RELEASED_N_CTX = 1024  # the context of all four released sizes
 DRAFTERS = ("model", "lookup", "staged")
@@ -44,26 +44,12 @@ BOUND_NAMES = {MAX_WHOLE_NUMBER: "2**63 - 1", MAX_SEED: "2**128 - 1"}
 # A sign and digits. (Not "0*(\d+)": two ways to split a run of zeros make a failing match try them all, which
 # takes minutes on 100,000 zeros; leading zeros are stripped in as_whole_number instead.)
 WHOLE_NUMBER = re.compile(r"\s*([-+]?)(\d+)\s*")
-MAX_SHOWN = 60  # characters of a flag's value that an error message quotes
+MAX_SHOWN = 60  # characters of a flag's value that an error message quotes (as weights.shown does)
 
 
 # ------------------------------------------------------------------------------------------------------------
 # Checking the flags (the only place where bad input is expected), before anything is downloaded
 # ------------------------------------------------------------------------------------------------------------
-
-
-def shown(value):
-    """A flag's value as an error message quotes it: repr(value), but a long text cut after MAX_SHOWN characters
-    with its length, and a huge number by its size (Python refuses to write an int of more than 4,300 digits).
-
-    >>> shown("9" * 5000)
-    "'999999999999999999999999999999999999999999999999999999999999'... (5,000 characters)"
-    """
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**MAX_SHOWN:
-        return f"a number of more than {MAX_SHOWN} digits"
-    if isinstance(value, str) and len(value) > MAX_SHOWN:
-        return f"{value[:MAX_SHOWN]!r}... ({len(value):,} characters)"
-    return repr(value)
 
 
 def check_whole_number(value, flag, minimum):
@@ -81,8 +67,6 @@ def check_model_names(draft_model_size, target_model_size):
                 check_model_name(name)
             except ValueError as error:
                 raise ValueError(f"{flag}: {error}") from None
-            except OSError as error:  # looking for a folder of that name failed: a name too long for a path, say
-                raise ValueError(f"{flag} {shown(name)} is no model name, and no folder ({error.strerror})") from None
 
 
 def as_whole_number(value, flag, minimum, maximum=MAX_WHOLE_NUMBER):

@@ -44,17 +44,16 @@ def test_a_number_of_thousands_of_digits_gets_one_short_line_naming_its_flag(tmp
     code, out, err = run_in_process([flag, value], tmp_path, monkeypatch, capsys)
     assert code == 2 and out == ""
     assert err.startswith(f"error: {flag}") and err.count("\n") == 1, err
-    assert "4300" not in err and len(err) < 300, err
-    assert "5,000 characters" in err or "5,001 characters" in err, err
+    assert "4300" not in err and len(err) < 300 and "99999..." in err, err
 
 
 @pytest.mark.parametrize("flag", NUMBER_FLAGS)
 def test_a_huge_number_from_python_is_refused_by_name_too(flag, target_dir):
     """main(seed=10**5000) from Python: the int never was text, and Python cannot even write it (over 4,300
-    digits), so the message describes its size instead of quoting it."""
+    digits), so the message describes its size instead of quoting it (weights.shown)."""
     name = flag.lstrip("-")
     value = (10**5000,) if name == "tree" else 10**5000
-    with pytest.raises(ValueError, match=rf"^{flag}.*more than 60 digits") as error:
+    with pytest.raises(ValueError, match=rf"^{flag}.*a number of about 5000 digits") as error:
         cli.check_flags(**{**defaults(target_dir), name: value})
     assert len(str(error.value)) < 300
 
@@ -175,14 +174,12 @@ def test_a_plot_path_that_cannot_be_written_stops_the_run_before_the_models_load
     assert line.startswith("error: --plot") and expected in line, line
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root may write into a read-only folder")
-def test_a_plot_into_a_read_only_folder_stops_the_run_before_the_models_load(tmp_path, monkeypatch, capsys):
+def test_a_plot_into_a_read_only_folder_stops_the_run_before_the_models_load(tmp_path, monkeypatch, capsys,
+                                                                             read_only_folder):
     pytest.importorskip("matplotlib")
-    folder = tmp_path / "read_only"
-    folder.mkdir(mode=0o500)
-    code, out, err = run_in_process(["--plot", str(folder / "rounds.png")], tmp_path, monkeypatch, capsys)
+    code, out, err = run_in_process(["--plot", str(read_only_folder / "rounds.png")], tmp_path, monkeypatch, capsys)
     assert code == 2 and out == ""
-    assert err == f"error: --plot {folder / 'rounds.png'} cannot be written: Permission denied\n"
+    assert err == f"error: --plot {read_only_folder / 'rounds.png'} cannot be written: Permission denied\n"
 
 
 def test_checking_that_the_plot_can_be_written_leaves_the_folder_as_it_was(tmp_path):
