@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import show
-from download import MODEL_SIZES, DownloadError
+from download import MODEL_SIZES, DownloadError, download_deadline
 from hub import HUB_MODELS, check_model_name
 from weights import CheckpointError, shown
 
@@ -157,6 +157,14 @@ def as_text(value, flag):
         raise ValueError(f"{flag} is not valid UTF-8 text: it holds {what} at character {error.start}; give it "
                          f"in UTF-8") from None
     return text
+
+
+def as_seconds(value, flag):
+    """value as a number of seconds > 0 (a float): text of one ("600", "1.5") or a number."""
+    seconds = as_number(value, flag)
+    if seconds <= 0:
+        raise ValueError(f"{flag} must be a number of seconds > 0; got {shown(value)}")
+    return seconds
 
 
 def as_K(value):
@@ -348,6 +356,7 @@ class Flags:
     color: str
     trace: bool
     plot: object
+    download_deadline: object  # seconds > 0, or None: $GPT2_DOWNLOAD_DEADLINE, else download.DEFAULT_DEADLINE_SECONDS
 
 
 def check_flags(**arguments):
@@ -383,6 +392,7 @@ def check_flags(**arguments):
         color=as_text(a["color"], "--color").strip().lower(),
         trace=as_bool(a["trace"], "--trace"),
         plot=as_optional(a["plot"], as_text, "--plot"),
+        download_deadline=as_optional(a["download_deadline"], as_seconds, "--download_deadline"),
     )
     if not flags.prompt:
         raise ValueError("--prompt is empty: give some text to continue")
@@ -396,13 +406,15 @@ def check_flags(**arguments):
                          f"got --drafter {drafter}")
     if flags.color not in show.COLOR_MODES:
         raise ValueError(f"--color must be one of {', '.join(show.COLOR_MODES)}; got {shown(a['color'])}")
+    names = [flags.target_model_size] + ([flags.draft_model_size] if flags.draft_model_size else [])
     check_base_url(flags.base_url)
-    if flags.base_url is None and any(name in MODEL_SIZES for name in (flags.draft_model_size, flags.target_model_size)):
+    if flags.base_url is None and any(name in MODEL_SIZES for name in names):
         check_base_url(os.environ.get("GPT2_BASE_URL") or None, "$GPT2_BASE_URL")  # a released size may download
+    if flags.download_deadline is None and not all(Path(name).is_dir() for name in names):
+        download_deadline(None)  # a ValueError naming $GPT2_DOWNLOAD_DEADLINE unless it is seconds > 0 (or unset)
     check_models_dir(flags.models_dir)
     if flags.plot is not None:
         check_plot_path(flags.plot)
-    names = [flags.target_model_size] + ([flags.draft_model_size] if flags.draft_model_size else [])
     if all(name in MODEL_SIZES or name in HUB_MODELS for name in names):  # all of them have n_ctx = 1024
         if flags.n_tokens_to_generate + 1 > RELEASED_N_CTX:  # a prompt has at least one token
             raise ValueError(
@@ -474,8 +486,8 @@ def parse_command_line(argv, function):
         i += 1
     free = [name for name in names if name not in kwargs]
     if len(positional) > len(free):
-        raise ValueError(f"unexpected argument {shown(positional[len(free)])}: give values as flags (--prompt \"...\"); "
-                         f"a prompt with spaces needs quotes")
+        raise ValueError(f"unexpected argument {shown(positional[len(free)])}: give values as flags "
+                         f"(--prompt \"...\"); a prompt with spaces needs quotes")
     kwargs.update(zip(free, positional))
     return kwargs
 

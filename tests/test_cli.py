@@ -32,7 +32,7 @@ def run_in_process(argv, tmp_path, monkeypatch, capsys):
 
 
 NUMBER_FLAGS = ["--seed", "--n_tokens_to_generate", "--top_k", "--max_ngram", "--min_ngram", "--download_retries",
-                "--tree", "--K", "--temperature", "--top_p"]
+                "--tree", "--K", "--temperature", "--top_p", "--download_deadline"]
 
 
 @pytest.mark.parametrize("value", [HUGE, "-" + HUGE, "+" + HUGE], ids=["huge", "huge negative", "huge plus"])
@@ -276,7 +276,8 @@ def test_K_hf_runs_hugging_faces_schedule_and_reports_the_positions_it_drafted(t
 def test_an_unknown_flag_thousands_of_characters_long_is_quoted_cut_short(tmp_path, monkeypatch, capsys):
     code, out, err = run_in_process(["--" + "a" * 5000, "1"], tmp_path, monkeypatch, capsys)
     assert code == 2
-    assert err == "error: unknown flag --" + "a" * 58 + "... (5,002 characters); python main.py --help lists every flag\n"
+    expected = "error: unknown flag --" + "a" * 58 + "... (5,002 characters); python main.py --help lists every flag"
+    assert err == expected + "\n"
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -304,3 +305,82 @@ def test_when_the_reader_of_the_output_goes_away_the_run_stops_quietly(tmp_path)
     result = subprocess.run([sys.executable, "-c", script, str(REPO_ROOT)], cwd=tmp_path, capture_output=True,
                             text=True, timeout=120, env=_base_env())
     assert result.returncode == 1 and result.stderr == "", result.stderr
+
+
+# ------------------------------------------------------------------------------------------------------------
+# --download_deadline: the overall time one file's download may take
+# ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("0", "--download_deadline must be a number of seconds > 0; got '0'"),
+    ("-5", "--download_deadline must be a number of seconds > 0; got '-5'"),
+    ("soon", "--download_deadline must be a number; got 'soon'"),
+    ("inf", "--download_deadline must be a finite number; got 'inf'"),
+    (HUGE, "--download_deadline must be a finite number; got '9999"),
+])
+def test_a_download_deadline_that_is_not_seconds_is_refused_first(tmp_path, monkeypatch, capsys, value, expected):
+    code, out, err = run_in_process(["--download_deadline", value], tmp_path, monkeypatch, capsys)
+    assert code == 2 and out == "" and err.startswith("error: " + expected) and len(err) < 300, err
+
+
+def test_a_bad_GPT2_DOWNLOAD_DEADLINE_is_refused_before_a_download_and_ignored_without_one(tmp_path, monkeypatch,
+                                                                                         capsys, target_dir):
+    """The variable only bounds downloads: with a released size it is checked first (exit code 2, nothing made
+    in --models_dir); with local folders nothing is downloaded, so it does not matter; the flag wins over it."""
+    monkeypatch.setenv("GPT2_DOWNLOAD_DEADLINE", "soon")
+    code, out, err = run_in_process(["--drafter", "lookup"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and "GPT2_DOWNLOAD_DEADLINE must be a number of seconds > 0; got 'soon'" in err, err
+    assert not (tmp_path / "models").exists()
+    assert cli.check_flags(**defaults(target_dir)).download_deadline is None
+    flags = cli.check_flags(**{**defaults(target_dir), "target_model_size": "124M", "download_deadline": "60"})
+    assert flags.download_deadline == 60.0
+
+
+class DrippingServer:
+    """A local HTTP server that announces 1,000 bytes for any file and sends one every 0.2 s (a run would take
+    200 s): the server that keeps a download going forever without a deadline."""
+
+    def __enter__(self):
+        import http.server
+        import threading
+        import time
+
+        class Drip(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Length", "1000")
+                self.end_headers()
+                try:
+                    for _ in range(1000):
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
+                        time.sleep(0.2)
+                except OSError:  # the client gave up: what the test wants
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Drip)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_download_deadline_flag_stops_a_server_that_drips_with_one_line_and_exit_code_1(tmp_path):
+    """--download_deadline 1 against DrippingServer: the first file fails after about 1 s (5 of its 1,000
+    bytes) with one line naming its URL and the deadline, exit code 1 (a download), and its .part file is kept
+    for the next run to resume."""
+    with DrippingServer() as url:
+        result = run_main("--drafter", "lookup", "--target_model_size", "124M", "--models_dir", tmp_path / "models",
+                          "--download_retries", 0, "--download_deadline", 1, cwd=tmp_path,
+                          env={"GPT2_BASE_URL": url})
+    line = one_error_line(result)
+    assert result.returncode == 1
+    assert f"{url}/124M/" in line and "deadline of 1 seconds" in line, line
+    assert list((tmp_path / "models" / "124M").glob("*.part")), "the bytes that arrived are kept"
