@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from encoder import MAX_VOCABULARY_FILE_BYTES
 from tf_checkpoint import MAX_INDEX_BYTES
-from weights import MAX_CONFIG_BYTES, read_openai_hparams
+from weights import MAX_CONFIG_BYTES, read_openai_hparams, shown
 
 MODEL_SIZES = ("124M", "355M", "774M", "1558M")
 
@@ -103,10 +103,10 @@ def download_deadline(deadline_seconds=None):
             "GPT2_DOWNLOAD_DEADLINE"
     try:
         seconds = float(deadline_seconds)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int too large for a float
         seconds = float("nan")
     if isinstance(deadline_seconds, bool) or not 0 < seconds < float("inf"):
-        raise ValueError(f"{where} must be a number of seconds > 0; got {str(deadline_seconds)[:40]!r}")
+        raise ValueError(f"{where} must be a number of seconds > 0; got {shown(deadline_seconds, 40)}")
     return seconds
 
 
@@ -196,7 +196,8 @@ def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.
                 return
     except _DeadlinePassed:
         raise DownloadError(f"{url} took longer than the deadline of {seconds:g} seconds for one file (raise it "
-                            f"with GPT2_DOWNLOAD_DEADLINE=seconds); {part_path} is kept: run again to resume") from None
+                            f"with --download_deadline or GPT2_DOWNLOAD_DEADLINE=seconds); {part_path} is kept: run "
+                            f"again to resume") from None
     raise _download_error(url, path.parent, f"{retries + 1} attempts failed, the last with: {last_error}")
 
 

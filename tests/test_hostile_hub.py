@@ -558,3 +558,13 @@ def test_a_compressed_body_that_inflates_past_the_announced_size_is_refused(hub,
     with pytest.raises(DownloadError, match=f"vocab.json sends more than the {size} bytes expected"):
         resolve_model("gpt2", tmp_path / "models")
 
+
+
+@pytest.mark.parametrize("value", [10**5000, -(10**400), True, "two"], ids=["5000 digits", "minus 400 digits", "True", "two"])
+def test_a_deadline_passed_from_python_that_is_no_number_of_seconds_is_a_value_error_naming_it(hub, tmp_path, value):
+    """From Python a deadline can be an int too large for a float (OverflowError) or too long to print
+    (Python refuses repr of an int of over 4,300 digits): still the one ValueError, quoting it cut short."""
+    with pytest.raises(ValueError, match="deadline_seconds must be a number of seconds > 0") as raised:
+        resolve_model("gpt2", tmp_path / "models", deadline_seconds=value)
+    assert len(str(raised.value)) < 200
+    assert hub.requests == []
