@@ -56,6 +56,14 @@ def break_even_alpha(K, c, r=1.0):
 R_TABLE = [1.0, 2.46, 2.74, 2.99, 3.24, 2.99, 2.73, 2.48, 2.92, 3.10, 3.29, 3.47, 3.46, 3.44, 3.43, 3.42]
 
 
+MATCH_BUCKETS = (1, 2, 4, 8, 16)  # the shortest match of each bucket: 1, 2-3, 4-7, 8-15, 16 and more tokens
+
+
+def match_bucket(n):
+    """The bucket of a match n >= 1 tokens long: 1 -> 0, 2-3 -> 1, 4-7 -> 2, 8-15 -> 3, 16 and more -> 4."""
+    return int(np.searchsorted(MATCH_BUCKETS, n, side="right")) - 1
+
+
 class AutoK:
     """K="auto": before each round, the k in 0 .. k_max that maximises the expected tokens per unit of time.
 
@@ -64,26 +72,44 @@ class AutoK:
     token and k guesses) and writes on average 1 + a_1 + a_1 a_2 + ... + a_1 ... a_k tokens, where a_i is the
     chance that guess i is kept given guesses 1 .. i - 1 were (with one a for every position this is
     (1 - a^(k+1)) / (1 - a)). k = 0 is a plain step: 1 token for 1. So a proposal is made only when it is
-    expected to beat plain decoding, which is what keeps prompt lookup from losing on prose.
+    expected to beat plain decoding, which is what keeps prompt lookup from losing on prose. In one line:
 
-    Where the numbers come from (all fixed before the round, so the same seed gives the same tokens):
-    - a_i: kept / checked at draft position i over the rounds so far, with counts that decay by DECAY per
-      round (the text changes: a passage being copied, then free prose) and a Beta(1, 1) prior (a = 1/2
-      before anything is seen).
+        k* = argmax over k = 0 .. k_max of  (1 + sum_{j=1..k} a_1 a_2 ... a_j) / (c k + r(k + 1))
+
+    Where a_i comes from, by the drafter (all fixed before the round, so the same seed gives the same tokens):
+    - A drafter that tells its match (prompt lookup: `drafter.match_length(x)`, asked with this round's x):
+      by the match's length n. Guess i of a proposal that follows an n-token match is, if guesses 1 .. i - 1
+      were kept, the token after an (n + i - 1)-token match of the same earlier occurrence (the match grows
+      by one with each kept guess): what a lookup one token later would propose. So one table A by match
+      length serves every draft position:
+
+          a_i = A(n + i - 1),   A(l) = (kept_b + s mu_b) / (checked_b + s),   b = the bucket of l
+
+      with the buckets 1, 2-3, 4-7, 8-15, 16+ (MATCH_BUCKETS), kept_b / checked_b the guesses of bucket b
+      kept / checked so far, each older check's weight multiplied by MATCH_DECAY at every newer check of the
+      bucket (the text changes: a passage being copied, then free prose), and a prior worth s = PRIOR_WEIGHT
+      checks at Laplace's rule of succession mu_b = (l_b + 1) / (l_b + 2), l_b the bucket's shortest match (a
+      copy that has held for l tokens holds once more with chance (l + 1) / (l + 2), before any evidence):
+      2/3 for one token, 17/18 for 16. No match (n = 0): nothing to propose, k = 0. So a long match proposes
+      a long run, and a short one, once the text has shown that short matches are rarely followed, declines.
+    - Any other drafter (a draft model): by draft position alone, a_i = (kept_i + 1) / (checked_i + 2) (a
+      Beta(1, 1) prior), the counts multiplied by DECAY after every round.
     - c: the drafter's `cost` if it gives one (lookup: 0), else the ratio of the draft's and the target's
       weights (`n_params`; a decoding step is memory-bound, so its time goes with the bytes it reads), else 1/2.
-    - r(m): `target_model.r_table` if set, else R_TABLE above.
-    A drafter that proposes less than k (a lookup that found a short match, or none) costs only what it sent.
+    - r(m): `target_model.r_table` if set (r_table[m - 1] = r(m); `calibrate` measures one on this machine),
+      else R_TABLE above.
+    A drafter that proposes less than k costs only what it sent.
 
-    Exploration: a policy that never proposes never learns that proposing has become worth it (a passage
-    starts being copied). After PROBE_AFTER declined rounds in a row it proposes once, as a probe: k_max
-    guesses from a free drafter (lookup: only the target's pass is paid, and it shows several positions at
-    once), one guess from a drafter that runs a model (each guess costs c). Each probe that does not change
-    its mind doubles the wait (up to PROBE_AFTER_MAX), so on text where proposals never pay the probes cost a
-    vanishing share of the time.
+    Exploration, for the drafters without a match: a policy that never proposes never learns that proposing
+    has become worth it (a passage starts being copied). After PROBE_AFTER declined rounds in a row it proposes
+    once, as a probe: k_max guesses from a free drafter, one guess from a drafter that runs a model (each guess
+    costs c). Each probe that does not change its mind doubles the wait (up to PROBE_AFTER_MAX). A drafter
+    with a match needs no probes: a longer match is a new bucket, tried with its own (hopeful) prior.
     """
 
-    DECAY = 0.9
+    DECAY = 0.9  # by position: per round
+    MATCH_DECAY = 0.95  # by match length: per check of the same bucket (about the last 20 count)
+    PRIOR_WEIGHT = 2.0
     PROBE_AFTER = 4
     PROBE_AFTER_MAX = 64
 
@@ -91,25 +117,38 @@ class AutoK:
         if isinstance(k_max, bool) or not isinstance(k_max, (int, np.integer)) or k_max < 1:
             raise ValueError(f"k_max must be a whole number >= 1; got {k_max!r}")
         self.k_max = int(k_max)
+        self.drafter = drafter
+        self.by_match = hasattr(drafter, "match_length")
         self.c = draft_cost(drafter, target_model)
-        r_table = list(getattr(target_model, "r_table", R_TABLE))
+        r_table = list(getattr(target_model, "r_table", None) or R_TABLE)
         self.r = [r_table[min(m, len(r_table)) - 1] for m in range(1, self.k_max + 2)]  # self.r[m - 1] = r(m)
-        self.kept = np.zeros(self.k_max)  # decayed counts of kept guesses, by draft position 1 .. k_max
-        self.checked = np.zeros(self.k_max)  # decayed counts of checked guesses
+        n_cells = len(MATCH_BUCKETS) if self.by_match else self.k_max  # buckets of match length, or positions
+        self.kept = np.zeros(n_cells)  # decayed counts of kept guesses
+        self.checked = np.zeros(n_cells)  # decayed counts of checked guesses
+        self.prior = np.array([(n + 1) / (n + 2) for n in MATCH_BUCKETS]) if self.by_match else None  # mu_b
         self.declined_in_a_row = 0
         self.probe_after = self.PROBE_AFTER
 
-    def acceptance(self):
-        """[k_max]: a_i, the estimated chance that guess i is kept given the guesses before it were."""
-        return (self.kept + 1) / (self.checked + 2)  # Beta(1, 1) prior
+    def acceptance(self, n=None):
+        """[k_max]: a_i, the estimated chance that guess i is kept given the guesses before it were; n: the
+        match length of the proposal (for a drafter that tells it)."""
+        if not self.by_match:
+            return (self.kept + 1) / (self.checked + 2)  # Beta(1, 1) prior
+        by_bucket = (self.kept + self.PRIOR_WEIGHT * self.prior) / (self.checked + self.PRIOR_WEIGHT)  # A by bucket
+        return by_bucket[[match_bucket(n + i) for i in range(self.k_max)]]  # a_i = A(n + i - 1), i = 1 .. k_max
 
-    def expected_rate(self, k):
-        """Expected tokens per one-position target step of a round with lookahead k."""
-        expected_tokens = 1 + np.sum(np.cumprod(self.acceptance()[:k]))  # 1 + a_1 + a_1 a_2 + ...
+    def expected_rate(self, k, n=None):
+        """Expected tokens per one-position target step of a round with lookahead k (after an n-token match)."""
+        expected_tokens = 1 + np.sum(np.cumprod(self.acceptance(n)[:k]))  # 1 + a_1 + a_1 a_2 + ...
         return expected_tokens / (self.c * k + self.r[k])
 
-    def choose(self):
-        """This round's k: the best by the cost model, or k_max as a probe after a run of declined rounds."""
+    def choose(self, x=None):
+        """This round's k for the text x so far: the best by the cost model (see the class), or a probe."""
+        if self.by_match:
+            if x is None:
+                raise ValueError("AutoK.choose(x) needs the text x: the drafter's match length depends on it")
+            n = self.drafter.match_length(x)
+            return 0 if n == 0 else max(range(self.k_max + 1), key=lambda k: self.expected_rate(k, n))
         best = max(range(self.k_max + 1), key=self.expected_rate)
         if best > 0:
             self.declined_in_a_row, self.probe_after = 0, self.PROBE_AFTER
@@ -122,7 +161,14 @@ class AutoK:
         return 0
 
     def record(self, round_):
-        """Learn from a finished round (a sampling.Round): which draft positions were checked and kept."""
+        """Learn from a finished round (a sampling.Round): which guesses were checked and kept."""
+        if self.by_match:
+            n = getattr(round_.proposal, "match_length", 0)
+            for check in round_.checks if n > 0 else ():
+                b = match_bucket(n + check.depth - 1)  # the match a kept path had reached at this guess
+                self.kept[b] = self.MATCH_DECAY * self.kept[b] + check.kept
+                self.checked[b] = self.MATCH_DECAY * self.checked[b] + 1
+            return
         self.kept *= self.DECAY
         self.checked *= self.DECAY
         for check in round_.checks:
@@ -139,7 +185,7 @@ class HFSchedule:
     def __init__(self, drafter, target_model, k_max, k_start=5):
         self.k_max, self.k = k_max, min(k_start, k_max)
 
-    def choose(self):
+    def choose(self, x=None):
         return self.k
 
     def record(self, round_):
