@@ -4,6 +4,13 @@ Read sampling.py first (a round, its Steps 1-4); drafters.py after (where guesse
 policy here for each round's k when K is "auto" or "hf"; benchmark.py prints the same formulas as tables.
 """
 
+import json
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
 import numpy as np
 
 AUTO_K_MAX = 16  # K="auto" never proposes deeper than this (r(m) was measured up to m = 16 rows)
@@ -51,8 +58,8 @@ def break_even_alpha(K, c, r=1.0):
 # r(m): the time of a target pass over m new positions, in 1-position passes, measured with the KV cache on our
 # 2-core machines (NumPy's OpenBLAS; 124M, medians; the table of the drafters issue, m = 2..16, with the
 # missing m filled in linearly). A multi-row product repacks each weight matrix, so r jumps at m = 2 and then
-# stays nearly flat. benchmark_forward.py measures it on your machine; set `target_model.r_table` (a list,
-# r_table[m - 1] = r(m)) to use your own figures.
+# stays nearly flat. `calibrate` below measures it on your machine (main.py does, before its timed runs); set
+# `target_model.r_table` (a list, r_table[m - 1] = r(m)) to use your own figures.
 R_TABLE = [1.0, 2.46, 2.74, 2.99, 3.24, 2.99, 2.73, 2.48, 2.92, 3.10, 3.29, 3.47, 3.46, 3.44, 3.43, 3.42]
 
 
@@ -203,3 +210,123 @@ def draft_cost(drafter, target_model):
     if draft_params and target_params:
         return draft_params / target_params
     return 0.5
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The costs measured on the machine that runs: r(m) and c, before the timed runs
+# ------------------------------------------------------------------------------------------------------------
+
+CALIBRATION_MS = (1, 2, 3, 4, 5, 7, 9, 13, 17)  # the m whose r(m) is timed; the m between are interpolated
+COSTS_FILE = "r_table.json"  # the name of the costs file written next to a model
+
+
+@dataclass
+class MeasuredCosts:
+    """What `calibrate` measured: r(m) for m = 1 .. len(r_table), and c for a draft model (None without one).
+
+    r_table[m - 1] = r(m): the time of a target pass over m new positions over that of a 1-position pass
+    (medians), timed for the m of `measured` and interpolated linearly between them. c: one draft step over
+    one target step. target_step_ms: the median 1-position target pass. Set them on the models with `use`.
+    """
+
+    r_table: list
+    c: object = None  # float or None
+    measured: dict = field(default_factory=dict)  # {m: r(m)} as timed
+    target_step_ms: float = 0.0
+    target: str = ""  # the names of the models, for whoever reads the file
+    draft: str = ""
+    machine: str = ""
+
+    def use(self, target_model, draft_model=None):
+        """Give K="auto" these costs: target_model.r_table, and draft_model.cost if c was measured."""
+        target_model.r_table = list(self.r_table)
+        if draft_model is not None and self.c is not None:
+            draft_model.cost = self.c
+
+    def summary(self):
+        """One line: 'r(m), m = 1..17: 1.00 2.61 ...; c = 0.36 (a 1-position target pass: 31.2 ms)'."""
+        r = " ".join(f"{value:.2f}" for value in self.r_table)
+        c = "" if self.c is None else f"; c = {self.c:.2f}"
+        return f"r(m), m = 1..{len(self.r_table)}: {r}{c} (a 1-position target pass: {self.target_step_ms:.1f} ms)"
+
+
+def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=5, prefix=None, ms=CALIBRATION_MS):
+    """Measure r(m) for m = 1 .. m_max (and c with a draft model) on this machine: a MeasuredCosts.
+
+    A few seconds, untimed by the callers: each of `ms` (those <= m_max, and m_max) is timed `repeats` times, in
+    turns, so that a burst of load on a shared machine hits them alike, and the medians are kept. Each pass
+    comes after the same prefix (the model function rolls its cache back to it; default 16 tokens): the
+    target's pass over m positions, target_model(prefix + m tokens, m), as a round with m - 1 guesses makes it;
+    the draft's one-position step, draft_model(prefix + 1 token, 1). Any token ids do: the cost is the same.
+    The model functions' caches and statistics are changed: calibrate the warm-up models, not the timed ones.
+    """
+    if isinstance(m_max, bool) or not isinstance(m_max, (int, np.integer)) or m_max < 1:
+        raise ValueError(f"m_max must be a whole number >= 1; got {m_max!r}")
+    if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
+        raise ValueError(f"repeats must be a whole number >= 1; got {repeats!r}")
+    n_vocab = getattr(target_model, "n_vocab", None) or 50257
+    prefix = [i % n_vocab for i in range(16)] if prefix is None else [int(token) for token in prefix]
+    tokens = prefix + [(7 * i + 3) % n_vocab for i in range(m_max)]
+    n_ctx = getattr(target_model, "n_ctx", None)
+    if n_ctx is not None and len(tokens) > n_ctx:
+        raise ValueError(f"calibrating needs {len(prefix)} + {m_max} positions, more than n_ctx={n_ctx}")
+    ms = sorted({m for m in ms if 1 <= m <= m_max} | {1, m_max})
+    seconds = {m: [] for m in ms}
+    draft_seconds = []
+    target_model(tokens[: len(prefix) + 1], 1)  # the prefix into the cache: not timed
+    if draft_model is not None:
+        draft_model(tokens[: len(prefix) + 1], 1)
+    for _ in range(repeats):
+        for m in ms:
+            seconds[m].append(_seconds(lambda: target_model(tokens[: len(prefix) + m], m)))
+        if draft_model is not None:
+            draft_seconds.append(_seconds(lambda: draft_model(tokens[: len(prefix) + 1], 1)))
+    step = float(np.median(seconds[1]))
+    measured = {m: float(np.median(seconds[m])) / step for m in ms}
+    r_table = np.interp(range(1, m_max + 1), ms, [measured[m] for m in ms])  # [m_max]
+    return MeasuredCosts(
+        r_table=[round(float(r), 3) for r in r_table],
+        c=None if draft_model is None else round(float(np.median(draft_seconds)) / step, 4),
+        measured={m: round(r, 3) for m, r in measured.items()},
+        target_step_ms=round(1000 * step, 3),
+        machine=f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor() or platform.system()}",
+    )
+
+
+def _seconds(fn):
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def save_costs(path, costs):
+    """Write a MeasuredCosts as a small JSON file (into NAME.part first, then renamed: never half a file)."""
+    path = Path(path)
+    data = asdict(costs)
+    data["measured"] = {str(m): r for m, r in costs.measured.items()}
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps(data, indent=1) + "\n")
+    part.replace(path)
+    return path
+
+
+def load_costs(path):
+    """The MeasuredCosts of a file that save_costs wrote, or a ValueError saying what is wrong with it."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"cannot read the costs file {path}: {error}; write one with lookahead.save_costs "
+                         f"(main.py writes {COSTS_FILE} next to the target model)") from None
+    r_table = data.get("r_table") if isinstance(data, dict) else None
+    c = data.get("c") if isinstance(data, dict) else None
+    good_r = isinstance(r_table, list) and r_table and all(_is_number(r) and r > 0 for r in r_table)
+    if not good_r or r_table[0] != 1 or not (c is None or (_is_number(c) and c >= 0)):
+        raise ValueError(f"the costs file {path} needs \"r_table\": [1.0, r(2), ...] (positive numbers, r(1) = 1) and "
+                         f"\"c\": a number >= 0 or null; got r_table={r_table!r}, c={c!r}")
+    known = {name: data[name] for name in ("target_step_ms", "target", "draft", "machine") if name in data}
+    measured = {int(m): r for m, r in data.get("measured", {}).items()}
+    return MeasuredCosts(r_table=[float(r) for r in r_table], c=c, measured=measured, **known)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
