@@ -1,5 +1,16 @@
-"""Drafters: where the guesses of a speculative round come from.
+"""Drafters: where the guesses of a speculative round come from, besides the draft model's own (sampling.py).
 
+Read sampling.py first: its docstring states the drafter contract (`propose(x, k, rng, n_vocab) -> Proposal`)
+and its ModelDrafter is Chen et al.'s Step 1. Every drafter here keeps that contract, so the same
+`sampling.speculative_stream` verifies all of them, and the proof of exactness in sampling.py covers them all:
+
+    TreeDrafter    a tree of the draft model's top tokens (SpecInfer), scored by the target in one pass;
+                   `tree_speculative_sampling` runs it
+    PromptLookup   guesses copied from earlier in the text: no model at all, so a draft step is free
+    Staged         the draft model's own guesses, made faster by speculative sampling with prompt lookup
+
+A looked-up or top-ranked token was chosen, not sampled, so its row is one-hot (see the contract). How many
+guesses each round asks for is lookahead.py's business (K="auto").
 """
 
 import numpy as np

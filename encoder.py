@@ -1,5 +1,7 @@
 """GPT-2's tokenizer: byte-level Byte-Pair Encoding (BPE), written out step by step.
 
+It stands on its own (read it before or after gpt2.py); model_fn.py and sampling.py never see text, only ids.
+
 GPT-2 reads integers, not text. Turning text into those integers ("token ids") takes four steps:
 
 1. Pre-tokenize: a regular expression cuts the text into words, numbers, punctuation runs and whitespace,

@@ -1,5 +1,8 @@
 """GPT-2's forward pass in NumPy, with a KV cache that can score a token tree.
 
+The first file to read: it needs nothing but NumPy. Next come encoder.py (text to token ids) and model_fn.py
+(this forward pass wrapped as the model function the samplers call).
+
 A ladder of small pure functions, from the bottom up (the names of the parameters are the names in OpenAI's
 checkpoint, so `gpt2(ids, **params, n_head=hparams["n_head"])` works):
 

@@ -1,5 +1,9 @@
 """Autoregressive and speculative sampling, both written against one model-function contract.
 
+Read model_fn.py first (what a model function is); lookahead.py (how many guesses a round makes) and drafters.py
+(where else guesses come from) build on this file. It is longer than the others because it holds Chen et al.'s
+Algorithm 2 whole, each step beside the proof that relies on it: splitting it would split the proof.
+
 The idea
 --------
 Plain (autoregressive) sampling asks the big model for one next-token distribution, draws one token, appends

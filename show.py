@@ -1,6 +1,6 @@
 """Watching speculative sampling happen: the colored stream, one trace line per round, a picture of the rounds.
 
-main.py decodes a prompt twice and prints numbers. What speculative sampling does inside a round (Chen et
+Read sampling.py first (a Round and its Checks are what this file draws). main.py decodes a prompt twice and prints numbers. What speculative sampling does inside a round (Chen et
 al.'s Algorithm 2: guesses kept in a run, a rejection, the target's correction, the free token) is made visible
 here, in three ways that all read the same `sampling.Round` records (see sampling.py):
 
