@@ -6,7 +6,8 @@ and its ModelDrafter is Chen et al.'s Step 1. Every drafter here keeps that cont
 
     TreeDrafter    a tree of the draft model's top tokens (SpecInfer), scored by the target in one pass;
                    `tree_speculative_sampling` runs it
-    PromptLookup   guesses copied from earlier in the text: no model at all, so a draft step is free
+    PromptLookup   guesses copied from after the longest earlier match in the text (found by a
+                   SuffixAutomaton, kept up to date token by token): no model at all, so a draft step is free
     Staged         the draft model's own guesses, made faster by speculative sampling with prompt lookup
 
 A looked-up or top-ranked token was chosen, not sampled, so its row is one-hot (see the contract). How many

@@ -254,7 +254,8 @@ def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=5, p
     """Measure r(m) for m = 1 .. m_max (and c with a draft model) on this machine: a MeasuredCosts.
 
     A few seconds, untimed by the callers: each of `ms` (those <= m_max, and m_max) is timed `repeats` times, in
-    turns, so that a burst of load on a shared machine hits them alike, and the medians are kept. Each pass
+    turns, so that a burst of load on a shared machine hits them alike; r(m) is the median over the rounds of
+    turns of time(m) / time(1) in the same round, c the same for the draft's step. Each pass
     comes after the same prefix (the model function rolls its cache back to it; default 16 tokens): the
     target's pass over m positions, target_model(prefix + m tokens, m), as a round with m - 1 guesses makes it;
     the draft's one-position step, draft_model(prefix + 1 token, 1). Any token ids do: the cost is the same.
@@ -282,11 +283,12 @@ def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=5, p
         if draft_model is not None:
             draft_seconds.append(_seconds(lambda: draft_model(tokens[: len(prefix) + 1], 1)))
     step = float(np.median(seconds[1]))
-    measured = {m: float(np.median(seconds[m])) / step for m in ms}
+    # each ratio within one round of turns (a burst of load longer than a round slows both), then the median
+    measured = {m: float(np.median(np.divide(seconds[m], seconds[1]))) for m in ms}
     r_table = np.interp(range(1, m_max + 1), ms, [measured[m] for m in ms])  # [m_max]
     return MeasuredCosts(
         r_table=[round(float(r), 3) for r in r_table],
-        c=None if draft_model is None else round(float(np.median(draft_seconds)) / step, 4),
+        c=None if draft_model is None else round(float(np.median(np.divide(draft_seconds, seconds[1]))), 4),
         measured={m: round(r, 3) for m, r in measured.items()},
         target_step_ms=round(1000 * step, 3),
         machine=f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor() or platform.system()}",
