@@ -58,24 +58,8 @@ even, for the cache setting of --kv_cache and for the other one.
 
 Drafters and trees (--drafters model,lookup,staged, --trees "2,1,1;2,2,1")
 -------------------------------------------------------------------------
-    python benchmark.py --drafters model,lookup,staged --drafter_Ks 2,4,auto,hf --trees "2,1,1;2,2,1"
-
-add two tables, each in both cache settings and on two groups of prompts: "copying" (a passage to repeat,
-code to extend: prompt lookup finds what comes next in the prompt) and "free" (nothing to copy).
-- The drafter table: one row per drafter (the draft model's chain, prompt lookup, staged drafting; see
-  drafters.py) and K (fixed, "auto": lookahead.AutoK, "hf": Hugging Face's schedule, k + 2 after a round that
-  kept every guess and k - 1 otherwise). alpha, the mean k proposed, tokens per target pass, the measured
-  speedup over autoregressive sampling in the same cache setting, and the cost model's prediction for what
-  the run proposed: round i proposed m_i tokens, so
-      predicted = sum_i tokens_per_round(alpha, m_i) / (c * draft-model calls + sum_i r(m_i + 1)),
-  with r measured for every m up to k_max + 1 (lookup runs no model: it costs nothing but its target passes).
-  K="auto" plans with the c and r(m) this run measured (set as the draft model's `cost` and the target's
-  `r_table`), not with drafters.py's calibrated table.
-- The tree table: each tree of --trees against the chain that sends the target as many rows (a tree with
-  n nodes against the chain K = n; (2, 1, 1) has 6 nodes, (2, 2, 1) has 10): tokens per target pass, the share
-  of guesses kept, and the wall-time speedup.
-With --random_weights, lookup's acceptance is meaningless: a random model repeats itself, and lookup proposes
-copies of its own output, which it then keeps.
+add two tables, in both cache settings, on prompts that invite copying and on prompts that do not. What they
+hold, and how their predictions are made: tools/compare_drafters.py, which runs them.
 
 Plots (written into --img_dir if matplotlib is installed: `pip install -r requirements-plots.txt`):
     speedup_DRAFT_TARGET_cache.png                 speedup (wall, passes, both predictions) and alpha vs K
@@ -88,10 +72,7 @@ Plots (written into --img_dir if matplotlib is installed: `pip install -r requir
 (`nocache` instead of `cache` with --kv_cache False.)
 """
 
-import contextlib
 import json
-import os
-import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,19 +81,24 @@ import numpy as np
 from tqdm import tqdm
 
 from gpt2 import HPARAMS, random_params
-from lookahead import AUTO_K_MAX, break_even_alpha, predicted_speedup, tokens_per_round
-from main import (
-    check_model_names,
-    check_same_tokenizer,
-    check_sampling_flags,
-    check_whole_number,
-    download_and_load,
-    errors_as_one_line,
-    timed,
-)
+from lookahead import AUTO_K_MAX, break_even_alpha, predicted_speedup
+from cli import check_model_names, check_sampling_flags, check_whole_number, errors_as_one_line
+from main import check_same_tokenizer, download_and_load, timed
 from sampling import AutoregressiveStats, SpeculativeStats, autoregressive_sampling, speculative_sampling
 from model_fn import create_model_fn
-from utils import DISTILGPT2_HPARAMS, HUB_MODELS, MODEL_SIZES, read_hf_hparams
+from tools.benchmark_plots import import_pyplot, plot_drafters, plot_measured, plot_random
+from tools.compare_drafters import (
+    RANDOM_MEANINGLESS,
+    check_drafter_flags,
+    drafter_table_rows,
+    parse_trees,
+    random_prompt_groups,
+    run_drafter_comparison,
+    tree_table_rows,
+)
+from download import MODEL_SIZES
+from hf_folder import read_hf_hparams
+from hub import DISTILGPT2_HPARAMS, HUB_MODELS
 
 DEFAULT_PROMPTS = (
     "Alan Turing theorized that computers would one day become",
@@ -122,6 +108,13 @@ DEFAULT_PROMPTS = (
     "In 1969, the first humans walked on the moon. The mission was called",
 )
 DEFAULT_ALPHAS = (0.5, 0.7, 0.8, 0.9)
+COPY_PROMPTS = (  # for --drafters and --trees: text a good drafter can copy, a passage to repeat, code to extend
+    "Please repeat the passage exactly.\nPassage: The library opens at nine in the morning and closes at six in "
+    "the evening. Children under twelve must be accompanied by an adult.\nRepeated: The library opens at nine",
+    "def mean(values):\n    total = 0\n    for value in values:\n        total += value\n    return total / "
+    "len(values)\n\n\ndef variance(values):\n    total = 0\n    for value in values:\n",
+)
+FREE_PROMPTS = DEFAULT_PROMPTS[:2]  # text with nothing to copy
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -312,226 +305,6 @@ def _random_alpha(speculative):
     return sum(s.accepted for s in stats) / checked if checked else 0.0
 
 
-# ------------------------------------------------------------------------------------------------------------
-# Drafters and trees (--drafters, --trees)
-# ------------------------------------------------------------------------------------------------------------
-
-COPY_PROMPTS = (  # text a good drafter can copy: a passage to repeat, code to extend
-    "Please repeat the passage exactly.\nPassage: The library opens at nine in the morning and closes at six in "
-    "the evening. Children under twelve must be accompanied by an adult.\nRepeated: The library opens at nine",
-    "def mean(values):\n    total = 0\n    for value in values:\n        total += value\n    return total / "
-    "len(values)\n\n\ndef variance(values):\n    total = 0\n    for value in values:\n",
-)
-FREE_PROMPTS = DEFAULT_PROMPTS[:2]  # text with nothing to copy
-RANDOM_MEANINGLESS = "meaningless"  # what lookup's acceptance is called with random weights
-
-
-def random_prompt_groups(rng, n_vocab):
-    """With random weights: random token ids; the "copying" prompt holds a 12-token passage twice, then its start."""
-    passage = rng.integers(0, n_vocab, 12).tolist()
-    return {"copying": [passage + passage + passage[:3]], "free": [rng.integers(0, n_vocab, 27).tolist()]}
-
-
-def check_drafter_flags(drafter_names, drafter_Ks, trees, max_ngram):
-    """ValueError unless the drafters are known, each K is a whole number >= 1, "auto" or "hf", trees are shapes."""
-    for name in drafter_names:
-        if name not in ("model", "lookup", "staged"):
-            raise ValueError(f"--drafters takes model, lookup and staged (comma-separated); got {name!r}")
-    for K in drafter_Ks:
-        if K not in ("auto", "hf"):
-            check_whole_number(K, 'every K in --drafter_Ks (or "auto", "hf")', 1)
-    for tree in trees:
-        if not tree or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in tree):
-            raise ValueError(f"--trees takes shapes like 2,1,1;2,2,1 (whole numbers >= 1); got {tree!r}")
-    check_whole_number(max_ngram, "--max_ngram", 1)
-
-
-def parse_trees(value):
-    """Fire gives "2,1,1;2,2,1" as a string, "2,1,1" as a tuple: always a list of tuples of ints."""
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value):
-        return [tuple(value)]
-    parts = value.split(";") if isinstance(value, str) else list(value)
-    try:
-        return [tuple(int(b) for b in str(part).strip("()[] ").split(",")) for part in parts]
-    except ValueError:
-        raise ValueError(f"--trees takes shapes like 2,1,1;2,2,1; got {value!r}") from None
-
-
-def tree_nodes(tree):
-    """Nodes of a tree of branching (b1, b2, ...): b1 + b1 b2 + ...; (2, 2, 1, 1) has 2 + 4 + 4 + 4 = 14."""
-    nodes, width = 0, 1
-    for branching in tree:
-        width *= branching
-        nodes += width
-    return nodes
-
-
-def make_drafter(name, draft_model, max_ngram):
-    """The drafter called `name`: the draft model itself (Chen's chain), prompt lookup, or staged drafting."""
-    import drafters  # here, not at the top: the classic table needs only the sampler
-
-    if name == "model":
-        return draft_model
-    if name == "lookup":
-        return drafters.prompt_lookup(max_ngram=max_ngram)
-    return drafters.staged(draft_model, max_ngram=max_ngram)
-
-
-@dataclass
-class DrafterRun(Run):
-    """A Run of one drafter and K, plus what the cost model needs: draft-model calls and proposal sizes."""
-
-    draft_calls: int = 0
-    proposal_sizes: list = field(default_factory=list)  # tokens proposed in each round (0: a plain step)
-
-
-def run_speculative(prompts, draft, target, N, settings, kv_cache, seed, sample, costs=None):
-    """One DrafterRun over the prompts: sample(prompt, draft_model, target_model, rng, stats) for each, with
-    fresh model functions (empty caches) and a fresh np.random.default_rng(seed) per prompt.
-
-    costs (this cache setting's Costs): K="auto" then plans with the c and r(m) measured in this run (the draft
-    model's `cost`, the target's `r_table`) instead of drafters.py's defaults; they are fixed before the run,
-    so the same seed still gives the same tokens.
-    """
-    run = DrafterRun(stats=SpeculativeStats())
-    for prompt in prompts:
-        draft_model = create_model_fn(*draft, **settings, kv_cache=kv_cache)
-        target_model = create_model_fn(*target, **settings, kv_cache=kv_cache)
-        if costs is not None:
-            draft_model.cost = costs.c
-            r_table = [1.0] + [costs.r(K) for K in range(1, max(costs.target_pass) + 1)]  # r_table[m - 1] = r(m)
-            target_model.r_table = r_table
-        rng = np.random.default_rng(seed)
-        before = len(getattr(run.stats, "round_log", []))
-        ids, seconds = timed(lambda: sample(prompt, draft_model, target_model, rng, run.stats))
-        run.seconds += seconds
-        run.texts.append(ids)
-        run.draft_calls += draft_model.stats.calls
-        log = getattr(run.stats, "round_log", None)
-        if log is not None:
-            run.proposal_sizes += [len(r.proposal.tokens) for r in log[before:]]  # m_i: what was proposed
-    return run
-
-
-def run_autoregressive(prompts, target, N, settings, kv_cache, seed):
-    run = Run(stats=AutoregressiveStats())
-    for prompt in prompts:
-        rng = np.random.default_rng(seed)
-        model = create_model_fn(*target, **settings, kv_cache=kv_cache)
-        ids, seconds = timed(lambda: autoregressive_sampling(prompt, model, N, rng, stats=run.stats))
-        run.seconds += seconds
-        run.texts.append(ids)
-    return run
-
-
-def predicted_run_speedup(run, costs):
-    """The cost model's speedup for what the run proposed, at its measured alpha.
-
-    Round i proposed m_i tokens: it writes tokens_per_round(alpha, m_i) on average and its target pass costs
-    r(m_i + 1) (r(1) = 1: a plain step); the draft model's calls cost c each (lookup makes none). So
-    speedup = sum_i tokens_per_round(alpha, m_i) / (c * draft calls + sum_i r(m_i + 1)). With a fixed chain
-    of K this is the formula of the classic table. None when the costs of some m_i + 1 were not measured.
-    """
-    sizes = run.proposal_sizes
-    if not sizes or any(m > 0 and not costs.covers(m) for m in sizes):
-        return None
-    alpha = run.stats.acceptance_rate
-    tokens = sum(tokens_per_round(alpha, m) for m in sizes)
-    cost = costs.c * run.draft_calls + sum(costs.r(m) if m > 0 else 1.0 for m in sizes)
-    return tokens / cost
-
-
-def run_drafter_comparison(prompt_groups, draft, target, drafter_names, drafter_Ks, trees, N, settings, seed,
-                           max_ngram, costs_by_mode, progress):
-    """{kv_cache: {"autoregressive": {group: Run}, "rows": {(group, drafter, K): DrafterRun},
-    "trees": {(group, shape): DrafterRun}}}: every drafter and K, and each tree against the chain with as many
-    nodes, on every prompt group, in each cache setting of `modes`."""
-    results = {}
-    if not prompt_groups:
-        return results
-    from drafters import tree_speculative_sampling  # here: only the comparison needs trees
-
-    for costs in costs_by_mode:
-        kv_cache = costs.kv_cache
-        mode = results[kv_cache] = {"autoregressive": {}, "rows": {}, "trees": {}}
-        for group, prompts in prompt_groups.items():
-            progress.set_postfix_str(f"{group}, autoregressive, cache {'on' if kv_cache else 'off'}")
-            mode["autoregressive"][group] = run_autoregressive(prompts, target, N, settings, kv_cache, seed)
-            progress.update()
-            for name in drafter_names:
-                for K in drafter_Ks:
-                    progress.set_postfix_str(f"{group}, {name}, K={K}, cache {'on' if kv_cache else 'off'}")
-
-                    def sample(prompt, draft_model, target_model, rng, stats, name=name, K=K):
-                        drafter = make_drafter(name, draft_model, max_ngram)
-                        return speculative_sampling(prompt, drafter, target_model, N, K, rng, stats=stats)
-
-                    mode["rows"][group, name, K] = run_speculative(prompts, draft, target, N, settings, kv_cache,
-                                                                   seed, sample, costs)
-                    progress.update()
-            for tree in trees:
-                for shape in (tree, (1,) * tree_nodes(tree)):  # the tree, then the chain with as many nodes
-                    progress.set_postfix_str(f"{group}, tree {shape}, cache {'on' if kv_cache else 'off'}")
-
-                    def sample(prompt, draft_model, target_model, rng, stats, shape=shape):
-                        if len(set(shape)) == 1 and shape[0] == 1:
-                            return speculative_sampling(prompt, draft_model, target_model, N, len(shape), rng,
-                                                        stats=stats)
-                        return tree_speculative_sampling(prompt, draft_model, target_model, N, shape, rng,
-                                                         stats=stats)
-
-                    mode["trees"][group, shape] = run_speculative(prompts, draft, target, N, settings, kv_cache,
-                                                                  seed, sample)
-                    progress.update()
-    return results
-
-
-def drafter_table_rows(comparison, costs_by_mode, random_weights, greedy):
-    """The drafter table as rows of strings: header first. One row per cache setting, prompt group, drafter, K.
-
-    greedy (temperature 0): a last column says whether the texts are autoregressive sampling's, token for token.
-    """
-    header = ["cache", "prompts", "drafter", "K", "alpha", "mean k", "tokens/pass", "speedup (measured)",
-              "speedup (predicted)"] + (["greedy text"] if greedy else [])
-    rows = [header]
-    for costs in costs_by_mode:
-        if costs.kv_cache not in comparison:
-            continue
-        mode = comparison[costs.kv_cache]
-        for (group, name, K), run in mode["rows"].items():
-            autoregressive = mode["autoregressive"][group]
-            alpha = f"{run.stats.acceptance_rate:.2f}" if run.stats.checked else "n/a"
-            if random_weights and name == "lookup" and run.stats.checked:
-                alpha += f" ({RANDOM_MEANINGLESS})"
-            sizes = run.proposal_sizes
-            mean_k = f"{np.mean(sizes):.1f}" if sizes else "n/a"
-            predicted = predicted_run_speedup(run, costs)
-            rows.append(["on" if costs.kv_cache else "off", group, name, str(K), alpha, mean_k,
-                         f"{run.stats.tokens_per_target_pass:.2f}",
-                         f"{autoregressive.ms_per_token / run.ms_per_token:.2f}x",
-                         "n/a" if predicted is None else f"{predicted:.2f}x"]
-                        + (["same" if run.texts == autoregressive.texts else "differs"] if greedy else []))
-    return rows
-
-
-def tree_table_rows(comparison):
-    """Trees against chains that send the same number of rows to the target: tokens per pass, wall-time speedup."""
-    header = ["cache", "prompts", "shape", "rows per target pass", "alpha", "tokens/pass", "speedup (measured)"]
-    rows = [header]
-    for kv_cache, mode in comparison.items():
-        for (group, shape), run in mode["trees"].items():
-            autoregressive = mode["autoregressive"][group]
-            chain = len(set(shape)) == 1 and shape[0] == 1
-            name = f"chain K={len(shape)}" if chain else "tree " + ",".join(map(str, shape))
-            rows.append(["on" if kv_cache else "off", group, name, str(tree_nodes(shape) + 1),
-                         f"{run.stats.acceptance_rate:.2f}" if run.stats.checked else "n/a",
-                         f"{run.stats.tokens_per_target_pass:.2f}",
-                         f"{autoregressive.ms_per_token / run.ms_per_token:.2f}x"])
-    return rows
-
-
 def format_table(rows, markdown=False):
     """rows of strings (header first) as aligned text, or as a markdown table."""
     if markdown:
@@ -539,145 +312,6 @@ def format_table(rows, markdown=False):
         return "\n".join([lines[0], "|" + " --- |" * len(rows[0])] + lines[1:])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows)
-
-
-# ------------------------------------------------------------------------------------------------------------
-# Plots (matplotlib is optional: requirements-plots.txt)
-# ------------------------------------------------------------------------------------------------------------
-
-
-def import_pyplot():
-    """matplotlib.pyplot (drawing into files, no window), or None with a note on how to install it."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("\nmatplotlib is not installed, so no plots were written. To get them: "
-              "pip install -r requirements-plots.txt")
-        return None
-    return plt
-
-
-def save(plt, fig, path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    print(f"wrote {path}")
-
-
-def plot_measured(plt, costs, autoregressive, speculative, Ks, title, paths):
-    """speedup (measured and predicted) and alpha vs K; ms/token of both samplers vs K."""
-    alphas = [speculative[K].stats.acceptance_rate for K in Ks]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    left.plot(Ks, [autoregressive.ms_per_token / speculative[K].ms_per_token for K in Ks], "o-", label="measured (wall time)")
-    left.plot(Ks, [speculative[K].stats.tokens_per_target_pass for K in Ks], "s--", label="in target passes (tokens per pass)")
-    left.plot(Ks, [predicted_speedup(a, K, costs.c) for a, K in zip(alphas, Ks)], ":", label="predicted, cK+1")
-    left.plot(Ks, [predicted_speedup(a, K, costs.c, costs.r(K)) for a, K in zip(alphas, Ks)], "-.",
-              label="predicted, cK+r")
-    left.axhline(1, color="gray", linewidth=0.8)
-    left.set(xlabel="K (draft tokens per round)", xticks=Ks, ylabel="speedup over autoregressive", title="speedup")
-    left.legend()
-    right.plot(Ks, alphas, "o-")
-    right.set(xlabel="K (draft tokens per round)", xticks=Ks, ylabel="acceptance rate alpha", ylim=(0, 1.05),
-              title="acceptance rate")
-    fig.suptitle(title)
-    save(plt, fig, paths[0])
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.axhline(autoregressive.ms_per_token, color="C0", label="autoregressive")
-    ax.plot(Ks, [speculative[K].ms_per_token for K in Ks], "o-", color="C1", label="speculative")
-    ax.set(xlabel="K (draft tokens per round)", xticks=Ks, ylabel="ms per token", ylim=(0, None), title=title)
-    ax.legend()
-    save(plt, fig, paths[1])
-
-
-def plot_random(plt, costs_by_mode, alphas, Ks, kv_cache, autoregressive, speculative, title, paths):
-    """Predicted speedup vs K for each alpha, with and without the cache; ms/token measured and predicted."""
-    fig, axes = plt.subplots(1, len(costs_by_mode), figsize=(5 * len(costs_by_mode), 4), sharey=True)
-    for ax, costs in zip(np.atleast_1d(axes), costs_by_mode):
-        for i, alpha in enumerate(alphas):
-            ax.plot(Ks, [predicted_speedup(alpha, K, costs.c, costs.r(K)) for K in Ks], "o-", color=f"C{i}",
-                    label=f"alpha={alpha:g}")
-            ax.plot(Ks, [predicted_speedup(alpha, K, costs.c) for K in Ks], ":", color=f"C{i}")
-        ax.axhline(1, color="gray", linewidth=0.8)
-        mode = "with KV cache" if costs.kv_cache else "without cache (full recompute)"
-        ax.set(xlabel="K (draft tokens per round)", xticks=Ks, title=f"{mode}: c={costs.c:.2f}")
-    np.atleast_1d(axes)[0].set_ylabel("predicted speedup (solid: cK+r, dotted: cK+1)")
-    np.atleast_1d(axes)[0].legend(fontsize="small")
-    fig.suptitle(title)
-    save(plt, fig, paths[0])
-
-    costs = next(c for c in costs_by_mode if c.kv_cache == kv_cache)  # the setting the samplers ran in
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.axhline(autoregressive.ms_per_token, color="gray", label="autoregressive (measured)")
-    ax.plot(Ks, [speculative[K].ms_per_token for K in Ks], "kx-", label="speculative, alpha~0 (measured)")
-    for i, alpha in enumerate(alphas):
-        predicted = [autoregressive.ms_per_token / predicted_speedup(alpha, K, costs.c, costs.r(K)) for K in Ks]
-        ax.plot(Ks, predicted, "o--", color=f"C{i}", label=f"speculative, alpha={alpha:g} (predicted)")
-    mode = "KV cache on" if kv_cache else "KV cache off"
-    ax.set(xlabel="K (draft tokens per round)", xticks=Ks, ylabel="ms per token", ylim=(0, None), title=f"{title}, {mode}")
-    ax.legend(fontsize="small")
-    save(plt, fig, paths[1])
-
-
-def plot_drafters(plt, drafter_rows, title, path):
-    """Measured and predicted speedup of each drafter and K: one panel per cache setting and prompt group."""
-    header, *rows = drafter_rows
-    column = {name: i for i, name in enumerate(header)}
-    panels = sorted({(row[column["cache"]], row[column["prompts"]]) for row in rows}, key=lambda p: (p[0] != "on", p[1]))
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4), sharey=True, squeeze=False)
-    for ax, (cache, group) in zip(axes[0], panels):
-        chosen = [row for row in rows if (row[column["cache"]], row[column["prompts"]]) == (cache, group)]
-        labels = [f"{row[column['drafter']]}\nK={row[column['K']]}" for row in chosen]
-        x = np.arange(len(chosen))
-
-        def values(name):
-            return [float(row[column[name]][:-1]) if row[column[name]] != "n/a" else np.nan for row in chosen]
-
-        ax.bar(x - 0.2, values("speedup (measured)"), width=0.4, label="measured (wall time)")
-        ax.bar(x + 0.2, values("speedup (predicted)"), width=0.4, label="predicted (cost model)")
-        ax.axhline(1, color="gray", linewidth=0.8)
-        ax.set_xticks(x, labels, fontsize=7)
-        ax.set_title(f"{group} prompts, KV cache {cache}", fontsize=10)
-    axes[0][0].set_ylabel("speedup over autoregressive")
-    axes[0][0].legend(fontsize="small")
-    fig.suptitle(title)
-    save(plt, fig, path)
-
-
-# ------------------------------------------------------------------------------------------------------------
-# The machine: what timings depend on
-# ------------------------------------------------------------------------------------------------------------
-
-
-def machine_description():
-    """'Intel(R) Xeon(R) ... , 2 cores, Linux, Python 3.11.2, NumPy 2.1.0': what the timings depend on."""
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return (f"{cpu}, {os.cpu_count()} cores, {platform.system()}, Python {platform.python_version()}, "
-            f"NumPy {np.__version__}")
-
-
-def blas_description():
-    """The BLAS NumPy was built with, as NumPy reports it ('scipy-openblas 0.3.31.188.0'), or 'an unknown BLAS'."""
-    with contextlib.suppress(Exception):  # np.show_config(mode=...) is NumPy >= 1.26; its keys vary by build
-        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-        return f"{blas['name']} {blas['version']}"
-    return "an unknown BLAS"
-
-
-def blas_threads():
-    """The threads OpenBLAS starts in this process: OPENBLAS_NUM_THREADS if set (it is read when NumPy loads),
-    else one per core. blas_threads() == 1 under `OPENBLAS_NUM_THREADS=1 python ...`."""
-    value = os.environ.get("OPENBLAS_NUM_THREADS", "").strip()
-    return int(value) if value.isdigit() and int(value) > 0 else os.cpu_count()
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -11,8 +11,8 @@
 
 What happens:
 
-1. Check every flag (names, types, ranges) before anything else: a misspelt flag, `--kv_cache maybe` or
-   `--seed -1` ends at once with one line `error: ...`.
+1. Check every flag (names, types, ranges: cli.py) before anything else: a misspelt flag, `--kv_cache maybe`
+   or `--seed -1` ends at once with one line `error: ...`.
 2. Download what is missing (OpenAI's release files, into --models_dir/SIZE, with progress bars) and load the
    models. A model may also be a local folder: OpenAI's layout (hparams.json + model.ckpt.*) or a Hugging Face
    GPT-2 folder (config.json + model.safetensors), e.g. `--draft_model_size path/to/distilgpt2`. With
@@ -42,22 +42,15 @@ wins more. benchmark.py measures both.
 Bad flags, a failed download, or a damaged checkpoint (including weights that are NaN or infinite) end with
 one line `error: ...` and exit code 2 (bad input) or 1 (download or checkpoint), without a traceback.
 
-The command line: `python main.py` reads its flags with the same syntax as fire (`--name value`,
-`--name=value`, `--flag` / `--noflag` for booleans, `-x` for a unique first letter, values by position in the
-order of main()'s arguments) but checks them itself, as text, before anything runs. fire alone would run the
-whole comparison before complaining about a misspelt flag, and would read `--kv_cache false` as the
-(true) string "false" and `--prompt "Hello, world"` as a tuple. `--help` is fire's.
+Read before it: sampling.py (Algorithm 2) and drafters.py (where guesses come from); show.py prints the
+rounds. The flags are cli.py's: it reads the command line (fire's syntax) and checks every flag, as text,
+before anything runs; main() below lists them with a line of help each (`python main.py --help`).
 """
 
-import difflib
-import inspect
 import math
-import re
+import os
 import sys
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 
 import fire
 import numpy as np
@@ -65,360 +58,20 @@ import numpy as np
 import drafters
 import sampling
 import show
+from cli import (
+    K_POLICIES,
+    check_fits_context,
+    check_flags,
+    damage_as_one_line,
+    errors_as_one_line,
+    parse_command_line,
+    tree_nodes,
+    tree_text,
+)
 from sampling import AutoregressiveStats, SpeculativeStats
 from model_fn import create_model_fn
-from utils import (
-    HUB_MODELS,
-    MODEL_SIZES,
-    CheckpointError,
-    DownloadError,
-    check_model_name,
-    load_model,
-    resolve_model,
-)
-
-RELEASED_N_CTX = 1024  # the context of all four released sizes
-DRAFTERS = ("model", "lookup", "staged")
-# The smallest temperature > 0 that no float32 logit can overflow when divided by it in float64:
-# float32's largest value / float64's largest value = 3.4e38 / 1.8e308 = 1.9e-270.
-MIN_TEMPERATURE = float(np.finfo(np.float32).max) / float(np.finfo(np.float64).max)
-MAX_DOWNLOAD_RETRIES = 20  # the waits double (1, 2, 4, ... s): 20 retries already wait up to 2^20 s, 12 days
-
-
-# ------------------------------------------------------------------------------------------------------------
-# Checking the flags (the only place where bad input is expected), before anything is downloaded
-# ------------------------------------------------------------------------------------------------------------
-
-
-def check_whole_number(value, flag, minimum):
-    """ValueError unless value is an int >= minimum (fire turns `--K 4` into 4, `--K four` into "four")."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{flag} must be a whole number >= {minimum}; got {value!r}")
-
-
-def check_model_names(draft_model_size, target_model_size):
-    """ValueError unless each model is a name utils.resolve_model understands (a draft of None is not checked):
-    a released size, a Hugging Face name or id, or a local folder. No network is used."""
-    for flag, name in (("--draft_model_size", draft_model_size), ("--target_model_size", target_model_size)):
-        if name is not None:
-            try:
-                check_model_name(name)
-            except ValueError as error:
-                raise ValueError(f"{flag}: {error}") from None
-
-
-def as_whole_number(value, flag, minimum, maximum=None):
-    """value as an int in [minimum, maximum]: an int, or text of one ("40"); anything else is a ValueError.
-
-    >>> as_whole_number("40", "--n_tokens_to_generate", 1)
-    40
-    """
-    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d+\s*", value):
-        value = int(value)
-    check_whole_number(value, flag, minimum)
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{flag} must be a whole number from {minimum} to {maximum}; got {value}")
-    return value
-
-
-def as_number(value, flag):
-    """value as a finite float: a number, or text of one ("0.8", "1e-3"); anything else is a ValueError."""
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise ValueError(f"{flag} must be a number; got {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{flag} must be a finite number; got {value!r}")
-    return float(value)
-
-
-def as_bool(value, flag):
-    """value as a bool: True/False, or the text true/false in any case; anything else is a ValueError.
-
-    >>> as_bool("FALSE", "--kv_cache")
-    False
-    """
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ValueError(f"{flag} must be true or false; got {value!r}")
-
-
-def as_optional(value, convert, *args):
-    """None for None or the text "none" (any case); else convert(value, *args)."""
-    if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
-        return None
-    return convert(value, *args)
-
-
-def as_text(value, flag):
-    """value as a str (from Python, fire may have made a number of it); a bare --flag (True) has no text."""
-    if isinstance(value, bool):
-        raise ValueError(f"{flag} needs a value: {flag} TEXT")
-    if isinstance(value, (list, tuple, dict)):
-        raise ValueError(f"{flag} must be text; got {value!r}")
-    return str(value)
-
-
-def as_K(value):
-    """K as an int >= 1 or the text "auto" (each round's lookahead chosen from what earlier rounds showed)."""
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return "auto"
-    try:
-        return as_whole_number(value, "--K", 1)
-    except ValueError:
-        raise ValueError(f"--K (draft tokens per round) must be a whole number >= 1 or auto; got {value!r}") from None
-
-
-def as_tree(value):
-    """The branching per depth as a tuple of ints >= 1: "2,2,1", (2, 2, 1) or 2 (one depth).
-
-    >>> as_tree("2,2,1")
-    (2, 2, 1)
-    """
-    text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
-    parts = [part.strip() for part in text.strip().strip("()[]").split(",")]
-    if parts == [""]:
-        raise ValueError("--tree is empty: give the branching per depth, e.g. --tree 2,2,1")
-    if not all(re.fullmatch(r"[-+]?\d+", part) for part in parts):
-        raise ValueError(f"--tree must be whole numbers separated by commas, e.g. 2,2,1; got {text!r}")
-    branching = tuple(int(part) for part in parts)
-    if min(branching) < 1:
-        raise ValueError(f"--tree: every branching must be >= 1 (candidates per node at that depth); got {text!r}")
-    return branching
-
-
-def tree_nodes(branching, limit):
-    """How many nodes the tree has (2,2,1 -> 2 + 4 + 4 = 10), or limit + 1 as soon as it has more than limit."""
-    nodes, width = 0, 1
-    for b in branching:
-        width *= b
-        nodes += width
-        if nodes > limit:
-            return limit + 1
-    return nodes
-
-
-def check_base_url(base_url):
-    """ValueError unless base_url is None or looks like http(s)://host..."""
-    if base_url is not None and not re.fullmatch(r"https?://[^\s/]+\S*", base_url):
-        raise ValueError(f"--base_url must be a web address starting http:// or https://; got {base_url!r}")
-
-
-def check_models_dir(models_dir):
-    """ValueError if models_dir names something that is not a folder (a file, say)."""
-    if Path(models_dir).exists() and not Path(models_dir).is_dir():
-        raise ValueError(f"--models_dir {models_dir} is a file, not a folder: name a folder to download models into")
-
-
-def check_plot_path(plot):
-    """ValueError unless matplotlib is installed and `plot` names a file that can be written in an existing folder."""
-    show.import_matplotlib()  # one line saying how to install it, if it is missing
-    path = Path(plot)
-    if path.is_dir() or not path.parent.is_dir():
-        raise ValueError(f"--plot must name a file in an existing folder, e.g. img/rounds.png; got {plot!r}")
-    from matplotlib.figure import Figure
-
-    formats = Figure().canvas.get_supported_filetypes()
-    if path.suffix.lstrip(".").lower() not in formats:
-        raise ValueError(f"--plot {plot}: the name must end in one of {', '.join('.' + f for f in formats)}")
-
-
-def check_sampling_flags(temperature, top_k, top_p):
-    """ValueError unless temperature >= 0, top_k is None or >= 1, top_p is None or in (0, 1]."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
-        raise ValueError(f"--temperature must be a number >= 0 (0 is greedy decoding); got {temperature!r}")
-    if 0 < temperature < MIN_TEMPERATURE:
-        raise ValueError(
-            f"--temperature {temperature} is too small: logits / temperature overflows float64 for temperatures "
-            f"below {MIN_TEMPERATURE:.2g} (float32's largest value / float64's); use 0 for greedy decoding"
-        )
-    if top_k is not None:
-        check_whole_number(top_k, "--top_k", 1)
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
-        raise ValueError(f"--top_p must be a number in (0, 1]; got {top_p!r}")
-
-
-def check_fits_context(flags, n_ctx, where):
-    """ValueError unless K, the tree and max_ngram fit in a context of n_ctx positions (where: whose context).
-
-    A round's guesses sit in the context after at least one prompt token, so K, a tree's nodes and an n-gram
-    are at most n_ctx - 1.
-    """
-    limit = n_ctx - 1
-    if flags.tree is not None:
-        nodes = tree_nodes(flags.tree, limit)
-        if nodes > limit:
-            raise ValueError(
-                f"--tree {','.join(map(str, flags.tree))} has more than {limit} nodes: it does not fit in {where} "
-                f"of {n_ctx} tokens after a prompt; use fewer candidates or fewer depths"
-            )
-    elif flags.K != "auto" and flags.K > limit:
-        raise ValueError(f"--K {flags.K} is more draft tokens than {where} of {n_ctx} tokens can hold after a "
-                         f"prompt: use K <= {limit}")
-    if flags.drafter != "model" and flags.max_ngram > limit:
-        raise ValueError(f"--max_ngram {flags.max_ngram} is longer than {where} of {n_ctx} tokens: use <= {limit}")
-
-
-@dataclass
-class Flags:
-    """main()'s arguments after checking, with their types."""
-
-    prompt: str
-    n_tokens_to_generate: int
-    draft_model_size: object  # str, or None when the drafter needs no draft model
-    target_model_size: str
-    K: object  # int >= 1 or "auto"
-    temperature: float
-    top_k: object
-    top_p: object
-    seed: int
-    kv_cache: bool
-    models_dir: str
-    base_url: object
-    download_retries: int
-    drafter: str
-    max_ngram: int
-    min_ngram: int
-    tree: object  # None or a tuple of ints
-    color: str
-    trace: bool
-    plot: object
-
-
-def check_flags(**arguments):
-    """main()'s arguments (values or their text) -> Flags, or one clear ValueError for the first bad one.
-
-    Nothing is downloaded or loaded here; what needs the models (the prompt's length, their contexts) is
-    checked by check_models_fit once they are loaded.
-    """
-    a = arguments
-    drafter = as_text(a["drafter"], "--drafter").strip().lower()
-    if drafter not in DRAFTERS:
-        close = difflib.get_close_matches(drafter, DRAFTERS, n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise ValueError(f"--drafter must be one of {', '.join(DRAFTERS)}; got {a['drafter']!r}{hint}")
-    flags = Flags(
-        prompt=as_text(a["prompt"], "--prompt"),
-        n_tokens_to_generate=as_whole_number(a["n_tokens_to_generate"], "--n_tokens_to_generate", 1),
-        draft_model_size=None if drafter == "lookup" else as_text(a["draft_model_size"], "--draft_model_size"),
-        target_model_size=as_text(a["target_model_size"], "--target_model_size"),
-        K=as_K(a["K"]),
-        temperature=as_number(a["temperature"], "--temperature"),
-        top_k=as_optional(a["top_k"], as_whole_number, "--top_k", 1),
-        top_p=as_optional(a["top_p"], as_number, "--top_p"),
-        seed=as_whole_number(a["seed"], "--seed", 0),
-        kv_cache=as_bool(a["kv_cache"], "--kv_cache"),
-        models_dir=as_text(a["models_dir"], "--models_dir"),
-        base_url=as_optional(a["base_url"], as_text, "--base_url"),
-        download_retries=as_whole_number(a["download_retries"], "--download_retries", 0, MAX_DOWNLOAD_RETRIES),
-        drafter=drafter,
-        max_ngram=as_whole_number(a["max_ngram"], "--max_ngram", 1),
-        min_ngram=as_whole_number(a["min_ngram"], "--min_ngram", 1),
-        tree=as_optional(a["tree"], as_tree),
-        color=as_text(a["color"], "--color").strip().lower(),
-        trace=as_bool(a["trace"], "--trace"),
-        plot=as_optional(a["plot"], as_text, "--plot"),
-    )
-    check_model_names(flags.draft_model_size, flags.target_model_size)
-    check_sampling_flags(flags.temperature, flags.top_k, flags.top_p)
-    if flags.min_ngram > flags.max_ngram:
-        raise ValueError(f"--min_ngram {flags.min_ngram} is more than --max_ngram {flags.max_ngram}: prompt lookup "
-                         f"tries n-grams from max_ngram down to min_ngram")
-    if flags.tree is not None and drafter != "model":
-        raise ValueError(f"--tree needs --drafter model (a tree's candidates are the draft model's top tokens); "
-                         f"got --drafter {drafter}")
-    show.wants_color(flags.color, sys.stdout)  # a ValueError for anything but auto, always, never
-    check_base_url(flags.base_url)
-    check_models_dir(flags.models_dir)
-    if flags.plot is not None:
-        check_plot_path(flags.plot)
-    names = [flags.target_model_size] + ([flags.draft_model_size] if flags.draft_model_size else [])
-    if all(name in MODEL_SIZES or name in HUB_MODELS for name in names):  # all of them have n_ctx = 1024
-        if flags.n_tokens_to_generate + 1 > RELEASED_N_CTX:  # a prompt has at least one token
-            raise ValueError(
-                f"--n_tokens_to_generate {flags.n_tokens_to_generate} plus the prompt is more than GPT-2's context "
-                f"of {RELEASED_N_CTX} tokens: generate fewer tokens"
-            )
-        check_fits_context(flags, RELEASED_N_CTX, "GPT-2's context")
-    return flags
-
-
-# ------------------------------------------------------------------------------------------------------------
-# The command line: fire's syntax, checked before anything runs
-# ------------------------------------------------------------------------------------------------------------
-
-
-def _is_flag(argument):
-    """fire's rule: --anything, or -x..., but not a negative number such as -1."""
-    return argument.startswith("--") or re.match(r"^-[a-zA-Z]", argument) is not None
-
-
-def parse_command_line(argv, function):
-    """The keyword arguments that `argv` gives `function`, as text (True/False for a bare --flag / --noflag).
-
-    The syntax is fire's (see the module docstring). An unknown flag is a ValueError naming the closest known
-    one; so is a value given twice, an ambiguous -x, or more values by position than the function takes.
-    >>> parse_command_line(["--K=3", "--nokv_cache", "--temprature", "0"], main)
-    Traceback (most recent call last):
-    ...
-    ValueError: unknown flag --temprature (did you mean --temperature?); python main.py --help lists every flag
-    """
-    names = list(inspect.signature(function).parameters)
-    kwargs, positional, i = {}, [], 0
-    while i < len(argv):
-        argument = argv[i]
-        if argument == "--":
-            raise ValueError("a bare -- (fire's separator for its own flags) is not used by main.py: "
-                             "python main.py --help lists every flag")
-        if not _is_flag(argument):
-            positional.append(argument)
-            i += 1
-            continue
-        key, has_value, value = argument.lstrip("-").partition("=")
-        key = key.replace("-", "_")
-        bare = not has_value and (i + 1 == len(argv) or _is_flag(argv[i + 1]))
-        if key in names:
-            name = key
-        elif bare and key.startswith("no") and key[2:] in names:
-            name, value = key[2:], False
-        elif len(key) == 1 and len([n for n in names if n[0] == key]) == 1:
-            name = next(n for n in names if n[0] == key)
-        elif len(key) == 1 and [n for n in names if n[0] == key]:
-            matches = ", ".join("--" + n for n in names if n[0] == key)
-            raise ValueError(f"-{key} is ambiguous: it could be any of {matches}; spell the flag out")
-        else:
-            close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
-            hint = f" (did you mean --{close[0]}?)" if close else ""
-            raise ValueError(f"unknown flag {argument.split('=')[0]}{hint}; python main.py --help lists every flag")
-        if name in kwargs:
-            raise ValueError(f"--{name} is given twice; give it once")
-        if has_value or value is False:
-            kwargs[name] = value
-        elif bare:
-            kwargs[name] = True
-        else:
-            kwargs[name] = argv[i + 1]
-            i += 1
-        i += 1
-    free = [name for name in names if name not in kwargs]
-    if len(positional) > len(free):
-        raise ValueError(f"unexpected argument {positional[len(free)]!r}: give values as flags (--prompt \"...\"); "
-                         f"a prompt with spaces needs quotes")
-    kwargs.update(zip(free, positional))
-    return kwargs
-
-
-def run_command_line(argv):
-    """`python main.py ARGS`: fire's help for --help / -h, else the checked flags into main()."""
-    if any(argument in ("--help", "-h") for argument in argv):
-        fire.Fire(main, command=argv)
-        return
-    with errors_as_one_line():
-        kwargs = parse_command_line(argv, main)
-    main(**kwargs)
+from utils import load_model, resolve_model
+from weights import CheckpointError
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -475,7 +128,7 @@ def check_models_fit(draft, target, prompt_ids, flags):
         needed = len(prompt_ids) + flags.n_tokens_to_generate - 1 + tree_nodes(flags.tree, n_ctx)
         if needed > n_ctx:
             raise ValueError(
-                f"--tree {','.join(map(str, flags.tree))} ({tree_nodes(flags.tree, n_ctx)} nodes) after the prompt "
+                f"--tree {tree_text(flags.tree)} ({tree_nodes(flags.tree, n_ctx)} nodes) after the prompt "
                 f"({len(prompt_ids)} tokens) and up to {flags.n_tokens_to_generate - 1} new tokens needs {needed} "
                 f"positions, more than {whose} of {n_ctx}: use a smaller tree or generate fewer tokens"
             )
@@ -510,42 +163,6 @@ def check_weights_finite(model, name, role):
     if found:
         raise CheckpointError(f"the {role} {name} has NaN or infinite weights in {found}: the checkpoint is damaged; "
                               f"download or convert it again")
-
-
-@contextmanager
-def errors_as_one_line():
-    """Inside: the documented errors of bad input become one line `error: ...` on stderr and an exit code.
-
-    DownloadError and CheckpointError (a broken download or file) exit with 1; any other ValueError (a bad
-    flag) with 2. Nothing else is caught: any other exception is a bug and keeps its traceback.
-    """
-    try:
-        yield
-    except (DownloadError, CheckpointError) as error:  # CheckpointError first: it is also a ValueError
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(1) from None
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
-
-
-@contextmanager
-def damage_as_one_line():
-    """Inside (the decoding): a ValueError about NaN or infinite numbers becomes one `error:` line and exit 1.
-
-    The weights were checked before (check_weights_finite), so this is a forward pass that overflowed on
-    finite weights: sampling.py's checks raise a ValueError whose message says NaN. NumPy's warnings about
-    the overflow are silenced here, since that error says it in one line. Any other exception while decoding
-    is a bug and keeps its traceback.
-    """
-    try:
-        with np.errstate(over="ignore", invalid="ignore"):
-            yield
-    except ValueError as error:
-        if "NaN" not in str(error):  # model_fn.logits_to_probs and _check_probs name NaN in their messages
-            raise
-        print(f"\nerror: {error}", file=sys.stderr)
-        raise SystemExit(1) from None
 
 
 def load_and_check(flags):
@@ -642,9 +259,9 @@ def mean(values):
 
 
 def lookahead_text(flags):
-    """'K=4', 'K=auto', or 'tree 2,2,1 (10 nodes)'."""
+    """'K=4', 'K=auto', 'K=hf', or 'tree 2,2,1 (10 nodes)'."""
     if flags.tree is not None:
-        return f"tree {','.join(map(str, flags.tree))} ({tree_nodes(flags.tree, math.inf)} nodes)"
+        return f"tree {tree_text(flags.tree)} ({tree_nodes(flags.tree, math.inf)} nodes)"
     return f"K={flags.K}"
 
 
@@ -658,12 +275,12 @@ def drafter_text(flags):
 
 
 def acceptance_by_position(stats, flags):
-    """('0.50, 0.25, n/a', 3): the acceptance rate at each draft position 1..K (with K=auto or a tree: up to the
-    deepest one drafted); n/a where no guess was ever checked."""
+    """('0.50, 0.25, n/a', 3): the acceptance rate at each draft position 1..K (with K=auto, K=hf or a tree: up
+    to the deepest one drafted); n/a where no guess was ever checked."""
     rates = stats.acceptance_rate_at
     while len(rates) > 1 and not stats.drafted_at[len(rates) - 1]:  # positions never even drafted
         rates = rates[:-1]
-    if flags.K != "auto" and flags.tree is None:
+    if flags.K not in K_POLICIES and flags.tree is None:
         rates = rates + [None] * (flags.K - len(rates))  # a fixed K: positions 1..K, never reached ones n/a
     return ", ".join("n/a" if rate is None else f"{rate:.2f}" for rate in rates), len(rates)
 
@@ -721,7 +338,7 @@ def main(
         n_tokens_to_generate: N, how many new tokens each sampler writes.
         draft_model_size: the small draft model. OpenAI's sizes 124M, 355M, 774M, 1558M (downloaded into models_dir); Hugging Face names gpt2 (= 124M), gpt2-medium (= 355M), gpt2-large (= 774M), gpt2-xl (= 1558M), distilgpt2, their Hub ids (openai-community/gpt2, ..., distilbert/distilgpt2) or any owner/name of a GPT-2 repository with model.safetensors (read from the Hugging Face cache, else downloaded into it); or a local folder (OpenAI's or Hugging Face's layout). Not used with --drafter lookup.
         target_model_size: the big target model whose distribution both samplers reproduce; any name --draft_model_size takes.
-        K: lookahead, draft tokens guessed per round (>= 1), or auto: each round's K chosen from what earlier rounds showed. Leviathan et al. call it gamma.
+        K: lookahead, draft tokens guessed per round (>= 1); or auto: each round's K chosen by the cost model from what earlier rounds showed; or hf: Hugging Face's schedule (start at 5, +2 after a round that kept every guess, else -1). Leviathan et al. call it gamma.
         temperature: 0 is greedy decoding (then both texts must be identical); > 0 samples from softmax(logits / temperature).
         top_k: keep only the top_k most likely tokens before sampling (default: all).
         top_p: keep only the smallest set of most likely tokens whose probability sums to top_p (default: all).
@@ -818,8 +435,30 @@ def main(
         names = f"draft {flags.draft_model_size}" if draft is not None else "prompt lookup"
         title = (f"{len(rounds)} rounds of speculative sampling: {names}, target {flags.target_model_size}, "
                  f"{lookahead_text(flags)}, temperature {flags.temperature}")
-        show.plot_rounds(rounds, token_bytes, flags.plot, title=title)
+        with errors_as_one_line():  # --plot was checked before the run; a disk that filled since is one line too
+            show.plot_rounds(rounds, token_bytes, flags.plot, title=title)
         print(f"the rounds are drawn in {flags.plot}")
+
+
+def run_command_line(argv):
+    """`python main.py ARGS`: fire's help for --help / -h, else the checked flags into main().
+
+    Two ways the terminal itself can fail the run end without a traceback: a terminal whose encoding cannot
+    show a character gets it as an escape (\\xe9), and when the reader of the output goes away (`python main.py
+    | head`) the run stops quietly, as Unix tools do.
+    """
+    if any(argument in ("--help", "-h") for argument in argv):
+        fire.Fire(main, command=argv)
+        return
+    with errors_as_one_line():
+        kwargs = parse_command_line(argv, main)
+    if hasattr(sys.stdout, "reconfigure"):  # a real stream (not a test's capture)
+        sys.stdout.reconfigure(errors="backslashreplace")
+    try:
+        main(**kwargs)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's last flush must not fail again
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

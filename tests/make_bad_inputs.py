@@ -18,14 +18,14 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS.parent))
 
-import utils  # noqa: E402
+import tf_checkpoint  # noqa: E402
 
 TF_DIR = TESTS / "fixtures" / "tf_ckpt"
 HF_DIR = TESTS / "fixtures" / "hf_folder_tiny"
 OUT = TESTS / "fixtures" / "bad_inputs"
 
 
-# --- writing a LevelDB table (the format utils.read_sstable reads), with valid checksums ------------------------
+# --- writing a LevelDB table (the format tf_checkpoint.read_sstable reads), with valid checksums --------------
 
 
 def varint(value):
@@ -58,13 +58,13 @@ def table(pairs, shared_prefix=None):
 
     def add_block(contents):
         offset = len(out)
-        out.extend(contents + b"\x00" + utils.masked_crc32c(contents + b"\x00").to_bytes(4, "little"))
+        out.extend(contents + b"\x00" + tf_checkpoint.masked_crc32c(contents + b"\x00").to_bytes(4, "little"))
         return varint(offset) + varint(len(contents))
 
     data_handle = add_block(block(entries))
     meta_handle = add_block(block([]))
     index_handle = add_block(block([(pairs[-1][0] if pairs else b"", data_handle, 0)]))
-    footer = (meta_handle + index_handle).ljust(40, b"\x00") + utils.TABLE_MAGIC.to_bytes(8, "little")
+    footer = (meta_handle + index_handle).ljust(40, b"\x00") + tf_checkpoint.TABLE_MAGIC.to_bytes(8, "little")
     return bytes(out) + footer
 
 
@@ -75,7 +75,7 @@ def field(number, wire_type, payload):
 
 def fixture_pairs():
     """The (key, value) pairs of the valid TF fixture's index."""
-    return utils.read_sstable((TF_DIR / "model.ckpt.index").read_bytes())
+    return tf_checkpoint.read_sstable((TF_DIR / "model.ckpt.index").read_bytes())
 
 
 def replace_entry(pairs, key, value):
@@ -91,7 +91,7 @@ def tf_cases():
     name = b"model/h0/attn/c_attn/b"
     shape = field(2, 2, varint(4) + field(2, 2, varint(2) + field(1, 0, varint(24))))  # shape [24], as a message
     as_bytes = lambda number, value: field(number, 2, varint(len(varint(value))) + varint(value))  # noqa: E731
-    good = dict(utils.parse_protobuf(dict(pairs)[name]))
+    good = dict(tf_checkpoint.parse_protobuf(dict(pairs)[name]))
     offset, size = good.get(4, 0), good[5]
     cases = {
         "shape_as_number": replace_entry(pairs, name, field(1, 0, varint(1)) + field(2, 0, varint(24))

@@ -55,7 +55,7 @@ What it does, for each model shape in MODELS:
          parents.{k}  int64 [m_k]                   parents[i]: index of node i's parent, -1 for a root
          hf_rows.{k}  float32 [m_k, n_vocab]        GPT2LMHeadModel(prefix + path to node i).logits[-1]
 
-6. Saves two of the models as Hugging Face folders (config.json + model.safetensors), for utils.load_hf_gpt2:
+6. Saves two of the models as Hugging Face folders (config.json + model.safetensors), for hf_folder.load_hf_gpt2:
 
        tests/fixtures/hf_folder_<name>/  from GPT2LMHeadModel.save_pretrained: keys "transformer.h.0...."
        tests/fixtures/hf_folder_<name>/  from its base GPT2Model.save_pretrained: keys "h.0....", like the

@@ -16,9 +16,11 @@ import time
 import numpy as np
 import pytest
 
-import utils
+import hf_folder
+import tf_checkpoint
+import weights
 from make_bad_inputs import HF_DIR, OUT, TF_DIR, fixture_pairs, safetensors_bytes, table
-from utils import CheckpointError
+from weights import CheckpointError
 
 HPARAMS = json.loads((TF_DIR / "hparams.json").read_text())
 
@@ -35,7 +37,7 @@ def tf_folder_with_index(tmp_path, index_bytes):
 def test_each_bad_tf_index_is_one_checkpoint_error_naming_it(case, tmp_path):
     folder = tf_folder_with_index(tmp_path, (OUT / "tf_index" / case / "model.ckpt.index").read_bytes())
     with pytest.raises(CheckpointError, match="model.ckpt.index"):
-        utils.load_gpt2_params_from_tf_ckpt(folder / "model.ckpt", HPARAMS)
+        tf_checkpoint.load_gpt2_params_from_tf_ckpt(folder / "model.ckpt", HPARAMS)
 
 
 @pytest.mark.parametrize("case", sorted(p.name for p in (OUT / "safetensors").iterdir()))
@@ -44,7 +46,7 @@ def test_each_bad_safetensors_file_is_one_checkpoint_error_naming_it(case, tmp_p
     shutil.copytree(HF_DIR, folder)
     shutil.copy(OUT / "safetensors" / case, folder / "model.safetensors")
     with pytest.raises(CheckpointError, match="model.safetensors"):
-        utils.load_hf_gpt2(folder)
+        hf_folder.load_hf_gpt2(folder)
 
 
 @pytest.mark.parametrize("case", sorted(p.name for p in (OUT / "config").iterdir()))
@@ -54,7 +56,7 @@ def test_each_bad_config_is_one_checkpoint_error_naming_it_before_any_tensor_is_
     shutil.copy(OUT / "config" / case, folder / "config.json")
     (folder / "model.safetensors").write_bytes(b"")  # never reached: the config is checked first
     with pytest.raises(CheckpointError, match="config.json"):
-        utils.load_hf_gpt2(folder)
+        hf_folder.load_hf_gpt2(folder)
 
 
 @pytest.mark.parametrize("value, message", [("2", "n_layer"), (None, "n_layer"), (2.5, "n_layer"),
@@ -63,7 +65,7 @@ def test_a_bad_hparams_json_is_one_checkpoint_error_naming_it(value, message, tm
     path = tmp_path / "hparams.json"
     path.write_text(json.dumps({**HPARAMS, "n_layer": value}))
     with pytest.raises(CheckpointError, match=f"hparams.json: .*{message}"):
-        utils.read_openai_hparams(path)
+        weights.read_openai_hparams(path)
 
 
 def test_a_1_mb_prefix_compression_bomb_fails_in_well_under_a_second_and_100_mb(tmp_path):
@@ -79,7 +81,7 @@ def test_a_1_mb_prefix_compression_bomb_fails_in_well_under_a_second_and_100_mb(
     before_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
     with pytest.raises(CheckpointError, match="entries"):
-        utils.read_checkpoint_index(folder / "model.ckpt")
+        tf_checkpoint.read_checkpoint_index(folder / "model.ckpt")
     assert time.perf_counter() - start < 5  # generous on a loaded machine; it takes ~0.1 s
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before_kb < 100_000  # KB: under 100 MB more
 
@@ -124,14 +126,14 @@ def test_a_thousand_mutated_tf_index_values_only_ever_give_checkpoint_errors(tmp
     rng = np.random.default_rng(0)
     pairs = fixture_pairs()
     folder = tf_folder_with_index(tmp_path, table(pairs))
-    original = flat(utils.load_gpt2_params_from_tf_ckpt(folder / "model.ckpt", HPARAMS))
+    original = flat(tf_checkpoint.load_gpt2_params_from_tf_ckpt(folder / "model.ckpt", HPARAMS))
     outcomes = {"error": 0, "loaded": 0}
     for _ in range(1_000):
         i = int(rng.integers(len(pairs)))
         mutant = pairs[:i] + [(pairs[i][0], mutate(pairs[i][1], rng) if pairs[i][1] else b"\x08")] + pairs[i + 1 :]
         (folder / "model.ckpt.index").write_bytes(table(mutant))
         try:
-            loaded = flat(utils.load_gpt2_params_from_tf_ckpt(folder / "model.ckpt", HPARAMS))
+            loaded = flat(tf_checkpoint.load_gpt2_params_from_tf_ckpt(folder / "model.ckpt", HPARAMS))
         except CheckpointError:
             outcomes["error"] += 1
             continue
@@ -148,12 +150,12 @@ def test_two_thousand_mutated_safetensors_headers_only_ever_give_checkpoint_erro
     header, data = raw[8 : 8 + n], raw[8 + n :]
     folder = tmp_path / "hf"
     shutil.copytree(HF_DIR, folder)
-    original = flat(utils.load_hf_gpt2(folder)[1])
+    original = flat(hf_folder.load_hf_gpt2(folder)[1])
     errors = 0
     for _ in range(2_000):
         (folder / "model.safetensors").write_bytes(safetensors_bytes(mutate(header, rng), data))
         try:
-            loaded = flat(utils.load_hf_gpt2(folder)[1])
+            loaded = flat(hf_folder.load_hf_gpt2(folder)[1])
         except CheckpointError:
             errors += 1
             continue

@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 
 import benchmark
-from benchmark import break_even_alpha, pass_times, predicted_speedup, tokens_per_round
+from benchmark import pass_times
+from lookahead import break_even_alpha, predicted_speedup, tokens_per_round
 from gpt2 import random_params
 from sampling import SpeculativeStats
 from model_fn import create_model_fn
+from tools import compare_drafters
 from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
 
 # ------------------------------------------------------------------------------------------------------------
@@ -196,29 +198,29 @@ def test_prompts_and_n_longer_than_the_context_get_one_error_line(tmp_path, tiny
 
 def test_a_tree_has_the_nodes_of_its_branching_products():
     """(2, 2, 1, 1): 2 at depth 1, 2 * 2 at depth 2, 4 * 1 at depths 3 and 4: 14; a chain (1,) * K has K."""
-    assert benchmark.tree_nodes((2, 2, 1, 1)) == 14
-    assert benchmark.tree_nodes((2, 1, 1)) == 6
-    assert benchmark.tree_nodes((1,) * 7) == 7
+    assert compare_drafters.tree_nodes((2, 2, 1, 1)) == 14
+    assert compare_drafters.tree_nodes((2, 1, 1)) == 6
+    assert compare_drafters.tree_nodes((1,) * 7) == 7
 
 
 def test_the_prediction_for_a_run_of_fixed_chains_is_the_classic_formula():
     """Every round proposed K = 4 and the draft model ran 4 times per round: the prediction is
     tokens_per_round(alpha, 4) / (4c + r(4)), the formula of the classic table, whatever the number of rounds."""
     costs = benchmark.Costs(True, 32, draft_step=0.02, target_step=0.05, target_pass={4: 0.15})
-    run = benchmark.DrafterRun(stats=SpeculativeStats(), draft_calls=3 * 4, proposal_sizes=[4, 4, 4])
+    run = compare_drafters.DrafterRun(stats=SpeculativeStats(), draft_calls=3 * 4, proposal_sizes=[4, 4, 4])
     run.stats.checked, run.stats.accepted = 10, 7
-    assert benchmark.predicted_run_speedup(run, costs) == pytest.approx(predicted_speedup(0.7, 4, c=0.4, r=3.0))
+    assert compare_drafters.predicted_run_speedup(run, costs) == pytest.approx(predicted_speedup(0.7, 4, c=0.4, r=3.0))
 
 
 def test_the_prediction_for_lookup_counts_only_target_passes_and_plain_steps_cost_one():
     """Lookup runs no model (0 draft calls). Rounds that proposed 3, 0 and 1 tokens at alpha 0.5 write
     1.875 + 1 + 1.5 tokens on average and cost r(3) + 1 + r(1) target steps."""
     costs = benchmark.Costs(True, 32, draft_step=0.02, target_step=0.05, target_pass={1: 0.1, 3: 0.125})
-    run = benchmark.DrafterRun(stats=SpeculativeStats(), draft_calls=0, proposal_sizes=[3, 0, 1])
+    run = compare_drafters.DrafterRun(stats=SpeculativeStats(), draft_calls=0, proposal_sizes=[3, 0, 1])
     run.stats.checked, run.stats.accepted = 4, 2
-    assert benchmark.predicted_run_speedup(run, costs) == pytest.approx((1.875 + 1 + 1.5) / (2.5 + 1 + 2))
+    assert compare_drafters.predicted_run_speedup(run, costs) == pytest.approx((1.875 + 1 + 1.5) / (2.5 + 1 + 2))
     run.proposal_sizes = [5]  # r(6) was not measured: no prediction rather than a guess
-    assert benchmark.predicted_run_speedup(run, costs) is None
+    assert compare_drafters.predicted_run_speedup(run, costs) is None
 
 
 def test_the_drafter_table_has_a_row_per_cache_setting_prompt_group_drafter_and_k(tmp_path, tiny_dir):

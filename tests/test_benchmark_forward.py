@@ -1,11 +1,11 @@
-"""benchmark_forward.py: its small helpers by hand, and one whole run on a tiny model (no timing is asserted:
+"""tools/benchmark_forward.py: its small helpers by hand, and one whole run on a tiny model (no timing is asserted:
 the machine is shared; what is checked is what does not depend on the clock)."""
 
 import numpy as np
 import pytest
 
-import benchmark_forward
-from benchmark_forward import as_picogpt_runs_it, block_matrices, format_table, n_bytes, parse_list, r_of_m
+from tools import benchmark_forward
+from tools.benchmark_forward import as_picogpt_runs_it, block_matrices, format_table, n_bytes, parse_list, r_of_m
 from gpt2 import random_params
 
 TINY = {"n_vocab": 50, "n_ctx": 64, "n_embd": 8, "n_head": 2, "n_layer": 2}

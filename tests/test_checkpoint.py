@@ -14,16 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from utils import (
-    CheckpointError,
+from tf_checkpoint import (
     crc32c,
-    gpt2_param_shapes,
     list_checkpoint_variables,
     load_gpt2_params_from_tf_ckpt,
     masked_crc32c,
     read_checkpoint_index,
     read_varint,
 )
+from weights import CheckpointError, gpt2_param_shapes
 
 TF_CKPT_DIR = Path(__file__).resolve().parent / "fixtures" / "tf_ckpt"
 DATA_FILE = "model.ckpt.data-00000-of-00001"

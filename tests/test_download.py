@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from utils import MODEL_SIZES, RELEASE_FILES, DownloadError, download_gpt2_files, resolve_model
+from download import MODEL_SIZES, RELEASE_FILES, DownloadError, download_gpt2_files
+from utils import resolve_model
 
 DATA_FILE = "model.ckpt.data-00000-of-00001"
 FAST = dict(retries=3, backoff_seconds=0.0, timeout_seconds=10.0)

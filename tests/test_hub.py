@@ -16,6 +16,8 @@ import pytest
 
 import main
 import utils
+from download import DownloadError
+from hub import HUB_FILES
 from test_hub_cache import COMMIT, FakeHub, hub_repo_files
 from test_main import TINY_HPARAMS
 
@@ -49,7 +51,7 @@ def error_lines(stderr):
 
 @pytest.mark.parametrize("hub_id", ["openai-community/gpt2", "gpt2"])  # canonical, and the legacy folder name
 def test_a_cache_written_by_huggingface_hub_is_read_with_no_request(hub, tmp_path, hub_id):
-    for name in utils.HUB_FILES:
+    for name in HUB_FILES:
         huggingface_hub.hf_hub_download(hub_id, name, cache_dir=tmp_path / "hf-cache", endpoint=hub.url)
     assert (tmp_path / "hf-cache" / f"models--{hub_id.replace('/', '--')}" / "refs" / "main").is_file()
     requests_before = len(hub.requests)
@@ -66,7 +68,7 @@ def test_what_we_download_is_found_by_huggingface_hub_and_is_the_same_bytes(hub,
     assert (cache / "models--distilbert--distilgpt2" / "refs" / "main").read_text() == COMMIT
     blob = (folder / "model.safetensors").resolve()
     assert blob.parent.name == "blobs" and blob.name == hashlib.sha256(blob.read_bytes()).hexdigest()  # by ETag
-    for name in utils.HUB_FILES:
+    for name in HUB_FILES:
         found = huggingface_hub.try_to_load_from_cache("distilbert/distilgpt2", name, cache_dir=cache)
         assert isinstance(found, str) and Path(found).read_bytes() == hub.repos["distilbert/distilgpt2"][name]
     requests_before = len(hub.requests)
@@ -109,7 +111,7 @@ def test_nothing_cached_and_no_network_names_the_cache_folder_and_the_url(tmp_pa
 
 
 def test_when_openai_s_bucket_fails_the_error_names_the_same_model_on_the_hub(tmp_path):
-    with pytest.raises(utils.DownloadError, match="'gpt2-medium'"):
+    with pytest.raises(DownloadError, match="'gpt2-medium'"):
         utils.resolve_model("355M", str(tmp_path / "models"), base_url="http://127.0.0.1:9", retries=0)
 
 

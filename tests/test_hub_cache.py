@@ -21,13 +21,9 @@ import pytest
 huggingface_hub = pytest.importorskip("huggingface_hub")  # a test requirement only (requirements-dev.txt)
 
 from test_main import TINY_HPARAMS, tiny_params, write_hf_folder  # noqa: E402
-from utils import (  # noqa: E402
-    HUB_FILES,
-    DownloadError,
-    check_model_name,
-    hf_hub_cache,
-    resolve_model,
-)
+from download import DownloadError  # noqa: E402
+from hub import HUB_FILES, check_model_name, hf_hub_cache  # noqa: E402
+from utils import resolve_model  # noqa: E402
 
 COMMIT = "607a30d783dfa663caf39e06633721c8d4cfcd7e"  # the shape of a real commit id (40 hex digits)
 DEAD_ENDPOINT = "http://127.0.0.1:9"  # nobody listens on the discard port: any request fails at once

@@ -14,14 +14,10 @@ import numpy as np
 import pytest
 
 from test_download import FlakyFileServer
-from utils import (
-    MODEL_SIZES,
-    CheckpointError,
-    gpt2_param_shapes,
-    hf_name_to_openai_name,
-    load_encoder_hparams_and_params,
-    load_hf_gpt2,
-)
+from download import MODEL_SIZES
+from hf_folder import hf_name_to_openai_name, load_hf_gpt2
+from utils import load_encoder_hparams_and_params
+from weights import CheckpointError, gpt2_param_shapes
 
 TF_CKPT_DIR = Path(__file__).resolve().parent / "fixtures" / "tf_ckpt"
 HPARAMS = {"n_vocab": 50, "n_ctx": 16, "n_embd": 8, "n_head": 2, "n_layer": 2}

@@ -43,7 +43,7 @@ TINY_HPARAMS = {"n_vocab": 50257, "n_ctx": 64, "n_embd": 8, "n_head": 2, "n_laye
 def hf_tensors(params):
     """picoGPT's nested params -> {Hugging Face name: array}: "h.0.attn.c_attn.weight", "wte.weight", ...
 
-    The inverse of utils.hf_name_to_openai_name: g and w become "weight", b becomes "bias".
+    The inverse of hf_folder.hf_name_to_openai_name: g and w become "weight", b becomes "bias".
     """
     leaf_names = {"g": "weight", "w": "weight", "b": "bias"}
     tensors = {"wte.weight": params["wte"], "wpe.weight": params["wpe"]}
@@ -247,9 +247,10 @@ def trace_lines(out):
      r"[\d.]+; \d+ of \d+ rounds \(\d+%\) found a match"),
     (("--drafter", "staged", "--max_ngram", 2), r"drafter staged, K=3: \d+ rounds, mean k [\d.]+\n"),
     (("--K", "auto"), r"drafter model, K=auto: \d+ rounds, mean k [\d.]+"),
+    (("--K", "hf"), r"drafter model, K=hf: \d+ rounds, mean k [\d.]+"),
     (("--tree", "2,2,1", "--plot", "rounds.png"), r"tree: [\d.]+ nodes per target pass; accepted paths went "
      r"[\d.]+ deep on average, \d+ at most \(rounds by depth: 0: \d+"),
-], ids=["lookup", "staged", "auto", "tree"])
+], ids=["lookup", "staged", "auto", "hf", "tree"])
 def test_every_drafter_prints_the_greedy_text_its_rounds_and_one_trace_line_per_round(tmp_path, target_dir,
                                                                                      draft_dir, flags, report):
     """Temperature 0: whatever proposes the guesses, speculative sampling prints the target's greedy text.
@@ -400,8 +401,9 @@ BAD_FLAGS = [
     (("--target_model_size", "7B"), "--target_model_size: unknown model '7B': use one of 124M"),
     (("--draft_model_size", "no/such/folder"), "--draft_model_size: unknown model 'no/such/folder'"),
     (("--draft_model_size", "124"), "--draft_model_size: unknown model '124'"),  # fire would have made it the int 124
-    (("--K", 0), "--K (draft tokens per round) must be a whole number >= 1 or auto; got '0'"),
-    (("--K", "2.5"), "--K (draft tokens per round) must be a whole number >= 1 or auto"),
+    (("--K", 0), "--K (draft tokens per round) must be a whole number >= 1 (at most 2**63 - 1), auto or hf; got "
+                 "'0'"),
+    (("--K", "2.5"), "--K (draft tokens per round) must be a whole number >= 1 (at most 2**63 - 1), auto or hf"),
     (("--K", 1_000_000_000), "--K 1000000000 is more draft tokens than GPT-2's context of 1024 tokens can hold"),
     (("--n_tokens_to_generate", 2000), "more than GPT-2's context of 1024 tokens"),
     (("--temperature", -1), "--temperature must be a number >= 0"),
@@ -474,15 +476,16 @@ def test_a_misspelt_flag_stops_the_run_before_any_loading_in_a_subprocess_too(tm
 
 def test_flags_take_fires_syntax_and_booleans_any_case(target_dir, draft_dir):
     """--name value, --name=value, a bare --flag, --noflag, -x for a unique first letter, and values by position."""
+    import cli
     import main
 
-    kwargs = main.parse_command_line(["Hello, world", "--K=3", "--nokv_cache", "--trace", "-s", "5", "--drafter",
-                                      "lookup"], main.main)
+    kwargs = cli.parse_command_line(["Hello, world", "--K=3", "--nokv_cache", "--trace", "-s", "5", "--drafter",
+                                     "lookup"], main.main)
     assert kwargs == {"prompt": "Hello, world", "K": "3", "kv_cache": False, "trace": True, "seed": "5",
                       "drafter": "lookup"}
-    flags = main.check_flags(**{**main_defaults(), "kv_cache": "FALSE", "trace": "True", "K": "auto",
-                                "tree": "2,2,1", "prompt": "Hello, world", "target_model_size": str(target_dir),
-                                "draft_model_size": str(draft_dir)})
+    flags = cli.check_flags(**{**main_defaults(), "kv_cache": "FALSE", "trace": "True", "K": "auto",
+                               "tree": "2,2,1", "prompt": "Hello, world", "target_model_size": str(target_dir),
+                               "draft_model_size": str(draft_dir)})
     assert flags.kv_cache is False and flags.trace is True and flags.K == "auto" and flags.tree == (2, 2, 1)
     assert flags.prompt == "Hello, world"  # fire would have made the tuple ("Hello", "world")
 

@@ -7,7 +7,6 @@ and that counts quoted in EXERCISES.md are the counts in the tests.
 
 import math
 import re
-import sys
 import textwrap
 
 import numpy as np
@@ -15,8 +14,7 @@ import pytest
 
 from conftest import REPO_ROOT
 
-sys.path.insert(0, str(REPO_ROOT / "img"))
-import worked_round  # noqa: E402  (img/ is not a package)
+from tools import worked_round
 
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 EXERCISES = (REPO_ROOT / "EXERCISES.md").read_text(encoding="utf-8")
@@ -123,7 +121,7 @@ def test_the_cost_tables_predictions_follow_from_its_own_c_and_r_at_one_alpha():
     """Each prediction is (1 - a^(K+1)) / ((1 - a)(cK + r)) of the c and r printed beside it (c to 3 digits,
     r to 2: a prediction moves by less than 0.02), at the ONE alpha the header names; each break-even alpha
     solves prediction = 1, and "never" means even alpha = 1 does not reach 1."""
-    from benchmark import predicted_speedup
+    from lookahead import predicted_speedup
 
     header, *rows = markdown_rows(generated_block(README, "cost-table"))
     alphas = set(re.findall(r"α = ([\d.]+)", " ".join(header)))
@@ -156,7 +154,7 @@ def test_the_sentences_that_read_the_cost_table_quote_its_numbers():
 
 
 def test_replace_block_rewrites_only_between_the_marks():
-    from make_readme_figures import replace_block
+    from tools.make_readme_figures import replace_block
 
     text = "intro\n<!-- t: begin (old) -->\nold\n<!-- t: end -->\noutro\n"
     assert replace_block(text, "t", "new\n", "cmd") == "intro\n<!-- t: begin (cmd) -->\nnew\n<!-- t: end -->\noutro\n"
@@ -165,7 +163,7 @@ def test_replace_block_rewrites_only_between_the_marks():
 
 
 def test_fix_line_links_moves_a_stale_link_to_its_code(tmp_path):
-    from make_readme_figures import fix_line_links
+    from tools.make_readme_figures import fix_line_links
 
     (tmp_path / "m.py").write_text("x = 1\n\ndef f():\n    pass\n\ndef g():\n    f()\n")
     text = "[`def f`](m.py#L1) and [`f()`](m.py#L7) and [`def g`, here](m.py#L2)"
@@ -186,7 +184,7 @@ def test_the_exactness_table_shows_the_correct_sampler_under_its_bound_and_every
 def test_make_readme_figures_runs_end_to_end_on_tiny_models(tmp_path, release_124M_dir, capsys):
     """The one command, on tiny random models and without touching README.md (--dry_run): every part it
     writes is printed, and its cost table passes the checks the README's does."""
-    from make_readme_figures import main
+    from tools.make_readme_figures import main
     from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
 
     tiny = str(write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir))
@@ -322,7 +320,7 @@ def check_design_table(block):
 def check_peer_speed(block):
     """Either the one line that says it was skipped and how to install the peer, or a table whose last column
     is the peer's ms/token over this repository's."""
-    from make_readme_figures import PEER_INSTALL
+    from tools.make_readme_figures import PEER_INSTALL
 
     if "skipped" in block:
         assert PEER_INSTALL in " ".join(block.split())
@@ -344,7 +342,7 @@ def test_each_measured_table_in_the_readme_agrees_with_itself(name):
 
 def test_the_forward_summary_quotes_the_tables_ratios():
     """The best-run span of the summary is the span of the table's x floor column."""
-    from make_readme_figures import span
+    from tools.make_readme_figures import span
 
     _, *rows = markdown_rows(generated_block(README, "forward-table"))
     best = span([float(row[5].rstrip("x")) for row in rows])
@@ -353,7 +351,7 @@ def test_the_forward_summary_quotes_the_tables_ratios():
 
 def test_the_break_even_table_is_its_recomputation_from_drafters_r_table():
     """No timing goes into it: the same every run, so the README must hold exactly what the script computes."""
-    from make_readme_figures import break_even_table
+    from tools.make_readme_figures import break_even_table
 
     assert generated_block(README, "break-even-table") == break_even_table()
 
@@ -362,7 +360,7 @@ def test_the_break_even_tables_c_is_the_weight_ratio_k_auto_estimates():
     """n_weights counts what create_model_fn's n_params counts (wte once), so c is AutoK's own c."""
     import lookahead
     from gpt2 import HPARAMS, random_params
-    from make_readme_figures import n_weights
+    from tools.make_readme_figures import n_weights
     from model_fn import create_model_fn
 
     tiny, small = ({"n_vocab": 50, "n_ctx": 16, "n_embd": n, "n_head": 2, "n_layer": layers}
@@ -382,7 +380,7 @@ def test_the_hf_agreement_sentence_quotes_a_difference_under_the_tests_bound():
 
 
 def test_replace_block_indents_a_part_inside_a_list_item_as_its_marks():
-    from make_readme_figures import replace_block
+    from tools.make_readme_figures import replace_block
 
     text = "- item\n\n  <!-- t: begin (old) -->\n  old\n  <!-- t: end -->\n- next\n"
     assert replace_block(text, "t", "| a |\n\nline", "cmd") == (
@@ -391,7 +389,7 @@ def test_replace_block_indents_a_part_inside_a_list_item_as_its_marks():
 
 def test_wrapped_prose_never_splits_a_code_span():
     """A line starting with '+ ' from inside `"!" + c` would become a list item."""
-    from make_readme_figures import wrap
+    from tools.make_readme_figures import wrap
 
     text = "word " * 21 + '`"!" + c + "\'s"` and more words'
     assert all(not line.startswith(("+", "c ")) for line in wrap(text).splitlines())
@@ -409,7 +407,7 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
     OPENBLAS_NUM_THREADS=1) and tests/measure_loading.py as processes of their own, on a tiny model folder; the
     small timings on tiny shapes. Every part has its marks in the README, and every table agrees with itself as
     the README's must. No timing is asserted."""
-    import make_readme_figures
+    from tools import make_readme_figures
     from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
 
     tiny = str(write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir))
@@ -431,7 +429,7 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
         assert f"<!-- {name}: begin (" in README, f"the README has no marks for {name}"
     for name, check in CHECKS.items():
         check(parts[name])
-    assert "OPENBLAS_NUM_THREADS=1 python benchmark_forward.py --sizes ''" in parts["forward-run"]
+    assert "OPENBLAS_NUM_THREADS=1 python tools/benchmark_forward.py --sizes ''" in parts["forward-run"]
     labels = [row[0] for row in markdown_rows(parts["context-table"])[1:]]
     assert "ms/token, median, 1 thread" in labels and len(labels) == 4, labels  # two rows per thread count
     assert "skipped" in parts["peer-speed"]
@@ -440,8 +438,8 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
 def test_with_torch_installed_the_peer_runs_with_this_runs_sizes_prompt_tokens_and_threads(monkeypatch):
     """torch is not installed here, so tests/measure_hf_speed.py is replaced by what it writes with --json; the
     table then puts the peer's ms/token beside this repository's best run of the same size."""
-    import make_readme_figures
-    from benchmark_forward import SizeResult
+    from tools import make_readme_figures
+    from tools.benchmark_forward import SizeResult
 
     ran = []
 
@@ -454,8 +452,8 @@ def test_with_torch_installed_the_peer_runs_with_this_runs_sizes_prompt_tokens_a
     monkeypatch.setattr(make_readme_figures, "run_json_script", fake_script)
     forward = {"results": [SizeResult("124M", 1, 1, 1, sampler_steps=[0.018, 0.020]),
                            SizeResult("355M", 1, 1, 1, sampler_steps=[0.05])],
-               "runs": [("python benchmark_forward.py", {"threads": 2})]}
+               "runs": [("python tools/benchmark_forward.py", {"threads": 2})]}
     block = make_readme_figures.peer_block(forward, ["124M"], {"n_prompt": 16, "n_new": 16})
-    assert ran == [["tests/measure_hf_speed.py", "--sizes", "124M", "--n_prompt", 16, "--n_new", 16, "--threads", 2]]
+    assert ran == [["tools/measure_hf_speed.py", "--sizes", "124M", "--n_prompt", 16, "--n_new", 16, "--threads", 2]]
     check_peer_speed(block)
     assert "| 124M | 36.0 | 18.0 | 2.00× |" in block

@@ -5,8 +5,8 @@ the time of reading the file's bytes (`cat`) from the same warm page cache, and 
 one fresh array in a fresh process (the least that any loader which copies the weights into its own memory
 can take: `cat` reuses one small buffer, a load must fault in fresh pages for every byte).
 
-    python tests/measure_loading.py --sizes 124M,1558M --folder /tmp/gpt2-load   # ~13 GB of disk at a time
-    python tests/measure_loading.py --sizes 124M --json loading.json             # also write the numbers
+    python tools/measure_loading.py --sizes 124M,1558M --folder /tmp/gpt2-load   # ~13 GB of disk at a time
+    python tools/measure_loading.py --sizes 124M --json loading.json             # also write the numbers
 
 A size is a released one or a model folder (its shapes; the weights are random). Each size's files are
 deleted before the next size is written. Of --repeats loads of each file, the peak is the largest (the memory
@@ -24,8 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# `python tools/measure_loading.py` puts tools/ first on the path: put the repository's root there too (the
+# loaders it measures), and tests/ (the writers of the two file formats, which the tests use as well)
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import gpt2  # noqa: E402
 from benchmark import hparams_of, model_name  # noqa: E402
@@ -69,8 +71,8 @@ def write_tf_checkpoint(folder, arrays, hparams):
 def measure(code):
     """(peak RSS in bytes, seconds) of running `code` in a fresh Python. The peak is VmHWM from /proc: a
     child's getrusage maxrss would start from its parent's, since the high-water mark survives fork."""
-    script = (f"import sys, time; sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})\n"
-              f"import utils\nstart = time.perf_counter()\n{code}\n"
+    script = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
+              f"import hf_folder, tf_checkpoint, weights\nstart = time.perf_counter()\n{code}\n"
               f"seconds = time.perf_counter() - start\n"
               f"hwm = [line for line in open('/proc/self/status') if line.startswith('VmHWM')][0].split()[1]\n"
               f"print(seconds, hwm)")
@@ -108,10 +110,10 @@ def measure_size(size, root, repeats):
     empty_python, _ = measure("pass")
     rows = []
     for layout, code, data_file in [
-        ("TF checkpoint", f"utils.load_gpt2_params_from_tf_ckpt({str(root / 'tf' / 'model.ckpt')!r}, "
-                          f"utils.read_openai_hparams({str(root / 'tf' / 'hparams.json')!r}))",
+        ("TF checkpoint", f"tf_checkpoint.load_gpt2_params_from_tf_ckpt({str(root / 'tf' / 'model.ckpt')!r}, "
+                          f"weights.read_openai_hparams({str(root / 'tf' / 'hparams.json')!r}))",
          root / "tf" / "model.ckpt.data-00000-of-00001"),
-        ("HF safetensors", f"utils.load_hf_gpt2({str(hf)!r})", hf / "model.safetensors"),
+        ("HF safetensors", f"hf_folder.load_hf_gpt2({str(hf)!r})", hf / "model.safetensors"),
     ]:
         cat_seconds(data_file)  # warm the page cache
         cat = min(cat_seconds(data_file) for _ in range(2))

@@ -49,8 +49,11 @@ Plots (into --img_dir, if matplotlib is installed: pip install -r requirements-p
     forward_ms_per_token_vs_context.png     ms per token against the context length, and the floor
 """
 
+import contextlib
 import json
 import os
+import platform
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -59,12 +62,17 @@ import fire
 import numpy as np
 from tqdm import tqdm
 
-import benchmark
-from gpt2 import HPARAMS, random_params
-from benchmark import blas_description, blas_threads, machine_description, model_name, save
-from main import timed
-from sampling import _check_probs, _sample, autoregressive_sampling
-from model_fn import create_model_fn, logits_to_probs
+# `python tools/benchmark_forward.py` puts tools/ first on the path: put the repository's root there too, so
+# that the modules it measures (and `tools.`) import as they do from the root
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import benchmark  # noqa: E402
+from benchmark import model_name  # noqa: E402
+from gpt2 import HPARAMS, random_params  # noqa: E402
+from main import timed  # noqa: E402
+from model_fn import create_model_fn, logits_to_probs  # noqa: E402
+from sampling import _check_probs, _sample, autoregressive_sampling  # noqa: E402
+from tools.benchmark_plots import import_pyplot, save  # noqa: E402
 
 BANDWIDTH_SHAPE = (8192, 8192)  # float32: 256 MiB, far larger than any cache
 SAMPLING_SETTINGS = dict(temperature=1.0, top_k=50, top_p=0.9)  # the breakdown's sampled (not greedy) case
@@ -394,19 +402,6 @@ def threads_label(threads) -> str:
     return f"{threads} thread" + ("" if threads == 1 else "s")
 
 
-def import_pyplot():
-    """matplotlib.pyplot (drawing into files, no window), or None after a one-line note."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed, so no plots were written (pip install -r requirements-plots.txt)")
-        return None
-    return plt
-
-
 def plot_r_of_m(plt, results, path):
     fig, ax = plt.subplots(figsize=(6, 4))
     ms = sorted(results[0].pass_seconds)
@@ -438,6 +433,40 @@ def plot_context(plt, contexts: dict, floor, path):
            title=f"{next(iter(contexts.values())).size}: a cached decoding step against the context length")
     ax.legend(fontsize=8)
     save(plt, fig, path)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The machine: what timings depend on (make_readme_figures.py quotes it too)
+# ------------------------------------------------------------------------------------------------------------
+
+
+def machine_description():
+    """'Intel(R) Xeon(R) ... , 2 cores, Linux, Python 3.11.2, NumPy 2.1.0': what the timings depend on."""
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return (f"{cpu}, {os.cpu_count()} cores, {platform.system()}, Python {platform.python_version()}, "
+            f"NumPy {np.__version__}")
+
+
+def blas_description():
+    """The BLAS NumPy was built with, as NumPy reports it ('scipy-openblas 0.3.31.188.0'), or 'an unknown BLAS'."""
+    with contextlib.suppress(Exception):  # np.show_config(mode=...) is NumPy >= 1.26; its keys vary by build
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        return f"{blas['name']} {blas['version']}"
+    return "an unknown BLAS"
+
+
+def blas_threads():
+    """The threads OpenBLAS starts in this process: OPENBLAS_NUM_THREADS if set (it is read when NumPy loads),
+    else one per core. blas_threads() == 1 under `OPENBLAS_NUM_THREADS=1 python ...`."""
+    value = os.environ.get("OPENBLAS_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else os.cpu_count()
+
+
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Two rounds of speculative sampling worked through with numbers, and the README's two pictures of a round.
 
-    python img/worked_round.py            # prints the rounds (the README's "A round, with numbers") and writes
+    python tools/worked_round.py          # prints the rounds (the README's "A round, with numbers") and writes
                                           # img/worked_round_overlap.png and img/kv_caches_round.png
 
 The models are the hand-made second-order Markov tables of the exactness test (3 tokens, the next-token
@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+# `python tools/worked_round.py` puts tools/ first on the path: put the repository's root there too, and tests/
+# (the exactness test's Markov tables)
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 try:  # the sampler helper moves the tables into tests/markov.py; the exactness test had them first
@@ -206,7 +208,7 @@ def save(plt, fig, path):
     print(f"wrote {path}")
 
 
-def main(img_dir=Path(__file__).resolve().parent):
+def main(img_dir=REPO / "img"):
     rounds = worked_rounds()
     print(report(rounds))
     import matplotlib
@@ -216,7 +218,7 @@ def main(img_dir=Path(__file__).resolve().parent):
 
     rejected = next(rnd for rnd in rounds if rnd["residual"] is not None)["residual"]
     plot_overlap(plt, rejected["p"], rejected["q"], Path(img_dir) / "worked_round_overlap.png",
-                 f"the rejected guess's position: q (target) and p (draft)")
+                 "the rejected guess's position: q (target) and p (draft)")
     plot_caches(plt, Path(img_dir) / "kv_caches_round.png")
 
 

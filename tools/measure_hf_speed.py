@@ -7,7 +7,7 @@ benchmark_forward.py, with the same prompt length, tokens and thread count, when
 installed in the same environment:
 
     pip install torch==2.13.0 transformers
-    python tests/measure_hf_speed.py --sizes 124M,355M --n_new 16 --json hf.json
+    python tools/measure_hf_speed.py --sizes 124M,355M --n_new 16 --json hf.json
 """
 
 import argparse
@@ -21,6 +21,7 @@ import torch
 import transformers
 from transformers import GPT2Config, GPT2LMHeadModel
 
+# `python tools/measure_hf_speed.py` puts tools/ first on the path: put the repository's root there too
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpt2 import HPARAMS  # noqa: E402

@@ -1,52 +1,64 @@
-"""Every number, table and plot the README shows, from ONE run of ONE command, written into README.md.
+"""Every number, table and plot of README.md and BENCHMARKS.md, from ONE run of ONE command (a tool).
 
-    python make_readme_figures.py --random_weights            # what the README shows (no OpenAI weights where
-                                                              # this is developed); ~25 minutes on 2 cores
-    python make_readme_figures.py                             # OpenAI's 124M and 355M (downloaded first)
-    python make_readme_figures.py --random_weights --dry_run  # print the generated parts, leave README.md alone
+Read the README first (it says what each number means), then the scripts this one runs; nothing here is on
+the learner's path.
 
-The README marks each generated part:
+    python tools/make_readme_figures.py --random_weights            # what the pages show (no OpenAI weights
+                                                                    # where this is developed); ~15 minutes
+    python tools/make_readme_figures.py                             # OpenAI's 124M and 355M (downloaded first)
+    python tools/make_readme_figures.py --random_weights --dry_run  # print the generated parts, write nothing
 
-    <!-- NAME: begin (python make_readme_figures.py ...) -->
+README.md and BENCHMARKS.md mark each generated part:
+
+    <!-- NAME: begin (python tools/make_readme_figures.py ...) -->
     ...
     <!-- NAME: end -->
 
-and this script replaces what is between the two marks and nothing else. The prose around the marks is
-written by hand and says only what holds whatever a run measures; every number a run can change is inside a
-generated part, so the tables, the plots and the sentences that quote them always come from the same run.
-The parts, in the order the run makes them:
+and this script replaces what is between the two marks, in whichever of the two files holds them, and nothing
+else. The prose around the marks is written by hand and says only what holds whatever a run measures; every
+number a run can change is inside a generated part, so the tables, the plots and the sentences that quote
+them always come from the same run. The parts, in the order the run makes them (README: the learning path;
+BENCHMARKS: the measured tables):
 
-    worked-round      img/worked_round.py's two rounds on the exactness test's Markov tables (and its pictures)
-    exactness-table   the statistical test's total variations against their bounds
-    cost-table        c and r with and without the KV cache, the predicted speedup at ONE alpha, break-even alphas
-    cost-summary      the sentences that read the cost table
-    drafter-table     benchmark.py's drafters (model, lookup, staged; fixed K and K=auto), and drafter-summary
-    tree-table        token trees against chains that send the target as many rows
-    sample-run        `python main.py` on random weights of the 124M and 355M shapes (skipped with real weights:
-                      then `python main.py` itself is the sample run)
-    break-even-table  the break-even alpha of each drafter by the cost model, from lookahead.R_TABLE (no timing)
-    forward-run       how benchmark_forward.py ran: two processes of its own, OpenBLAS's default threads and one
+    worked-round      README: tools/worked_round.py's two rounds on the exactness test's Markov tables (and its
+                      pictures)
+    exactness-table   README: the statistical test's total variations against their bounds
+    cost-table        README: c and r with and without the KV cache, the predicted speedup at ONE alpha,
+                      break-even alphas; cost-summary: the sentences that read it
+    drafter-table     BENCHMARKS: benchmark.py's drafters (model, lookup, staged; fixed K and K=auto), and
+                      drafter-summary
+    tree-table        BENCHMARKS: token trees against chains that send the target as many rows
+    sample-run        README: `python main.py` on random weights of the 124M and 355M shapes, the folders of
+                      tools/random_models.py (skipped with real weights: then `python main.py` is the sample run)
+    break-even-table  BENCHMARKS: the break-even alpha of each drafter by the cost model, from lookahead.R_TABLE
+                      (no timing)
+    forward-run       BENCHMARKS: how tools/benchmark_forward.py ran: two processes, OpenBLAS's default threads
+                      and one
     forward-table, forward-breakdown, forward-summary, r-table, context-table
-                      benchmark_forward.py's measurements (--json), formatted by its own table functions
-    peer-speed        Hugging Face transformers for scale (tests/measure_hf_speed.py), when torch is installed
-    loading-table     tests/measure_loading.py: peak memory and time of loading each size in both layouts
+                      BENCHMARKS: tools/benchmark_forward.py's measurements (--json), formatted by its own
+                      table functions
+    peer-speed        BENCHMARKS: Hugging Face transformers for scale (tools/measure_hf_speed.py), when torch is
+                      installed
+    loading-table     BENCHMARKS: tools/measure_loading.py: peak memory and time of loading each size in both
+                      layouts
     lookup-timing, bpe-timing, sampler-timing, design-timing
-                      small timings the prose refers to: prompt lookup's index against a full scan, a very long
-                      word through encoder.py, the sampler's float64 work, gpt2.py's small design choices
+                      BENCHMARKS: small timings: prompt lookup's index against a full scan, a very long word
+                      through encoder.py, the sampler's float64 work, gpt2.py's small design choices
     hf-agreement, unicode-count
-                      how closely gpt2 matches Hugging Face's fixtures, and how many code points encoder.py and
-                      tiktoken encode differently (the installed regex and tiktoken)
-    machine           which machine and command made the numbers, and when
+                      README and BENCHMARKS: how closely gpt2 matches Hugging Face's fixtures, and how many code
+                      points encoder.py and tiktoken encode differently (the installed regex and tiktoken)
+    machine           both: which machine and command made the numbers, and when
 
-benchmark_forward.py, tests/measure_loading.py and tests/measure_hf_speed.py run as processes of their own:
-OpenBLAS reads its thread count (OPENBLAS_NUM_THREADS) when NumPy loads, so a thread count belongs to a
+tools/benchmark_forward.py, tools/measure_loading.py and tools/measure_hf_speed.py run as processes of their
+own: OpenBLAS reads its thread count (OPENBLAS_NUM_THREADS) when NumPy loads, so a thread count belongs to a
 process, and a load's peak memory must be measured in a fresh one.
 
-It also moves the README's line links, like [`def _accept`](sampling.py#L419), to the line where the code in
+It also moves the pages' line links, like [`def _residual`](sampling.py#L549), to the line where the code in
 their backticks now is, so that a link never lands on the wrong function after an edit above it.
 
 Numbers from a shared machine move from run to run; that is why they are regenerated together, never patched
-one by one.
+one by one. The one exception is --only: it remeasures the named small timings alone (they need no model),
+and their marks then name the command that wrote them.
 """
 
 import contextlib
@@ -67,19 +79,22 @@ from pathlib import Path
 import fire
 import numpy as np
 
-import benchmark
-import benchmark_forward
-import drafters
-import lookahead
-from benchmark import blas_description, blas_threads, machine_description
-from benchmark_forward import r_of_m
-from gpt2 import HPARAMS, random_params
-from main import errors_as_one_line, timed
-from sampling import _check_probs, _sample
-from model_fn import logits_to_probs
+# `python tools/make_readme_figures.py` puts tools/ first on the path: put the repository's root there too (the
+# modules it measures, and `tools.`), and tests/ (the tests' own helpers, which some parts reuse)
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-REPO = Path(__file__).resolve().parent
-sys.path[:0] = [str(REPO / "img"), str(REPO / "tests")]
+import benchmark  # noqa: E402
+import drafters  # noqa: E402
+import lookahead  # noqa: E402
+from gpt2 import HPARAMS, random_params  # noqa: E402
+from cli import errors_as_one_line  # noqa: E402
+from main import timed  # noqa: E402
+from model_fn import logits_to_probs  # noqa: E402
+from sampling import _check_probs, _sample  # noqa: E402
+from tools import benchmark_forward, worked_round  # noqa: E402
+from tools.benchmark_forward import blas_description, blas_threads, machine_description, r_of_m  # noqa: E402
+from tools.random_models import write_random_models  # noqa: E402
 
 ALPHA = 0.8  # the one acceptance rate the cost table predicts at
 KS = (1, 2, 4, 8)
@@ -245,22 +260,13 @@ def exactness_table():
 
 
 def sample_run(seed, tokenizer_dir, n_tokens, sizes=("124M", "355M")):
-    """`python main.py` on random weights of the 124M and 355M shapes, saved as Hugging Face folders: its output.
+    """`python main.py` on random weights of the 124M and 355M shapes, saved as Hugging Face folders by
+    tools/random_models.py with the same seed: its output.
 
     The folders go to a temporary directory, so the command shown names /tmp/random-124M and /tmp/random-355M.
     """
-    from test_main import write_hf_folder  # tests/test_main.py writes the HF folders its tests use
-
-    rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory() as tmp:
-        folders = []
-        names = [benchmark.model_name(size) for size in sizes]
-        if names[0] == names[1]:
-            names = [f"{names[0]}-draft", f"{names[1]}-target"]
-        for size, name in zip(sizes, names):
-            hparams = benchmark.hparams_of(size)
-            folders.append(write_hf_folder(Path(tmp) / f"random-{name}", random_params(hparams, rng), hparams,
-                                           tokenizer_dir))
+        folders = write_random_models(sizes, tmp, seed, tokenizer_dir)
         command = [sys.executable, "main.py", "--draft_model_size", str(folders[0]), "--target_model_size",
                    str(folders[1]), "--n_tokens_to_generate", str(n_tokens)]
         help_text = subprocess.run([sys.executable, "main.py", "--help"], cwd=REPO, capture_output=True, text=True,
@@ -278,8 +284,8 @@ def sample_run(seed, tokenizer_dir, n_tokens, sizes=("124M", "355M")):
 
 
 def shown_command(args, env=None):
-    """The command as one would type it: shown_command(["benchmark_forward.py", "--sizes", ""],
-    {"OPENBLAS_NUM_THREADS": "1"}) == "OPENBLAS_NUM_THREADS=1 python benchmark_forward.py --sizes ''"."""
+    """The command as one would type it: shown_command(["tools/benchmark_forward.py", "--sizes", ""],
+    {"OPENBLAS_NUM_THREADS": "1"}) == "OPENBLAS_NUM_THREADS=1 python tools/benchmark_forward.py --sizes ''"."""
     return " ".join([f"{name}={value}" for name, value in (env or {}).items()]
                     + ["python", shlex.join(str(arg) for arg in args)])
 
@@ -306,8 +312,8 @@ def run_json_script(args, env=None):
 
 FORWARD_SIZES = "124M,355M,774M,1558M"
 CONTEXT_LENGTHS = "16,64,128,256,384,512,640,768,896,1000"
-FLOOR_TARGET = 1.2  # issue 11: a decoding step at most 1.2x the strict floor
-CONTEXT_TARGET = 1.15  # issue 11: a step at 1,000 tokens of context at most 1.15x the step at 16
+FLOOR_TARGET = 1.2  # the goal: a decoding step at most 1.2x the strict floor
+CONTEXT_TARGET = 1.15  # the goal: a step at 1,000 tokens of context at most 1.15x the step at 16
 
 
 def measure_forward(sizes, no_cache_sizes, context_size, context_lengths, settings):
@@ -319,10 +325,10 @@ def measure_forward(sizes, no_cache_sizes, context_size, context_lengths, settin
     """
     flags = [word for name, value in settings.items() for word in (f"--{name}", value)]
     context = ["--context_size", context_size or "None", "--context_lengths", context_lengths]
-    commands = [(["benchmark_forward.py", "--sizes", sizes, "--no_cache_sizes", no_cache_sizes, *flags, *context,
+    commands = [(["tools/benchmark_forward.py", "--sizes", sizes, "--no_cache_sizes", no_cache_sizes, *flags, *context,
                   "--img_dir", "None"], None)]
     if context_size:
-        commands.append((["benchmark_forward.py", "--sizes", "", "--no_cache_sizes", "", *context,
+        commands.append((["tools/benchmark_forward.py", "--sizes", "", "--no_cache_sizes", "", *context,
                           "--context_rounds", settings["context_rounds"], "--img_dir", "None"],
                          {"OPENBLAS_NUM_THREADS": "1"}))
     forward = {"results": [], "contexts": {}, "runs": []}
@@ -369,7 +375,7 @@ def forward_summary(results):
     sampler_work = [res.breakdown["logits_to_probs"] + res.breakdown["_check_probs + _sample"] for res in results]
     share = max(work / res.breakdown["sampler step"] for work, res in zip(sampler_work, results))
     lines = [f"- The best runs are {ratio_text(list(best.values()))} the strict floor, the median runs "
-             f"{ratio_text(median)} the median floor. Issue 11's target, at most {FLOOR_TARGET}× the strict floor, "
+             f"{ratio_text(median)} the median floor. The goal, at most {FLOOR_TARGET}× the strict floor, "
              + (f"is met for {sizes_text(met)}." if met else "is not met at any size."),
              f"- The matrix products (the blocks' and the LM head's) are {span([100 * p for p in products], '{:.0f}')}% "
              f"of a step and ran at {span([r / 1e9 for r in product_rates], '{:.1f}')} GB/s, against "
@@ -402,17 +408,17 @@ def context_summary(contexts):
         medians = benchmark_forward.context_medians(context)
         lengths = sorted(medians)
         ratio = medians[lengths[-1]] / medians[lengths[0]]
-        ratios.append(f"{ratio:.2f}× with {label}")
+        ratios.append(f"{ratio:.3f}× with {label}")  # three decimals: 1.151 is above a goal of 1.15
         (met if ratio <= CONTEXT_TARGET else missed).append(label)
     text = (f"The median step at {lengths[-1]} tokens of context over the one at {lengths[0]}: "
-            f"{', '.join(ratios)}. Issue 11's target is at most {CONTEXT_TARGET}×: ")
+            f"{', '.join(ratios)}. The goal is at most {CONTEXT_TARGET}×: ")
     if met and missed:
         return wrap(text + f"met with {' and '.join(met)}, not with {' or '.join(missed)}.")
     return wrap(text + (f"met with {' and '.join(met)}." if met else f"not met with {' or '.join(missed)}."))
 
 
 def forward_blocks(forward, rounds):
-    """The README's parts from benchmark_forward.py's two runs (rounds: the breakdown's --breakdown_rounds)."""
+    """The parts from tools/benchmark_forward.py's two runs (rounds: the breakdown's --breakdown_rounds)."""
     results, contexts = forward["results"], forward["contexts"]
     blocks = {"forward-run": forward_run_text(forward)}
     if results:
@@ -449,24 +455,24 @@ PEER_INSTALL = "pip install torch==2.13.0 transformers"
 
 
 def peer_installed():
-    """True when torch and transformers can be imported here (tests/measure_hf_speed.py needs both)."""
+    """True when torch and transformers can be imported here (tools/measure_hf_speed.py needs both)."""
     return all(importlib.util.find_spec(name) is not None for name in ("torch", "transformers"))
 
 
 def peer_block(forward, sizes, settings):
-    """tests/measure_hf_speed.py (a process of its own) against this repository's best runs of the same sizes,
+    """tools/measure_hf_speed.py (a process of its own) against this repository's best runs of the same sizes,
     prompt, tokens and threads; or one line saying it was skipped and how to include it."""
     if not peer_installed():
         return wrap(f"The comparison with Hugging Face `transformers` was skipped in this run: torch and "
                     f"transformers are not installed. To include it, `{PEER_INSTALL}` and run the command again.")
     ours = {res.size: min(res.sampler_steps) * 1e3 for res in forward["results"] if res.size in sizes}
     threads = forward["runs"][0][1]["threads"]
-    peer = run_json_script(["tests/measure_hf_speed.py", "--sizes", ",".join(ours), "--n_prompt",
+    peer = run_json_script(["tools/measure_hf_speed.py", "--sizes", ",".join(ours), "--n_prompt",
                             settings["n_prompt"], "--n_new", settings["n_new"], "--threads", threads])
     lines = [wrap(f"Hugging Face `transformers` {peer['transformers']} on torch {peer['torch']}, CPU, "
                   f"{benchmark_forward.threads_label(peer['threads'])}, greedy with its KV cache, {peer['n_new']} "
                   f"tokens after {peer['n_prompt']}, random weights of the same shapes, the best of {peer['repeats']} "
-                  f"runs (`tests/measure_hf_speed.py`), right after this repository's runs above (their best):"), "",
+                  f"runs (`tools/measure_hf_speed.py`), right after this repository's runs above (their best):"), "",
              "| size | transformers, ms/token | this repository, ms/token | transformers / this repository |",
              "| --- | --- | --- | --- |"]
     for size, mine in ours.items():
@@ -476,7 +482,7 @@ def peer_block(forward, sizes, settings):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Loading weights: tests/measure_loading.py
+# Loading weights: tools/measure_loading.py
 # ------------------------------------------------------------------------------------------------------------
 
 
@@ -495,7 +501,7 @@ def bytes_text(n):
 
 def loading_table(loads):
     """Markdown: one row per size and layout, then whether the two goals were met, and how far the time goal is
-    from what copying the file into fresh memory alone takes (tests/measure_loading.py's fresh_copy)."""
+    from what copying the file into fresh memory alone takes (tools/measure_loading.py's fresh_copy)."""
     lines = ["| size | layout | weights | peak resident memory | × the weights | × above an empty Python | load | "
              "`cat` (warm) | load / `cat` | copy into fresh memory | copy / `cat` |", "|" + " --- |" * 11]
     memory_met, time_met = [], []
@@ -549,7 +555,7 @@ def break_even_table(r_table=None, Ks=BREAK_EVEN_KS, pairs=BREAK_EVEN_PAIRS):
     rows += [(f"{draft} drafting for {target}", n_weights(HPARAMS[draft]) / n_weights(HPARAMS[target]))
              for draft, target in pairs]
     even = {name: {K: lookahead.break_even_alpha(K, c, r(K + 1)) for K in Ks} for name, c in rows}
-    lines = [wrap(f"With r(m) from the drafters issue's measurements (`lookahead.R_TABLE`; 124M, with the cache: "
+    lines = [wrap(f"With r(m) as `lookahead.R_TABLE` holds it (medians measured on 2-core machines; 124M, with the cache: "
                   f"r(2) = {r(2):.2f}, r(8) = {r(8):.2f}, r(16) = {r(16):.2f}), the α needed to break even is:"), "",
              "| drafter | c | " + " | ".join(f"k = {K}" for K in Ks) + " |", "|" + " --- |" * (len(Ks) + 2)]
     for name, c in rows:
@@ -593,23 +599,37 @@ def duration_text(seconds):
     return f"{seconds * 1e6:.1f} µs" if seconds < 1e-3 else f"{seconds * 1e3:.1f} ms"
 
 
-def lookup_timing(n_tokens=1000, alphabet=50, seed=0):
-    """(seconds per call with PromptLookup's index, seconds per call with a Python full scan): one call per
-    new token of a random text of an `alphabet`-token vocabulary, up to n_tokens tokens."""
+def lookup_timing(n_tokens=1000, alphabet=50, repeats=5, seed=0):
+    """(seconds per call with PromptLookup's index, seconds per call with a Python full scan).
+
+    One pass calls each once per new token of a random text of an `alphabet`-token vocabulary, up to n_tokens
+    tokens, as a generation does: n_tokens calls, on prefixes cut before the clock starts (so no call pays for
+    copying its input), the index with a fresh PromptLookup each pass (it grows with the text). Each is the
+    best of `repeats` passes, the two taken in turns (best_seconds), divided by the calls in a pass.
+    """
     from test_drafters import brute_force_lookup  # tests/test_drafters.py's full scan, the index's reference
 
     x = np.random.default_rng(seed).integers(0, alphabet, n_tokens).tolist()
-    lookup = drafters.prompt_lookup()
-    indexed = timed(lambda: [lookup.lookup(x[:n], 4) for n in range(1, n_tokens + 1)])[1]
-    scanned = timed(lambda: [brute_force_lookup(x[:n], 4, 3, 1) for n in range(1, n_tokens + 1)])[1]
-    return indexed / n_tokens, scanned / n_tokens
+    prefixes = [x[:n] for n in range(1, n_tokens + 1)]
+
+    def indexed():
+        lookup = drafters.prompt_lookup()
+        for prefix in prefixes:
+            lookup.lookup(prefix, 4)
+
+    def scanned():
+        for prefix in prefixes:
+            brute_force_lookup(prefix, 4, 3, 1)
+
+    return [seconds / n_tokens for seconds in best_seconds([indexed, scanned], repeats)]
 
 
-def lookup_text(forward):
+def lookup_text(forward, repeats=5):
     """The sentence on prompt lookup's cost, beside a 124M step of the same run (if it measured 124M)."""
-    indexed, scanned = lookup_timing()
-    text = (f"Called once per new token up to 1,000 tokens (a 50-token alphabet), a lookup took {indexed * 1e6:.0f} "
-            f"µs per call with the index and {scanned * 1e3:.2f} ms with a Python full scan")
+    indexed, scanned = lookup_timing(repeats=repeats)
+    text = (f"Called once per new token up to 1,000 tokens (a 50-token alphabet), the best of {repeats} passes of "
+            f"1,000 calls: a lookup took {duration_text(indexed)} per call with the index and "
+            f"{duration_text(scanned)} with a Python full scan ({scanned / indexed:.0f}× as long)")
     step = next((min(res.sampler_steps) for res in forward["results"] if res.size == "124M"), None)
     return wrap(text + (f"; a 124M target step took {step * 1e3:.1f} ms in the same run." if step else "."))
 
@@ -779,15 +799,52 @@ def drafter_summary(drafter_rows):
 # ------------------------------------------------------------------------------------------------------------
 
 
+PAGES = ("README.md", "BENCHMARKS.md")  # the files with generated parts
+SMALL_PARTS = {  # the parts that need no model run: name -> f(forward's measurements, OpenAI's 124M folder)
+    "lookup-timing": lambda forward, tokenizer_dir: lookup_text(forward),
+    "bpe-timing": lambda forward, tokenizer_dir: bpe_text(tokenizer_dir),
+    "sampler-timing": lambda forward, tokenizer_dir: sampler_table(),
+    "design-timing": lambda forward, tokenizer_dir: design_table(),
+    "hf-agreement": lambda forward, tokenizer_dir: hf_agreement_text(),
+    "unicode-count": lambda forward, tokenizer_dir: unicode_text(tokenizer_dir),
+}
+
+
+def write_parts(texts, blocks, command):
+    """{page: text} with each block between its marks, in every page that has them (the machine part is in
+    both). A block that no page marks is a ValueError: the pages' prose decides where a part goes."""
+    texts = dict(texts)
+    for name, content in blocks.items():
+        marked = [page for page, text in texts.items() if f"<!-- {name}: begin" in text]
+        if not marked:
+            raise ValueError(f"no page of {', '.join(map(str, texts))} has <!-- {name}: begin --> ... "
+                             f"<!-- {name}: end --> marks: add them where the part should go")
+        for page in marked:
+            texts[page] = replace_block(texts[page], name, content, command)
+    return texts
+
+
+def write_or_print(texts, blocks, command, dry_run, started):
+    """Print the parts (dry_run), or write them into the pages and move the pages' line links."""
+    minutes = (time.time() - started) / 60
+    if dry_run:
+        for name, content in blocks.items():
+            print(f"--- {name}\n{content}\n")
+        return
+    for page, text in write_parts(texts, blocks, command).items():
+        page.write_text(fix_line_links(text), encoding="utf-8")
+    print(f"wrote {', '.join(map(str, texts))} ({', '.join(blocks)}) in {minutes:.1f} minutes")
+
+
 def main(random_weights=False, draft_model_size="124M", target_model_size="355M", Ks=KS, alpha=ALPHA,
-         n_tokens_to_generate=12, repeats=3, prefix_length=32, seed=0, readme="README.md", img_dir="img",
+         n_tokens_to_generate=12, repeats=3, prefix_length=32, seed=0, pages=PAGES, img_dir="img",
          models_dir="models", dry_run=False, sample_run_tokens=40, drafters="model,lookup,staged",
          drafter_Ks=(4, "auto"), trees="2,1,1", sample_run_sizes=("124M", "355M"), exactness=True,
          forward_sizes=FORWARD_SIZES, forward_no_cache_sizes="124M", forward_repeats=7, forward_n_new=32,
          forward_breakdown_rounds=15, forward_r_repeats=5, forward_context_size="124M",
          forward_context_lengths=CONTEXT_LENGTHS, forward_context_rounds=6, peer_sizes="124M,355M",
-         loading_sizes="124M,1558M", loading_repeats=2, timings=True, agreement=True):
-    """Regenerate the README's numbers, tables and plots (see the module docstring) from one run.
+         loading_sizes="124M,1558M", loading_repeats=2, timings=True, agreement=True, only=None):
+    """Regenerate the numbers, tables and plots of README.md and BENCHMARKS.md (see the module docstring) from one run.
 
     Args:
         random_weights: random weights of the real shapes (costs only; alpha means nothing) instead of OpenAI's.
@@ -795,7 +852,7 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         Ks: the lookaheads of the cost table.
         alpha: the ONE acceptance rate the cost table predicts at.
         n_tokens_to_generate, repeats, prefix_length, seed: as in benchmark.py.
-        readme: the file to write into. img_dir: where the plots go.
+        pages: the files to write into (each part goes where its marks are). img_dir: where the plots go.
         dry_run: print the generated parts instead of writing them.
         sample_run_tokens: tokens of the sample run (random weights only).
         drafters, drafter_Ks, trees: the drafter and tree comparisons, as in benchmark.py ("" for none).
@@ -808,22 +865,35 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
             None leave the forward pass's parts as they are).
         peer_sizes: the sizes Hugging Face transformers decodes for scale, when torch and transformers are
             installed (of those benchmark_forward.py measured).
-        loading_sizes, loading_repeats: tests/measure_loading.py's --sizes and --repeats ("": leave the
+        loading_sizes, loading_repeats: tools/measure_loading.py's --sizes and --repeats ("": leave the
             loading table as it is).
         timings: False leaves the small timings (prompt lookup, the BPE, the sampler, gpt2.py's details) as
             they are.
         agreement: False leaves the agreement with the peers (HF's logits, tiktoken's Unicode) as it is.
+        only: some of the small parts alone, comma-separated (of SMALL_PARTS: lookup-timing, bpe-timing,
+            sampler-timing, design-timing, hf-agreement, unicode-count), each marked as measured alone.
     """
     started = time.time()
     flags = " --random_weights" if random_weights else ""
-    command = f"python make_readme_figures.py{flags}"
+    command = f"python tools/make_readme_figures.py{flags}"
+    from conftest import models_dir as tokenizer_parent  # $GPT2_MODELS_DIR, else models/: OpenAI's 124M files
+
     with errors_as_one_line():
         Ks = benchmark.as_list(Ks, "Ks", int)
-        readme_path = Path(readme)
-        text = readme_path.read_text(encoding="utf-8")
+        texts = {REPO / page: (REPO / page).read_text(encoding="utf-8") for page in benchmark.as_list(pages, "pages", str)}
+        if only:
+            names = benchmark.as_list(only.split(",") if isinstance(only, str) else only, "only", str)
+            unknown = [name for name in names if name not in SMALL_PARTS]
+            if unknown:
+                raise ValueError(f"--only takes some of {', '.join(SMALL_PARTS)}; got {', '.join(unknown)}")
+    if only:
+        command = f"python tools/make_readme_figures.py --only {','.join(names)}"
+        note = (f"(Measured alone, not in the run the other numbers come from: `{command}` on "
+                f"{machine_description()}, {time.strftime('%Y-%m-%d', time.gmtime())}.)")
+        blocks = {name: SMALL_PARTS[name]({"results": []}, tokenizer_parent() / "124M") + "\n\n" + wrap(note)
+                  for name in names}
+        return write_or_print(texts, blocks, command, dry_run, started)
     blocks = {}
-
-    import worked_round  # img/worked_round.py
 
     blocks["worked-round"] = "```text\n" + worked_round.report(worked_round.worked_rounds()) + "\n```"
     if exactness:
@@ -848,8 +918,6 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
     if results["tree_rows"]:
         blocks["tree-table"] = benchmark.format_table(results["tree_rows"], markdown=True)
 
-    from conftest import models_dir as tokenizer_parent  # $GPT2_MODELS_DIR, else models/: OpenAI's 124M files
-
     if random_weights:
         blocks["sample-run"] = sample_run(seed + 123, tokenizer_parent() / "124M", sample_run_tokens,
                                           benchmark.as_list(sample_run_sizes, "sample_run_sizes", str))
@@ -872,32 +940,20 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
             plot_forward(forward, img_dir)
     if loading_sizes:
         with tempfile.TemporaryDirectory() as tmp:
-            loads = run_json_script(["tests/measure_loading.py", "--sizes",
+            loads = run_json_script(["tools/measure_loading.py", "--sizes",
                                      ",".join(benchmark_forward.parse_list(loading_sizes)), "--repeats",
                                      loading_repeats, "--folder", Path(tmp) / "gpt2-load"])["loads"]
         blocks["loading-table"] = loading_table(loads)
-    if timings:
-        blocks["lookup-timing"] = lookup_text(forward)
-        blocks["bpe-timing"] = bpe_text(tokenizer_parent() / "124M")
-        blocks["sampler-timing"] = sampler_table()
-        blocks["design-timing"] = design_table()
-    if agreement:
-        blocks["hf-agreement"] = hf_agreement_text()
-        blocks["unicode-count"] = unicode_text(tokenizer_parent() / "124M")
+    for name, part in SMALL_PARTS.items():
+        if timings if name.endswith("-timing") else agreement:
+            blocks[name] = part(forward, tokenizer_parent() / "124M")
 
     minutes = (time.time() - started) / 60
     blocks["machine"] = (f"Made by `{command}` in {minutes:.1f} minutes on {machine_description()}, "
                          f"{blas_description()} ({benchmark_forward.threads_label(blas_threads())} by default), "
                          f"{time.strftime('%Y-%m-%d', time.gmtime())}; "
                          f"{'random weights of the real shapes' if random_weights else 'OpenAI weights'}.")
-    if dry_run:
-        for name, content in blocks.items():
-            print(f"--- {name}\n{content}\n")
-        return
-    for name, content in blocks.items():
-        text = replace_block(text, name, content, command)
-    readme_path.write_text(fix_line_links(text), encoding="utf-8")
-    print(f"wrote {readme_path} ({', '.join(blocks)}) in {minutes:.1f} minutes")
+    return write_or_print(texts, blocks, command, dry_run, started)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,531 @@
+"""main.py's command line: fire's syntax read by hand, every flag checked before anything runs, errors as one line.
+
+Read main.py first: this file is what stands between `python main.py --K four` and the demo. A learner can skim
+it; nothing here is about GPT-2 or speculative sampling, only about saying clearly what was wrong with a flag.
+
+`python main.py` reads its flags with the same syntax as fire (`--name value`, `--name=value`, `--flag` /
+`--noflag` for booleans, `-x` for a unique first letter, values by position in the order of main()'s
+arguments), but this file checks them itself, as text, before anything runs. fire alone would run the whole
+comparison before complaining about a misspelt flag, and would read `--kv_cache false` as the (true) string
+"false" and `--prompt "Hello, world"` as a tuple. `--help` is fire's (main.run_command_line calls it).
+
+Every check raises a ValueError that says what was wrong and what to do; errors_as_one_line turns it (and a
+failed download or a damaged checkpoint) into one line `error: ...` and exit code 2 (bad input) or 1.
+"""
+
+import difflib
+import inspect
+import math
+import os
+import re
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import show
+from download import MODEL_SIZES, DownloadError
+from hub import HUB_MODELS, check_model_name
+from weights import CheckpointError
+
+RELEASED_N_CTX = 1024  # the context of all four released sizes
+DRAFTERS = ("model", "lookup", "staged")
+# The smallest temperature > 0 that no float32 logit can overflow when divided by it in float64:
+# float32's largest value / float64's largest value = 3.4e38 / 1.8e308 = 1.9e-270.
+MIN_TEMPERATURE = float(np.finfo(np.float32).max) / float(np.finfo(np.float64).max)
+MAX_DOWNLOAD_RETRIES = 20  # the waits double (1, 2, 4, ... s): 20 retries already wait up to 2^20 s, 12 days
+K_POLICIES = ("auto", "hf")  # --K's words: lookahead.AutoK and lookahead.HFSchedule choose each round's k
+MAX_WHOLE_NUMBER = 2**63 - 1  # NumPy's largest int64: far more than any count here can mean
+MAX_SEED = 2**128 - 1  # NumPy takes larger seeds, but 128 bits of seed are plenty
+BOUND_NAMES = {MAX_WHOLE_NUMBER: "2**63 - 1", MAX_SEED: "2**128 - 1"}
+WHOLE_NUMBER = re.compile(r"\s*([-+]?)0*(\d+?)\s*")  # a sign, leading zeros (not counted), the digits
+MAX_SHOWN = 60  # characters of a flag's value that an error message quotes
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Checking the flags (the only place where bad input is expected), before anything is downloaded
+# ------------------------------------------------------------------------------------------------------------
+
+
+def shown(value):
+    """A flag's value as an error message quotes it: repr(value), but a long text cut after MAX_SHOWN characters
+    with its length, and a huge number by its size (Python refuses to write an int of more than 4,300 digits).
+
+    >>> shown("9" * 5000)
+    "'999999999999999999999999999999999999999999999999999999999999'... (5,000 characters)"
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**MAX_SHOWN:
+        return f"a number of more than {MAX_SHOWN} digits"
+    if isinstance(value, str) and len(value) > MAX_SHOWN:
+        return f"{value[:MAX_SHOWN]!r}... ({len(value):,} characters)"
+    return repr(value)
+
+
+def check_whole_number(value, flag, minimum):
+    """ValueError unless value is an int >= minimum (fire turns `--K 4` into 4, `--K four` into "four")."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{flag} must be a whole number >= {minimum}; got {shown(value)}")
+
+
+def check_model_names(draft_model_size, target_model_size):
+    """ValueError unless each model is a name utils.resolve_model understands (a draft of None is not checked):
+    a released size, a Hugging Face name or id, or a local folder. No network is used."""
+    for flag, name in (("--draft_model_size", draft_model_size), ("--target_model_size", target_model_size)):
+        if name is not None:
+            try:
+                check_model_name(name)
+            except ValueError as error:
+                raise ValueError(f"{flag}: {error}") from None
+            except OSError as error:  # looking for a folder of that name failed: a name too long for a path, say
+                raise ValueError(f"{flag} {shown(name)} is no model name, and no folder ({error.strerror})") from None
+
+
+def as_whole_number(value, flag, minimum, maximum=MAX_WHOLE_NUMBER):
+    """value as an int in [minimum, maximum]: an int, or text of one ("40"); anything else is a ValueError.
+
+    The digits are counted before int() reads them: a 5,000-digit --seed is out of range, not a reason for
+    Python's own digit-limit message.
+    >>> as_whole_number("40", "--n_tokens_to_generate", 1)
+    40
+    """
+    original = value
+    if isinstance(value, str) and (match := WHOLE_NUMBER.fullmatch(value)):
+        sign, digits = match.groups()
+        if len(digits) > len(str(maximum)):  # more digits than the maximum has: out of range whatever they are
+            value = -math.inf if sign == "-" else math.inf
+        else:
+            value = int(sign + digits)
+    if value == -math.inf:
+        raise ValueError(f"{flag} must be a whole number >= {minimum}; got {shown(original)}")
+    if value != math.inf:
+        check_whole_number(value, flag, minimum)
+    if value > maximum:
+        bound = BOUND_NAMES.get(maximum, str(maximum))
+        raise ValueError(f"{flag} must be a whole number from {minimum} to {bound}; got {shown(original)}")
+    return value
+
+
+def as_number(value, flag):
+    """value as a finite float: a number, or text of one ("0.8", "1e-3"); anything else is a ValueError.
+
+    Text of a number that float64 cannot hold is refused, not rounded: "1e999" (infinite) and "1e-999" (which
+    would round to 0, and a temperature of 0 means greedy decoding).
+    """
+    original = value
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ValueError(f"{flag} must be a number; got {shown(original)}") from None
+        if value == 0 and re.search(r"[1-9]", re.split(r"[eE]", original)[0]):
+            raise ValueError(f"{flag} {shown(original)} is too close to 0 for a float64 (it would round to 0); "
+                             f"write 0 for 0")
+    elif isinstance(value, int) and not isinstance(value, bool):
+        value = float(value) if abs(value) < 2**1024 else math.inf  # float(10**400) is an OverflowError
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{flag} must be a finite number; got {shown(original)}")
+    return float(value)
+
+
+def as_bool(value, flag):
+    """value as a bool: True/False, or the text true/false in any case; anything else is a ValueError.
+
+    >>> as_bool("FALSE", "--kv_cache")
+    False
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"{flag} must be true or false; got {shown(value)}")
+
+
+def as_optional(value, convert, *args):
+    """None for None or the text "none" (any case); else convert(value, *args)."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
+        return None
+    return convert(value, *args)
+
+
+def as_text(value, flag):
+    """value as a str (from Python, fire may have made a number of it); a bare --flag (True) has no text.
+
+    The text must be UTF-8: bytes that are not (a shell in another encoding, say) reach Python as "surrogate
+    escapes", which the tokenizer, the terminal and the file system would each refuse later, and less clearly.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{flag} needs a value: {flag} TEXT")
+    if isinstance(value, (list, tuple, dict)):
+        raise ValueError(f"{flag} must be text; got {shown(value)}")
+    if isinstance(value, int) and abs(value) >= 10**MAX_SHOWN:
+        raise ValueError(f"{flag} must be text; got {shown(value)}")
+    text = str(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(text[error.start])
+        what = f"the byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"the lone surrogate U+{code:04X}"
+        raise ValueError(f"{flag} is not valid UTF-8 text: it holds {what} at character {error.start}; give it "
+                         f"in UTF-8") from None
+    return text
+
+
+def as_K(value):
+    """K as an int >= 1, or a policy that picks each round's lookahead: "auto" (lookahead.AutoK, from what
+    earlier rounds showed) or "hf" (lookahead.HFSchedule, Hugging Face's schedule)."""
+    if isinstance(value, str) and value.strip().lower() in K_POLICIES:
+        return value.strip().lower()
+    try:
+        return as_whole_number(value, "--K", 1)
+    except ValueError:
+        raise ValueError(f"--K (draft tokens per round) must be a whole number >= 1 (at most 2**63 - 1), auto or "
+                         f"hf; got {shown(value)}") from None
+
+
+def as_tree(value):
+    """The branching per depth as a tuple of ints >= 1: "2,2,1", (2, 2, 1) or 2 (one depth).
+
+    >>> as_tree("2,2,1")
+    (2, 2, 1)
+    """
+    if isinstance(value, (list, tuple)):
+        text, parts = None, list(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        text, parts = None, [value]
+    else:
+        text = str(value)
+        parts = [part.strip() for part in text.strip().strip("()[]").split(",")]
+    if parts in ([], [""]):
+        raise ValueError("--tree is empty: give the branching per depth, e.g. --tree 2,2,1")
+    if text is not None and not all(WHOLE_NUMBER.fullmatch(part) for part in parts):
+        raise ValueError(f"--tree must be whole numbers separated by commas, e.g. 2,2,1; got {shown(text)}")
+    branching = []
+    for part in parts:
+        try:
+            branching.append(as_whole_number(part, "--tree", 1))
+        except ValueError:
+            raise ValueError(f"--tree: every branching must be >= 1 (candidates per node at that depth) and at most "
+                             f"2**63 - 1; got {shown(part)}") from None
+    return tuple(branching)
+
+
+def tree_text(branching):
+    """'2,2,1' for an error message or a heading; a tree of very many depths is cut after MAX_SHOWN characters."""
+    text = ",".join(map(str, branching))
+    return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN]}... ({len(branching):,} depths)"
+
+
+def tree_nodes(branching, limit):
+    """How many nodes the tree has (2,2,1 -> 2 + 4 + 4 = 10), or limit + 1 as soon as it has more than limit."""
+    nodes, width = 0, 1
+    for b in branching:
+        width *= b
+        nodes += width
+        if nodes > limit:
+            return limit + 1
+    return nodes
+
+
+def check_base_url(base_url):
+    """ValueError unless base_url is None or looks like http(s)://host..."""
+    if base_url is not None and not re.fullmatch(r"https?://[^\s/]+\S*", base_url):
+        raise ValueError(f"--base_url must be a web address starting http:// or https://; got {shown(base_url)}")
+
+
+def first_existing(path):
+    """path itself if it exists, else its nearest parent that does (the folder a new path would be made in)."""
+    return next((folder for folder in (path, *path.parents) if folder.exists()), Path("."))
+
+
+def check_models_dir(models_dir):
+    """ValueError unless models_dir is a folder, or a path where one can be made (what exists of it is a folder)."""
+    try:
+        if "\0" in models_dir:
+            raise ValueError("it holds a NUL character")
+        existing = first_existing(Path(models_dir))
+    except (OSError, ValueError) as error:  # a name too long for the file system, say
+        reason = getattr(error, "strerror", error)
+        raise ValueError(f"--models_dir {shown(models_dir)} cannot be a folder: {reason}") from None
+    if existing == Path(models_dir) and not existing.is_dir():
+        raise ValueError(f"--models_dir {models_dir} is a file, not a folder: name a folder to download models into")
+    if not existing.is_dir():
+        raise ValueError(f"--models_dir {models_dir}: {existing} is a file, so no folder can be made under it; name a "
+                         f"folder to download models into")
+
+
+def check_plot_path(plot):
+    """ValueError unless matplotlib is installed and `plot` names a file that can be written, in an existing
+    folder, with a suffix matplotlib knows. Checked before the run, so a bad path does not waste one."""
+    show.import_matplotlib()  # one line saying how to install it, if it is missing
+    path = Path(plot)
+    try:
+        if "\0" in plot:
+            raise ValueError("it holds a NUL character")
+        misplaced = path.is_dir() or not path.parent.is_dir()
+    except (OSError, ValueError) as error:  # a name too long for the file system, say
+        reason = getattr(error, "strerror", error)
+        raise ValueError(f"--plot {shown(plot)} cannot be written: {reason}") from None
+    if misplaced:
+        raise ValueError(f"--plot must name a file in an existing folder, e.g. img/rounds.png; got {shown(plot)}")
+    from matplotlib.figure import Figure
+
+    formats = Figure().canvas.get_supported_filetypes()
+    if path.suffix.lstrip(".").lower() not in formats:
+        raise ValueError(f"--plot {plot}: the name must end in one of {', '.join('.' + f for f in formats)}")
+    check_writable(path, "--plot")
+
+
+def check_writable(path, flag):
+    """ValueError unless a file can be written at `path` now; nothing in the file system is left changed.
+
+    An existing file is opened to append (which changes nothing), without waiting: a named pipe with no reader
+    fails at once instead of hanging. A new file is made and removed again.
+    """
+    try:
+        if path.exists() and not path.is_file():
+            raise ValueError(f"{flag} {path} is not a regular file")
+        if path.exists():
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
+        else:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            path.unlink()
+    except OSError as error:
+        raise ValueError(f"{flag} {path} cannot be written: {error.strerror}") from None
+
+
+def check_sampling_flags(temperature, top_k, top_p):
+    """ValueError unless temperature >= 0, top_k is None or >= 1, top_p is None or in (0, 1]."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
+        raise ValueError(f"--temperature must be a number >= 0 (0 is greedy decoding); got {temperature!r}")
+    if 0 < temperature < MIN_TEMPERATURE:
+        raise ValueError(
+            f"--temperature {temperature} is too small: logits / temperature overflows float64 for temperatures "
+            f"below {MIN_TEMPERATURE:.2g} (float32's largest value / float64's); use 0 for greedy decoding"
+        )
+    if top_k is not None:
+        check_whole_number(top_k, "--top_k", 1)
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
+        raise ValueError(f"--top_p must be a number in (0, 1]; got {top_p!r}")
+
+
+def check_fits_context(flags, n_ctx, where):
+    """ValueError unless K, the tree and max_ngram fit in a context of n_ctx positions (where: whose context).
+
+    A round's guesses sit in the context after at least one prompt token, so K, a tree's nodes and an n-gram
+    are at most n_ctx - 1.
+    """
+    limit = n_ctx - 1
+    if flags.tree is not None:
+        nodes = tree_nodes(flags.tree, limit)
+        if nodes > limit:
+            raise ValueError(
+                f"--tree {tree_text(flags.tree)} has more than {limit} nodes: it does not fit in {where} "
+                f"of {n_ctx} tokens after a prompt; use fewer candidates or fewer depths"
+            )
+    elif flags.K not in K_POLICIES and flags.K > limit:  # auto and hf go up to lookahead.AUTO_K_MAX at most
+        raise ValueError(f"--K {flags.K} is more draft tokens than {where} of {n_ctx} tokens can hold after a "
+                         f"prompt: use K <= {limit}")
+    if flags.drafter != "model" and flags.max_ngram > limit:
+        raise ValueError(f"--max_ngram {flags.max_ngram} is longer than {where} of {n_ctx} tokens: use <= {limit}")
+
+
+@dataclass
+class Flags:
+    """main()'s arguments after checking, with their types."""
+
+    prompt: str
+    n_tokens_to_generate: int
+    draft_model_size: object  # str, or None when the drafter needs no draft model
+    target_model_size: str
+    K: object  # int >= 1 or "auto"
+    temperature: float
+    top_k: object
+    top_p: object
+    seed: int
+    kv_cache: bool
+    models_dir: str
+    base_url: object
+    download_retries: int
+    drafter: str
+    max_ngram: int
+    min_ngram: int
+    tree: object  # None or a tuple of ints
+    color: str
+    trace: bool
+    plot: object
+
+
+def check_flags(**arguments):
+    """main()'s arguments (values or their text) -> Flags, or one clear ValueError for the first bad one.
+
+    Nothing is downloaded or loaded here; what needs the models (the prompt's length, their contexts) is
+    checked by check_models_fit once they are loaded.
+    """
+    a = arguments
+    drafter = as_text(a["drafter"], "--drafter").strip().lower()
+    if drafter not in DRAFTERS:
+        close = difflib.get_close_matches(drafter, DRAFTERS, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ValueError(f"--drafter must be one of {', '.join(DRAFTERS)}; got {shown(a['drafter'])}{hint}")
+    flags = Flags(
+        prompt=as_text(a["prompt"], "--prompt"),
+        n_tokens_to_generate=as_whole_number(a["n_tokens_to_generate"], "--n_tokens_to_generate", 1),
+        draft_model_size=None if drafter == "lookup" else as_text(a["draft_model_size"], "--draft_model_size"),
+        target_model_size=as_text(a["target_model_size"], "--target_model_size"),
+        K=as_K(a["K"]),
+        temperature=as_number(a["temperature"], "--temperature"),
+        top_k=as_optional(a["top_k"], as_whole_number, "--top_k", 1),
+        top_p=as_optional(a["top_p"], as_number, "--top_p"),
+        seed=as_whole_number(a["seed"], "--seed", 0, MAX_SEED),
+        kv_cache=as_bool(a["kv_cache"], "--kv_cache"),
+        models_dir=as_text(a["models_dir"], "--models_dir"),
+        base_url=as_optional(a["base_url"], as_text, "--base_url"),
+        download_retries=as_whole_number(a["download_retries"], "--download_retries", 0, MAX_DOWNLOAD_RETRIES),
+        drafter=drafter,
+        max_ngram=as_whole_number(a["max_ngram"], "--max_ngram", 1),
+        min_ngram=as_whole_number(a["min_ngram"], "--min_ngram", 1),
+        tree=as_optional(a["tree"], as_tree),
+        color=as_text(a["color"], "--color").strip().lower(),
+        trace=as_bool(a["trace"], "--trace"),
+        plot=as_optional(a["plot"], as_text, "--plot"),
+    )
+    if not flags.prompt:
+        raise ValueError("--prompt is empty: give some text to continue")
+    check_model_names(flags.draft_model_size, flags.target_model_size)
+    check_sampling_flags(flags.temperature, flags.top_k, flags.top_p)
+    if flags.min_ngram > flags.max_ngram:
+        raise ValueError(f"--min_ngram {flags.min_ngram} is more than --max_ngram {flags.max_ngram}: prompt lookup "
+                         f"tries n-grams from max_ngram down to min_ngram")
+    if flags.tree is not None and drafter != "model":
+        raise ValueError(f"--tree needs --drafter model (a tree's candidates are the draft model's top tokens); "
+                         f"got --drafter {drafter}")
+    if flags.color not in show.COLOR_MODES:
+        raise ValueError(f"--color must be one of {', '.join(show.COLOR_MODES)}; got {shown(a['color'])}")
+    check_base_url(flags.base_url)
+    check_models_dir(flags.models_dir)
+    if flags.plot is not None:
+        check_plot_path(flags.plot)
+    names = [flags.target_model_size] + ([flags.draft_model_size] if flags.draft_model_size else [])
+    if all(name in MODEL_SIZES or name in HUB_MODELS for name in names):  # all of them have n_ctx = 1024
+        if flags.n_tokens_to_generate + 1 > RELEASED_N_CTX:  # a prompt has at least one token
+            raise ValueError(
+                f"--n_tokens_to_generate {flags.n_tokens_to_generate} plus the prompt is more than GPT-2's context "
+                f"of {RELEASED_N_CTX} tokens: generate fewer tokens"
+            )
+        check_fits_context(flags, RELEASED_N_CTX, "GPT-2's context")
+    return flags
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The command line: fire's syntax, checked before anything runs
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _is_flag(argument):
+    """fire's rule: --anything, or -x..., but not a negative number such as -1."""
+    return argument.startswith("--") or re.match(r"^-[a-zA-Z]", argument) is not None
+
+
+def parse_command_line(argv, function):
+    """The keyword arguments that `argv` gives `function`, as text (True/False for a bare --flag / --noflag).
+
+    The syntax is fire's (see the module docstring). An unknown flag is a ValueError naming the closest known
+    one; so is a value given twice, an ambiguous -x, or more values by position than the function takes.
+    >>> parse_command_line(["--K=3", "--nokv_cache", "--temprature", "0"], main)
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown flag --temprature (did you mean --temperature?); python main.py --help lists every flag
+    """
+    names = list(inspect.signature(function).parameters)
+    kwargs, positional, i = {}, [], 0
+    while i < len(argv):
+        argument = argv[i]
+        if argument == "--":
+            raise ValueError("a bare -- (fire's separator for its own flags) is not used by main.py: "
+                             "python main.py --help lists every flag")
+        if not _is_flag(argument):
+            positional.append(argument)
+            i += 1
+            continue
+        key, has_value, value = argument.lstrip("-").partition("=")
+        key = key.replace("-", "_")
+        bare = not has_value and (i + 1 == len(argv) or _is_flag(argv[i + 1]))
+        if key in names:
+            name = key
+        elif bare and key.startswith("no") and key[2:] in names:
+            name, value = key[2:], False
+        elif len(key) == 1 and len([n for n in names if n[0] == key]) == 1:
+            name = next(n for n in names if n[0] == key)
+        elif len(key) == 1 and [n for n in names if n[0] == key]:
+            matches = ", ".join("--" + n for n in names if n[0] == key)
+            raise ValueError(f"-{key} is ambiguous: it could be any of {matches}; spell the flag out")
+        else:
+            close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
+            hint = f" (did you mean --{close[0]}?)" if close else ""
+            flag = argument.split("=")[0]
+            flag = flag if len(flag) <= MAX_SHOWN else f"{flag[:MAX_SHOWN]}... ({len(flag):,} characters)"
+            raise ValueError(f"unknown flag {flag}{hint}; python main.py --help lists every flag")
+        if name in kwargs:
+            raise ValueError(f"--{name} is given twice; give it once")
+        if has_value or value is False:
+            kwargs[name] = value
+        elif bare:
+            kwargs[name] = True
+        else:
+            kwargs[name] = argv[i + 1]
+            i += 1
+        i += 1
+    free = [name for name in names if name not in kwargs]
+    if len(positional) > len(free):
+        raise ValueError(f"unexpected argument {shown(positional[len(free)])}: give values as flags (--prompt \"...\"); "
+                         f"a prompt with spaces needs quotes")
+    kwargs.update(zip(free, positional))
+    return kwargs
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Errors as one line
+# ------------------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def errors_as_one_line():
+    """Inside: the documented errors of bad input become one line `error: ...` on stderr and an exit code.
+
+    DownloadError and CheckpointError (a broken download or file) exit with 1, and so does an OSError (a file
+    that could not be read or written: the message names it); any other ValueError (a bad flag) exits with 2.
+    Nothing else is caught: any other exception is a bug and keeps its traceback.
+    """
+    try:
+        yield
+    except (DownloadError, CheckpointError) as error:  # CheckpointError first: it is also a ValueError
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except OSError as error:
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"error: {where}{error.strerror or error}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+@contextmanager
+def damage_as_one_line():
+    """Inside (the decoding): a ValueError about NaN or infinite numbers becomes one `error:` line and exit 1.
+
+    The weights were checked before (check_weights_finite), so this is a forward pass that overflowed on
+    finite weights: sampling.py's checks raise a ValueError whose message says NaN. NumPy's warnings about
+    the overflow are silenced here, since that error says it in one line. Any other exception while decoding
+    is a bug and keeps its traceback.
+    """
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            yield
+    except ValueError as error:
+        if "NaN" not in str(error):  # model_fn.logits_to_probs and _check_probs name NaN in their messages
+            raise
+        print(f"\nerror: {error}", file=sys.stderr)
+        raise SystemExit(1) from None

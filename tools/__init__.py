@@ -1,0 +1,15 @@
+"""The tools: scripts that measure the code and make the README's figures, apart from the code a learner reads.
+
+Read the top-level files first (the README's file map gives the order); come here to see how a number in
+BENCHMARKS.md or a figure in img/ was made. Each script runs from the repository's root as
+`python tools/NAME.py` and puts the root on the import path itself; the tests import them as `tools.NAME`.
+
+    make_readme_figures.py   the ONE command that writes every generated part of README.md and BENCHMARKS.md
+    worked_round.py          the README's worked round (two rounds with numbers) and its two pictures
+    random_models.py         random-weight GPT-2 folders of the real shapes, for the README's sample run
+    benchmark_forward.py     the forward pass's speed against the memory-bandwidth floor, r(m), the context
+    measure_loading.py       peak memory and time of loading weights, in fresh processes
+    measure_hf_speed.py      Hugging Face transformers on the same machine, for scale (needs torch)
+    compare_drafters.py      the drafter and tree tables of `python benchmark.py --drafters ... --trees ...`
+    benchmark_plots.py       benchmark.py's pictures, and the plotting helpers the tools share
+"""

@@ -1,0 +1,69 @@
+"""Random-weight GPT-2 folders of the real shapes: the models of the README's sample run (a tool).
+
+Read gpt2.py's `random_params` (the weights) and hf_folder.py (the Hugging Face folder the demo loads) first.
+
+    python tools/random_models.py                                 # writes /tmp/random-124M and /tmp/random-355M
+    python tools/random_models.py --sizes 124M --folder /tmp/gpt2  # writes /tmp/gpt2/random-124M
+
+Each folder is a Hugging Face GPT-2 folder (config.json, model.safetensors) with OpenAI's tokenizer files
+(encoder.json, vocab.bpe) copied in, so `python main.py --draft_model_size /tmp/random-124M ...` loads it like
+any other. The weights come from np.random.default_rng(--seed), one generator for all the sizes in order, as
+make_readme_figures.py's sample run draws them: with the default seed these are the sample run's models. The
+tokenizer files are read from $GPT2_MODELS_DIR/124M, else models/124M (`python main.py` downloads them there).
+"""
+
+import sys
+from pathlib import Path
+
+import fire
+import numpy as np
+
+# `python tools/random_models.py` puts tools/ first on the path: put the repository's root there too, and
+# tests/ (tests/test_main.py writes the Hugging Face folders its own tests run on)
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from benchmark import hparams_of, model_name  # noqa: E402
+from gpt2 import random_params  # noqa: E402
+from main import errors_as_one_line  # noqa: E402
+
+SAMPLE_RUN_SEED = 123  # the seed of the README's sample run (make_readme_figures.py: its seed 0 + 123)
+
+
+def write_random_models(sizes, folder, seed=SAMPLE_RUN_SEED, tokenizer_dir=None):
+    """[the folders written]: folder/random-NAME for each size (a released size, a Hugging Face name or a model
+    folder, whose shapes are used), random weights from one np.random.default_rng(seed). Two equal names
+    become random-NAME-draft and random-NAME-target."""
+    from conftest import models_dir  # $GPT2_MODELS_DIR, else models/
+    from test_main import write_hf_folder
+
+    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else models_dir() / "124M"
+    missing = [name for name in ("encoder.json", "vocab.bpe") if not (tokenizer_dir / name).is_file()]
+    if missing:
+        raise ValueError(f"OpenAI's tokenizer files {missing} are not in {tokenizer_dir}: run `python main.py` once "
+                         f"(it downloads them into models/124M), or set GPT2_MODELS_DIR to a folder holding 124M/")
+    names = [model_name(size) for size in sizes]
+    if len(names) == 2 and names[0] == names[1]:
+        names = [f"{names[0]}-draft", f"{names[1]}-target"]
+    targets = [Path(folder) / f"random-{name}" for name in names]
+    for target in targets:
+        if target.exists():
+            raise ValueError(f"{target} exists already: delete it, or write elsewhere with --folder")
+    rng = np.random.default_rng(seed)
+    for size, target in zip(sizes, targets):
+        hparams = hparams_of(size)
+        write_hf_folder(target, random_params(hparams, rng), hparams, tokenizer_dir)
+    return targets
+
+
+def main(sizes="124M,355M", folder="/tmp", seed=SAMPLE_RUN_SEED):
+    """Write folder/random-SIZE for each of the comma-separated sizes (see the module docstring)."""
+    sizes = sizes.split(",") if isinstance(sizes, str) else [str(size) for size in sizes]
+    with errors_as_one_line():  # a missing tokenizer or an existing folder: one line, exit code 2
+        paths = write_random_models(sizes, folder, seed)
+    for path in paths:
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    fire.Fire(main)

@@ -1,0 +1,190 @@
+"""What every weights reader checks, whatever the file format: the hyperparameters, GPT-2's parameter names and
+shapes, and tensors read from a file straight into float32 arrays.
+
+Read utils.py first (a model name becomes a folder, a folder becomes arrays). The two readers built on this
+file come next: tf_checkpoint.py (OpenAI's TensorFlow checkpoint) and hf_folder.py (a Hugging Face folder,
+config.json + model.safetensors). Both return the nested layout of OpenAI's checkpoint names (picoGPT's
+layout): params["blocks"][i]["attn"]["c_attn"]["w"], all float32, the blocks' matrices column-major.
+
+A damaged or mismatched file is a CheckpointError whose one line names the file and what is wrong.
+"""
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+
+class CheckpointError(ValueError):
+    """A weights file is missing, damaged or not what it claims to be; the message names the file."""
+
+
+def checkpoint_error(path, problem):
+    """The CheckpointError for a damaged or incomplete file: it names the file, the problem, and what to do."""
+    return CheckpointError(
+        f"{path}: {problem}. The file is damaged or incomplete: delete it and run again to download it afresh"
+    )
+
+
+MAX_DIMENSION = 2**40  # no tensor of a GPT-2 is anywhere near: a larger size is damage, not a model
+
+
+HPARAM_LIMITS = {"n_vocab": 10**6, "n_ctx": 10**6, "n_embd": 10**5, "n_head": 10**4, "n_layer": 10**3}
+
+
+def check_hparams(hparams, path):
+    """hparams with every size a positive whole number within HPARAM_LIMITS and n_head dividing n_embd;
+    else a CheckpointError naming `path` (hparams.json or config.json) and what is wrong."""
+    if not isinstance(hparams, dict):
+        raise checkpoint_error(path, f"it holds a JSON {type(hparams).__name__}, not an object of hyperparameters")
+    for key, limit in HPARAM_LIMITS.items():
+        value = hparams.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+            raise checkpoint_error(path, f"{key} is {value!r}; it must be a whole number from 1 to {limit}")
+    if hparams["n_embd"] % hparams["n_head"]:
+        raise checkpoint_error(
+            path, f"n_head={hparams['n_head']} does not divide n_embd={hparams['n_embd']}: heads split the width evenly"
+        )
+    return {key: hparams[key] for key in HPARAM_LIMITS}
+
+
+def read_openai_hparams(path):
+    """hparams.json -> the checked hparams (check_hparams)."""
+    path = Path(path)
+    try:
+        hparams = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise checkpoint_error(path, f"not a readable JSON hparams file ({type(error).__name__}: {error})") from None
+    return check_hparams(hparams, path)
+
+
+def gpt2_param_shapes(hparams):
+    """{name: shape} of every GPT-2 parameter as it is used (the checkpoint's names without "model/").
+
+    Example for 124M: "wte" (50257, 768), "h0/attn/c_attn/w" (768, 2304), "h11/mlp/c_proj/b" (768,).
+    """
+    n_embd = hparams["n_embd"]
+    shapes = {"wte": (hparams["n_vocab"], n_embd), "wpe": (hparams["n_ctx"], n_embd)}
+    for i in range(hparams["n_layer"]):
+        shapes[f"h{i}/ln_1/g"] = (n_embd,)
+        shapes[f"h{i}/ln_1/b"] = (n_embd,)
+        shapes[f"h{i}/attn/c_attn/w"] = (n_embd, 3 * n_embd)
+        shapes[f"h{i}/attn/c_attn/b"] = (3 * n_embd,)
+        shapes[f"h{i}/attn/c_proj/w"] = (n_embd, n_embd)
+        shapes[f"h{i}/attn/c_proj/b"] = (n_embd,)
+        shapes[f"h{i}/ln_2/g"] = (n_embd,)
+        shapes[f"h{i}/ln_2/b"] = (n_embd,)
+        shapes[f"h{i}/mlp/c_fc/w"] = (n_embd, 4 * n_embd)
+        shapes[f"h{i}/mlp/c_fc/b"] = (4 * n_embd,)
+        shapes[f"h{i}/mlp/c_proj/w"] = (4 * n_embd, n_embd)
+        shapes[f"h{i}/mlp/c_proj/b"] = (n_embd,)
+    shapes["ln_f/g"] = (n_embd,)
+    shapes["ln_f/b"] = (n_embd,)
+    return shapes
+
+
+def check_names_and_shapes(shapes, hparams, path):
+    """Raise CheckpointError unless `shapes` ({name: shape}) has exactly GPT-2's parameters for `hparams`."""
+    n_expected = 12 * hparams["n_layer"] + 4  # counted before the names are built: n_layer may be absurd
+    if n_expected > len(shapes) + 1000:  # far more names than tensors: say so without building them all
+        raise checkpoint_error(
+            path, f"it holds {len(shapes)} tensors, but GPT-2 with n_layer={hparams['n_layer']} has {n_expected}"
+        )
+    expected = gpt2_param_shapes(hparams)
+    missing = sorted(set(expected) - set(shapes))
+    unexpected = sorted(set(shapes) - set(expected))
+    if missing or unexpected:
+        raise checkpoint_error(
+            path, f"not GPT-2 with {hparams}: missing variables {missing[:5]}, unexpected variables {unexpected[:5]}"
+        )
+    for name, shape in expected.items():
+        if tuple(shapes[name]) != shape:
+            raise checkpoint_error(
+                path, f"{name} has shape {list(shapes[name])}, but the hyperparameters {hparams} make it {list(shape)}"
+            )
+
+
+def nest_params(arrays, n_layer):
+    """{"h0/attn/c_attn/w": array, "wte": array, ...} -> picoGPT's nested params dict.
+
+    "wte" -> params["wte"]; "ln_f/g" -> params["ln_f"]["g"]; "h3/attn/c_attn/w" ->
+    params["blocks"][3]["attn"]["c_attn"]["w"].
+    """
+    params = {"blocks": [{} for _ in range(n_layer)]}
+    for name, array in arrays.items():
+        keys = name.split("/")
+        tree = params
+        if re.fullmatch(r"h\d+", keys[0]):
+            tree, keys = params["blocks"][int(keys[0][1:])], keys[1:]
+        for key in keys[:-1]:
+            tree = tree.setdefault(key, {})
+        tree[keys[-1]] = array
+    return params
+
+
+READ_CHUNK_BYTES = 2 << 20  # rows read per step of read_tensor: about 2 MB, so a chunk stays in the L2 cache
+
+
+def read_tensor(file, offset, shape, stored_dtype, path, column_major=False):
+    """The tensor of `shape` whose values (row-major, `stored_dtype`) start at byte `offset` of `file`, as
+    float32 in its final layout: column-major if `column_major` (the blocks' weight matrices: see
+    gpt2.column_major), else row-major.
+
+    The array is allocated once, in its final layout, and filled from the file: a float32 row-major tensor
+    by one `readinto`, straight into it; anything else (a matrix made column-major, float16 or bfloat16
+    widened) a few rows at a time, through a chunk of about READ_CHUNK_BYTES. So loading a model holds the
+    weights plus one small chunk, never a second copy of a tensor. No memory map, whose touched pages would
+    count as the process's memory too.
+
+    Why chunks of rows: the file holds w [n_in, n_out] row by row, and column-major memory holds it column by
+    column, so every value moves. Copying a whole 9 MB matrix at once (np.asfortranarray) scatters its writes
+    over the whole destination, far more than the CPU's caches hold; a chunk of rows writes a short run into
+    every column, and both the chunk and the runs it writes stay in cache. For 124M's shapes that made the
+    reordering several times faster (see the README's "Loading weights").
+    """
+    stored = np.dtype(stored_dtype)
+    array = np.empty(shape, dtype=np.float32, order="F" if column_major else "C")  # the final array
+    file.seek(offset)
+    if stored == np.float32 and not column_major:  # already in its final form: straight from the file
+        return _read_exactly(file, array, offset, path)
+    row_values = math.prod(shape[1:])  # values per row (1 for a vector, whose "rows" are its values)
+    rows_per_chunk = max(1, READ_CHUNK_BYTES // (row_values * stored.itemsize))
+    for first in range(0, shape[0], rows_per_chunk):
+        rows = min(rows_per_chunk, shape[0] - first)
+        chunk = _read_exactly(file, np.empty((rows, *shape[1:]), dtype=stored), offset, path)  # row-major, as stored
+        if stored_dtype == "<u2":  # bfloat16: the top half of a float32
+            chunk = (chunk.astype(np.uint32) << 16).view(np.float32)
+        array[first : first + rows] = chunk  # widened to float32 and put in the array's layout
+    return array
+
+
+def _read_exactly(file, array, offset, path):
+    """array, filled with the next array.nbytes bytes of file; CheckpointError if the file ends first."""
+    if file.readinto(memoryview(array.reshape(-1, order="A")).cast("B")) != array.nbytes:
+        raise checkpoint_error(path, f"it ends inside a tensor at byte {offset}")
+    return array
+
+
+def reading_bar(total_bytes, path):
+    """A progress bar over the bytes of weights read from `path`; silent below 100 MB (tests, tiny models)."""
+    return tqdm(desc=f"reading {Path(path).name}", total=total_bytes, unit="B", unit_scale=True, unit_divisor=1024,
+                disable=total_bytes < 100e6)
+
+
+def is_block_matrix(name):
+    """A block's weight matrix ("h3/attn/c_attn/w"): stored column-major (gpt2.column_major)."""
+    return name.startswith("h") and name.endswith("/w")
+
+
+def check_tensors_tile(spans, path):
+    """CheckpointError unless the tensors' byte spans [(name, begin, end)] lie end to end from byte 0, with
+    no overlap and no hole: two tensors sharing bytes would silently read each other's values."""
+    position = 0
+    for name, begin, end in sorted(spans, key=lambda span: (span[1], span[2])):
+        if begin != position:
+            problem = "overlaps the tensor before it" if begin < position else f"leaves a hole at byte {position}"
+            raise checkpoint_error(path, f"{name} (bytes {begin} .. {end}) {problem}")
+        position = end
