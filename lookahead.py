@@ -237,9 +237,10 @@ class MeasuredCosts:
     draft: str = ""
     machine: str = ""
 
-    def use(self, target_model, draft_model=None):
+    def use(self, target_model=None, draft_model=None):
         """Give K="auto" these costs: target_model.r_table, and draft_model.cost if c was measured."""
-        target_model.r_table = list(self.r_table)
+        if target_model is not None:
+            target_model.r_table = list(self.r_table)
         if draft_model is not None and self.c is not None:
             draft_model.cost = self.c
 
@@ -266,10 +267,12 @@ def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=5, p
     if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
         raise ValueError(f"repeats must be a whole number >= 1; got {repeats!r}")
     n_vocab = getattr(target_model, "n_vocab", None) or 50257
-    prefix = [i % n_vocab for i in range(16)] if prefix is None else [int(token) for token in prefix]
+    n_ctx = getattr(target_model, "n_ctx", None) or 1024
+    if prefix is None:  # 16 tokens, or fewer in a context too small for 16 + m_max
+        prefix = [i % n_vocab for i in range(max(1, min(16, n_ctx - m_max)))]
+    prefix = [int(token) for token in prefix]
     tokens = prefix + [(7 * i + 3) % n_vocab for i in range(m_max)]
-    n_ctx = getattr(target_model, "n_ctx", None)
-    if n_ctx is not None and len(tokens) > n_ctx:
+    if len(tokens) > n_ctx:
         raise ValueError(f"calibrating needs {len(prefix)} + {m_max} positions, more than n_ctx={n_ctx}")
     ms = sorted({m for m in ms if 1 <= m <= m_max} | {1, m_max})
     seconds = {m: [] for m in ms}

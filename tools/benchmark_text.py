@@ -40,19 +40,20 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's root: python tools/...
-
 import fire
 import numpy as np
 
-import benchmark
-import drafters
-import lookahead
-from encoder import get_encoder
-from gpt2 import HPARAMS, random_params
-from lookahead import MATCH_BUCKETS, MeasuredCosts, match_bucket
-from model_fn import create_model_fn
-from sampling import SpeculativeStats, autoregressive_sampling, speculative_sampling
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's root: python tools/...
+
+import benchmark  # noqa: E402
+import drafters  # noqa: E402
+import lookahead  # noqa: E402
+from encoder import get_encoder  # noqa: E402
+from gpt2 import random_params  # noqa: E402
+from lookahead import MATCH_BUCKETS, match_bucket  # noqa: E402
+from model_fn import create_model_fn  # noqa: E402
+from sampling import SpeculativeStats, autoregressive_sampling, speculative_sampling  # noqa: E402
+from tools.benchmark_forward import machine_description  # noqa: E402
 
 TEXTS_DIR = Path(__file__).resolve().parent / "texts"
 TEXT_NAMES = ("prose", "code", "rewrite", "quotes")
@@ -293,7 +294,7 @@ def run(texts=TEXT_NAMES, Ks=(4, 8, 16, "auto"), size="124M", repeats=3, capped=
     results = measure(texts, params, hparams, list(Ks), repeats, costs, capped, progress)
     info = {"model": f"{size} shapes ({hparams['n_layer']} layers, {hparams['n_embd']} wide), random weights, the "
                      f"KV cache on; {tokenizer_name}",
-            "machine": benchmark.machine_description(), "repeats": repeats, "costs": asdict(costs),
+            "machine": machine_description(), "repeats": repeats, "costs": asdict(costs),
             "costs_summary": costs.summary(), "texts": {t.name: [len(t.prompt), len(t.output)] for t in texts}}
     return results, info
 
