@@ -285,16 +285,27 @@ def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=5, p
             seconds[m].append(_seconds(lambda: target_model(tokens[: len(prefix) + m], m)))
         if draft_model is not None:
             draft_seconds.append(_seconds(lambda: draft_model(tokens[: len(prefix) + 1], 1)))
-    step = float(np.median(seconds[1]))
+    costs = costs_from_seconds(seconds, draft_seconds if draft_model is not None else None, m_max)
+    costs.machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor() or platform.system()}"
+    return costs
+
+
+def costs_from_seconds(seconds, draft_seconds=None, m_max=None):
+    """A MeasuredCosts from pass times: seconds[m][j] is the j-th time of an m-position target pass (m = 1 among
+    them), draft_seconds[j] of a one-position draft step, j counting rounds of turns. r(m) is the median over
+    the rounds of seconds[m][j] / seconds[1][j]; the m up to m_max (default: the largest) that were not timed
+    are interpolated linearly. tools/benchmark_forward.py's r(m) times (pass_seconds) are of this form."""
+    ms = sorted(seconds)
+    m_max = m_max or ms[-1]
     # each ratio within one round of turns (a burst of load longer than a round slows both), then the median
     measured = {m: float(np.median(np.divide(seconds[m], seconds[1]))) for m in ms}
     r_table = np.interp(range(1, m_max + 1), ms, [measured[m] for m in ms])  # [m_max]
+    c = None if draft_seconds is None else float(np.median(np.divide(draft_seconds, seconds[1])))
     return MeasuredCosts(
         r_table=[round(float(r), 3) for r in r_table],
-        c=None if draft_model is None else round(float(np.median(np.divide(draft_seconds, seconds[1]))), 4),
+        c=None if c is None else round(c, 4),
         measured={m: round(r, 3) for m, r in measured.items()},
-        target_step_ms=round(1000 * step, 3),
-        machine=f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor() or platform.system()}",
+        target_step_ms=round(1000 * float(np.median(seconds[1])), 3),
     )
 
 

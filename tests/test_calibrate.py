@@ -52,6 +52,16 @@ def test_calibrate_gives_each_pass_over_the_one_position_pass_and_fills_the_rest
     assert costs.target_step_ms == pytest.approx(2500)
 
 
+def test_costs_from_seconds_pairs_each_pass_with_the_one_position_pass_of_its_own_round():
+    """Three rounds of turns, the third slowed down by a burst of load: ratios 2/1, 3/1, 12/10, median 2 (the
+    ratio of the medians, 3/1, would count the burst against m = 2 only). m = 3: 4x in every round. An m_max
+    beyond the largest m timed keeps its last value (np.interp); the m between two timed ones are interpolated."""
+    costs = lookahead.costs_from_seconds({1: [1, 1, 10], 2: [2, 3, 12], 3: [4, 4, 40]}, draft_seconds=[0.5, 0.5, 5],
+                                         m_max=4)
+    assert costs.r_table == [1.0, 2.0, 4.0, 4.0] and costs.c == 0.5 and costs.target_step_ms == 1000
+    assert lookahead.costs_from_seconds({1: [1.0], 5: [3.0]}).r_table == [1.0, 1.5, 2.0, 2.5, 3.0]  # filled in
+
+
 def test_costs_survive_a_file_and_a_given_table_gives_the_same_tokens_for_a_seed(tmp_path):
     """Calibrate a real (tiny) model, save, load: the same costs. Two runs of K="auto" with them and one seed
     write the same tokens (the plan depends on the table and the rounds only, not on the clock)."""
