@@ -182,8 +182,9 @@ def row_label(K, max_ngram):
     return f"lookup{'' if max_ngram is None else f' (max_ngram={max_ngram})'}, K={K}"
 
 
-def measure(texts, params, hparams, Ks, repeats, costs, capped=True, progress=print):
-    """{text name: {"autoregressive": [Run per repeat], row label: [Run per repeat]}}."""
+def measure(texts, params, hparams, Ks, repeats, costs, capped=True, progress=print, after_repeat=None):
+    """{text name: {"autoregressive": [Run per repeat], row label: [Run per repeat]}}; after_repeat(results) is
+    called after each repeat (the command line writes what it has so far)."""
     rows = [(K, None) for K in Ks] + ([("auto", 3)] if capped else [])
 
     def new_model():
@@ -196,6 +197,8 @@ def measure(texts, params, hparams, Ks, repeats, costs, capped=True, progress=pr
             results[text.name]["autoregressive"].append(autoregressive_run(text, new_model))
             for K, max_ngram in rows:
                 results[text.name][row_label(K, max_ngram)].append(lookup_run(text, new_model, K, max_ngram, costs))
+        if after_repeat is not None:
+            after_repeat(results)
     return results
 
 
@@ -243,8 +246,9 @@ def markdown_table(data):
     results, info = (from_json(data) if isinstance(data, dict) and "results" in data else (data, {}))
     lines = [benchmark.format_table(table_rows(results), markdown=True)]
     if info:
+        repeats = len(next(iter(results.values()))["autoregressive"])
         lines.append(f"\n{info.get('model', '')} on {info.get('machine', 'an unknown machine')}; "
-                     f"{info.get('repeats', '?')} repeats (median and range); r(m) as calibrated: "
+                     f"{repeats} repeats (median and range); r(m) as calibrated: "
                      f"{info.get('costs_summary', '')}")
     return "\n".join(lines)
 
@@ -272,7 +276,8 @@ def from_json(data):
 
 
 def run(texts=TEXT_NAMES, Ks=(4, 8, 16, "auto"), size="124M", repeats=3, capped=True, r_table=None,
-        calibrate_repeats=5, models_dir=None, hparams=None, max_tokens=None, seed=0, progress=print):
+        calibrate_repeats=5, models_dir=None, hparams=None, max_tokens=None, seed=0, progress=print,
+        after_repeat=None):
     """Measure and return (results, info): see the module docstring. hparams (a dict) overrides size's shapes and
     max_tokens cuts each prompt and output to that many tokens (the tests run a tiny model this way)."""
     encode, tokenizer_name = tokenizer(models_dir)
@@ -291,11 +296,12 @@ def run(texts=TEXT_NAMES, Ks=(4, 8, 16, "auto"), size="124M", repeats=3, capped=
         progress("calibrating r(m) (not timed)")
         costs = lookahead.calibrate(create_model_fn(params, hparams, temperature=0), repeats=calibrate_repeats)
     progress(costs.summary())
-    results = measure(texts, params, hparams, list(Ks), repeats, costs, capped, progress)
     info = {"model": f"{size} shapes ({hparams['n_layer']} layers, {hparams['n_embd']} wide), random weights, the "
                      f"KV cache on; {tokenizer_name}",
             "machine": machine_description(), "repeats": repeats, "costs": asdict(costs),
             "costs_summary": costs.summary(), "texts": {t.name: [len(t.prompt), len(t.output)] for t in texts}}
+    results = measure(texts, params, hparams, list(Ks), repeats, costs, capped, progress,
+                      after_repeat and (lambda results: after_repeat(results, info)))
     return results, info
 
 
@@ -316,12 +322,15 @@ def main(texts="prose,code,rewrite,quotes", Ks="4,8,16,auto", size="124M", repea
     """
     names = [name.strip() for name in benchmark.as_list(texts, "texts", str) for name in name.split(",")]
     Ks = [K if K == "auto" else int(K) for K in benchmark.as_list(Ks, "Ks", str) for K in K.split(",")]
-    results, info = run(names, Ks, size, repeats, capped, r_table, calibrate_repeats, seed=seed)
-    print(f"\n{info['model']}\n{info['machine']}\n{info['costs_summary']}\n")
-    print(benchmark.format_table(table_rows(results)))
-    if json:
-        write_json(json, to_json(results, info))
-        print(f"\nwrote {json}")
+
+    def show(results, info):  # after each repeat: the table so far (and the file), in case the run is cut short
+        print(f"\n{info['model']}\n{info['machine']}\n{info['costs_summary']}\n", flush=True)
+        print(benchmark.format_table(table_rows(results)), flush=True)
+        if json:
+            write_json(json, to_json(results, info))
+            print(f"\nwrote {json}", flush=True)
+
+    run(names, Ks, size, repeats, capped, r_table, calibrate_repeats, seed=seed, after_repeat=show)
 
 
 if __name__ == "__main__":
