@@ -1,5 +1,9 @@
 """When does speculative sampling pay off? Acceptance, costs and speedup for a draft/target pair and each K.
 
+A tool, not on the reading path: read sampling.py and lookahead.py (the cost model it measures) first, and the
+README's "When does it pay off on a CPU?". It stays at the top level so that `python benchmark.py` runs as the
+README says; its drafter and tree comparison is tools/compare_drafters.py, its plots tools/benchmark_plots.py.
+
     python benchmark.py                                    # 124M drafts for 355M, K = 1..8, real weights
     python benchmark.py --kv_cache False                   # the same, picoGPT's way (no cache)
     python benchmark.py --random_weights                   # no checkpoint needed: cost figures only
@@ -86,6 +90,9 @@ from cli import check_model_names, check_sampling_flags, check_whole_number, err
 from main import check_same_tokenizer, download_and_load, timed
 from sampling import AutoregressiveStats, SpeculativeStats, autoregressive_sampling, speculative_sampling
 from model_fn import create_model_fn
+from download import MODEL_SIZES
+from hf_folder import read_hf_hparams
+from hub import DISTILGPT2_HPARAMS, HUB_MODELS
 from tools.benchmark_plots import import_pyplot, plot_drafters, plot_measured, plot_random
 from tools.compare_drafters import (
     RANDOM_MEANINGLESS,
@@ -96,9 +103,6 @@ from tools.compare_drafters import (
     run_drafter_comparison,
     tree_table_rows,
 )
-from download import MODEL_SIZES
-from hf_folder import read_hf_hparams
-from hub import DISTILGPT2_HPARAMS, HUB_MODELS
 
 DEFAULT_PROMPTS = (
     "Alan Turing theorized that computers would one day become",
@@ -441,7 +445,7 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
         copy_prompts=COPY_PROMPTS, free_prompts=FREE_PROMPTS):
     """`main` (same arguments), returning what it measured: {"costs": [Costs per cache setting, --kv_cache's
     first], "autoregressive": Run, "speculative": {K: Run}, "drafter_rows": [[str]], "tree_rows": [[str]]}
-    (the last two: table rows, header first, or None; make_readme_figures.py builds on all of it)."""
+    (the last two: table rows, header first, or None; tools/make_readme_figures.py builds on all of it)."""
     with errors_as_one_line():
         Ks, alphas = as_list(Ks, "Ks", int), as_list(alphas, "alphas", float)
         drafter_names = [] if drafters is None else as_list(drafters.split(",") if isinstance(drafters, str)

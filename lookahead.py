@@ -56,10 +56,11 @@ def break_even_alpha(K, c, r=1.0):
 # ------------------------------------------------------------------------------------------------------------
 
 # r(m): the time of a target pass over m new positions, in 1-position passes, measured with the KV cache on our
-# 2-core machines (NumPy's OpenBLAS; 124M, medians; the table of the drafters issue, m = 2..16, with the
+# 2-core machines (NumPy's OpenBLAS; 124M, medians; m = 2..16 measured when the drafters were compared, with the
 # missing m filled in linearly). A multi-row product repacks each weight matrix, so r jumps at m = 2 and then
-# stays nearly flat. `calibrate` below measures it on your machine (main.py does, before its timed runs); set
-# `target_model.r_table` (a list, r_table[m - 1] = r(m)) to use your own figures.
+# grows far more slowly than m, unevenly. `calibrate` below measures it on your machine (main.py does, before its
+# timed runs; so does tools/benchmark_text.py); set `target_model.r_table` (a list, r_table[m - 1] = r(m)) to use
+# your own figures.
 R_TABLE = [1.0, 2.46, 2.74, 2.99, 3.24, 2.99, 2.73, 2.48, 2.92, 3.10, 3.29, 3.47, 3.46, 3.44, 3.43, 3.42]
 
 

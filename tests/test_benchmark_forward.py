@@ -104,7 +104,7 @@ def test_json_holds_every_measurement_and_reads_back_into_the_same_tables(monkey
 
 
 def test_an_empty_sizes_flag_measures_only_the_context(monkeypatch, tmp_path, capsys):
-    """--sizes "" (what make_readme_figures.py runs with OPENBLAS_NUM_THREADS=1): no size, no bandwidth matrix,
+    """--sizes "" (what tools/make_readme_figures.py runs with OPENBLAS_NUM_THREADS=1): no size, no bandwidth matrix,
     only the ms/token against the context."""
     import json
 

@@ -299,7 +299,7 @@ def test_random_short_texts_encode_to_the_same_ids_as_the_peer(release_124M_dir)
 
 def test_the_pre_tokenizer_follows_the_regex_package_s_unicode_tables_as_openai_s_encoder_does():
     """U+0558 is a letter in `regex`'s tables (newer than tiktoken's): "!" + it + "'s" is cut as OpenAI's
-    encoder.py, which also uses `regex`, cuts it (README, "Which Unicode")."""
+    encoder.py, which also uses `regex`, cuts it (BENCHMARKS.md, "Which Unicode")."""
     import regex
 
     assert regex.findall(GPT2_PATTERN, "!\u0558's") == ["!", "\u0558", "'s"]

@@ -1,4 +1,4 @@
-"""The Hugging Face cache in detail (issue 10): resume, sizes, offline mode, agreement on blob names with the real
+"""The Hugging Face cache in detail: resume, sizes, offline mode, agreement on blob names with the real
 client. tests/test_hub.py has the both-ways tests and main.py's errors; this file uses its own server.
 
 A local server on 127.0.0.1 answers like the Hub does for `/{repo}/resolve/main/{file}` (what hf_hub_download

@@ -56,7 +56,7 @@ def tensor_bytes(array, dtype):
 
 def write_safetensors(path, tensors, dtype):
     """Write {name: float32 array} as a safetensors file with every tensor stored as `dtype`, one tensor's bytes
-    in memory at a time (tests/measure_loading.py writes 1558M's 6.2 GB with it)."""
+    in memory at a time (tools/measure_loading.py writes 1558M's 6.2 GB with it)."""
     itemsize = 4 if dtype == "F32" else 2  # F16 and BF16: 2 bytes
     header, offset = {"__metadata__": {"format": "pt"}}, 0
     for name, array in tensors.items():

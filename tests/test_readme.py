@@ -1,8 +1,11 @@
-"""The README and EXERCISES.md say what the code does: their numbers are the scripts' output, their links land.
+"""README.md, BENCHMARKS.md and EXERCISES.md say what the code does: their numbers are the scripts' output, their
+links land, and the README stays a learning path.
 
-What a test can check about prose: that a block the README shows as a script's output is that output, that
-the numbers a learner is told to recompute come out, that links to lines of code land on the code they name,
-and that counts quoted in EXERCISES.md are the counts in the tests.
+Read the README first; tools/make_readme_figures.py writes the blocks checked here. What a test can check about
+prose: that a block a page shows as a script's output is that output, that the numbers a learner is told to
+recompute come out, that links to lines of code land on the code they name (and never inside an exercise's
+answer), that a term is defined before it is used, that counts quoted in EXERCISES.md are the counts in the
+tests, and that the README stays short and cites no issue numbers.
 """
 
 import math
@@ -17,14 +20,19 @@ from conftest import REPO_ROOT
 from tools import worked_round
 
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+BENCHMARKS = (REPO_ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
 EXERCISES = (REPO_ROOT / "EXERCISES.md").read_text(encoding="utf-8")
+PAGES = {"README.md": README, "BENCHMARKS.md": BENCHMARKS}  # the pages with generated blocks
+ONE_COMMAND = "python tools/make_readme_figures.py --random_weights"
 
 
-def generated_block(text, name):
+def generated_block(text, name=None):
     """The text between `<!-- name: begin ... -->` and `<!-- name: end -->`, without a ```text fence, and without
-    the indentation of a part inside a list item."""
+    the indentation of a part inside a list item. generated_block(name) looks in the README, then BENCHMARKS.md."""
+    if name is None:
+        text, name = next((page for page in PAGES.values() if f"<!-- {text}: begin" in page), README), text
     match = re.search(rf"<!-- {name}: begin[^>]*-->\n(.*?)<!-- {name}: end -->", text, re.S)
-    assert match, f"the README has no block marked {name}"
+    assert match, f"no page has a block marked {name}"
     return re.sub(r"^```\w*\n|```\n?$", "", textwrap.dedent(match.group(1)).strip() + "\n", flags=re.M).strip()
 
 
@@ -51,7 +59,7 @@ def test_the_worked_round_follows_the_rules_it_illustrates():
 
 
 def test_the_worked_rounds_are_what_speculative_sampling_writes_with_the_same_seed():
-    """img/worked_round.py spells the algorithm out instead of calling sampling.py, drawing its uniforms in the
+    """tools/worked_round.py spells the algorithm out instead of calling sampling.py, drawing its uniforms in the
     sampler's order (Step 1's draws, then one per check, then the residual's or the bonus token's). So the
     sampler, given the same tables, prompt, K and seed, must write the same tokens."""
     from sampling import speculative_sampling
@@ -74,10 +82,16 @@ def test_the_worked_round_uses_the_exactness_tests_tables():
     assert np.array_equal(worked_round.DRAFT_TABLE, DRAFT_TABLE)
 
 
+def line_links(text):
+    """[(code, path, line)] of the links like [`def _score`](sampling.py#L455) in text."""
+    return [(name, path, int(line)) for name, path, line in
+            re.findall(r"\[`([^`]+)`[^\]]*\]\(([\w/]+\.py)#L(\d+)\)", text)]
+
+
 def test_line_links_land_on_the_code_their_text_names():
-    """A link like [`_accept`](sampling.py#L419) must point at a line holding `_accept`: line numbers go stale
+    """A link like [`_score`](sampling.py#L455) must point at a line holding `_score`: line numbers go stale
     whenever a file above them changes, and a learner following a stale link reads the wrong function."""
-    links = re.findall(r"\[`([^`]+)`[^\]]*\]\((\w+\.py)#L(\d+)\)", README)
+    links = line_links(README) + line_links(BENCHMARKS)
     assert links, "expected line links into the code"
     for name, path, line in links:
         lines = (REPO_ROOT / path).read_text(encoding="utf-8").splitlines()
@@ -85,7 +99,7 @@ def test_line_links_land_on_the_code_their_text_names():
             f"{path}#L{line} should show {name!r}; it shows {lines[int(line) - 1] if int(line) <= len(lines) else 'nothing'!r}")
 
 
-def test_the_glossary_defines_the_terms_the_issue_found_undefined():
+def test_the_glossary_defines_the_terms_a_learner_meets():
     glossary = README.split("## Glossary", 1)[1].split("\n## ", 1)[0]
     for term in ("α (alpha)", "KV cache", "memory-bound", "the floor", "OpenBLAS repacking", '"never"'):
         assert term in glossary, term
@@ -99,15 +113,19 @@ def test_exercises_quote_the_number_of_texts_the_tiktoken_comparison_runs():
 
 
 # ------------------------------------------------------------------------------------------------------------
-# The parts make_readme_figures.py writes: one command, one run, internally consistent
+# The parts tools/make_readme_figures.py writes: one command, one run, internally consistent
 # ------------------------------------------------------------------------------------------------------------
 
 
 def test_every_generated_part_names_the_one_command_that_wrote_it():
-    commands = set(re.findall(r"<!-- [\w-]+: begin \(([^)]*)\) -->", README))
-    assert commands == {"python make_readme_figures.py --random_weights"}, commands
-    machine = generated_block(README, "machine")
-    assert machine.startswith("Made by `python make_readme_figures.py --random_weights`") and "cores" in machine
+    """Each mark names the one command; a part remeasured alone (--only) names its own and says so in its text."""
+    for page, text in PAGES.items():
+        for name, command in re.findall(r"<!-- ([\w-]+): begin \(([^)]*)\) -->", text):
+            if command != ONE_COMMAND:
+                assert command.startswith("python tools/make_readme_figures.py --only "), (page, name, command)
+                assert "Measured alone, not in the run" in " ".join(generated_block(text, name).split()), name
+        machine = generated_block(text, "machine")
+        assert machine.startswith(f"Made by `{ONE_COMMAND}`") and "cores" in machine, page
 
 
 def markdown_rows(block):
@@ -154,7 +172,7 @@ def test_the_sentences_that_read_the_cost_table_quote_its_numbers():
 
 
 def test_replace_block_rewrites_only_between_the_marks():
-    from tools.make_readme_figures import replace_block
+    from tools.pages import replace_block
 
     text = "intro\n<!-- t: begin (old) -->\nold\n<!-- t: end -->\noutro\n"
     assert replace_block(text, "t", "new\n", "cmd") == "intro\n<!-- t: begin (cmd) -->\nnew\n<!-- t: end -->\noutro\n"
@@ -163,7 +181,7 @@ def test_replace_block_rewrites_only_between_the_marks():
 
 
 def test_fix_line_links_moves_a_stale_link_to_its_code(tmp_path):
-    from tools.make_readme_figures import fix_line_links
+    from tools.pages import fix_line_links
 
     (tmp_path / "m.py").write_text("x = 1\n\ndef f():\n    pass\n\ndef g():\n    f()\n")
     text = "[`def f`](m.py#L1) and [`f()`](m.py#L7) and [`def g`, here](m.py#L2)"
@@ -201,8 +219,28 @@ def test_make_readme_figures_runs_end_to_end_on_tiny_models(tmp_path, release_12
     assert "$ python main.py --draft_model_size /tmp/random-tiny-draft --target_model_size /tmp/random-tiny-target" in out
 
 
+def test_random_models_writes_loadable_folders_of_the_given_shapes_and_never_overwrites_one(
+        tmp_path, release_124M_dir):
+    """tools/random_models.py writes the sample run's folders: a Hugging Face folder per size that load_model
+    reads back with the same shapes, the same weights for the same seed, and a clear error for a folder that
+    exists already (a second run must not silently mix two models)."""
+    from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
+    from tools.random_models import write_random_models
+    from utils import load_model
+
+    tiny = write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir)
+    first = write_random_models([str(tiny)], tmp_path / "a", seed=5, tokenizer_dir=release_124M_dir)
+    again = write_random_models([str(tiny)], tmp_path / "b", seed=5, tokenizer_dir=release_124M_dir)
+    assert [path.name for path in first] == ["random-tiny"]
+    (_, hparams, params), (_, _, same) = load_model(first[0]), load_model(again[0])
+    assert {key: hparams[key] for key in TINY_HPARAMS} == TINY_HPARAMS
+    assert np.array_equal(params["wte"], same["wte"])
+    with pytest.raises(ValueError, match="exists already"):
+        write_random_models([str(tiny)], tmp_path / "a", seed=5, tokenizer_dir=release_124M_dir)
+
+
 # ------------------------------------------------------------------------------------------------------------
-# The parts from benchmark_forward.py, tests/measure_loading.py and the small timings: each table agrees with
+# The parts from tools/benchmark_forward.py, tools/measure_loading.py and the small timings: each table agrees with
 # itself (a ratio is the quotient of the cells it names, to their rounding), whatever the run measured
 # ------------------------------------------------------------------------------------------------------------
 
@@ -291,7 +329,9 @@ def check_context_table(block):
         assert cells[0] == "1.00"
         for ratio, median in zip(cells, medians[label]):
             assert consistent(ratio, median, medians[label][0]), label
-        assert f"{cells[-1]}× with {label}" in " ".join(block.split()), label
+        sentence = " ".join(block.split())
+        quoted = re.search(rf"([\d.]+)× with {label}\b", sentence)  # three decimals, or the table's two
+        assert quoted and f"{float(quoted.group(1)):.2f}" == cells[-1], label
 
 
 def check_loading_table(block):
@@ -320,7 +360,7 @@ def check_design_table(block):
 def check_peer_speed(block):
     """Either the one line that says it was skipped and how to install the peer, or a table whose last column
     is the peer's ms/token over this repository's."""
-    from tools.make_readme_figures import PEER_INSTALL
+    from tools.measured_parts import PEER_INSTALL
 
     if "skipped" in block:
         assert PEER_INSTALL in " ".join(block.split())
@@ -336,24 +376,24 @@ CHECKS = {"forward-table": check_forward_table, "forward-breakdown": check_forwa
 
 
 @pytest.mark.parametrize("name", sorted(CHECKS))
-def test_each_measured_table_in_the_readme_agrees_with_itself(name):
-    CHECKS[name](generated_block(README, name))
+def test_each_measured_table_agrees_with_itself(name):
+    CHECKS[name](generated_block(name))
 
 
 def test_the_forward_summary_quotes_the_tables_ratios():
     """The best-run span of the summary is the span of the table's x floor column."""
-    from tools.make_readme_figures import span
+    from tools.pages import span
 
-    _, *rows = markdown_rows(generated_block(README, "forward-table"))
+    _, *rows = markdown_rows(generated_block("forward-table"))
     best = span([float(row[5].rstrip("x")) for row in rows])
-    assert f"The best runs are {best}× the strict floor" in " ".join(generated_block(README, "forward-summary").split())
+    assert f"The best runs are {best}× the strict floor" in " ".join(generated_block("forward-summary").split())
 
 
 def test_the_break_even_table_is_its_recomputation_from_drafters_r_table():
     """No timing goes into it: the same every run, so the README must hold exactly what the script computes."""
     from tools.make_readme_figures import break_even_table
 
-    assert generated_block(README, "break-even-table") == break_even_table()
+    assert generated_block("break-even-table") == break_even_table()
 
 
 def test_the_break_even_tables_c_is_the_weight_ratio_k_auto_estimates():
@@ -374,13 +414,13 @@ def test_the_break_even_tables_c_is_the_weight_ratio_k_auto_estimates():
 def test_the_hf_agreement_sentence_quotes_a_difference_under_the_tests_bound():
     from test_gpt2 import HF_TOLERANCE
 
-    sentence = " ".join(generated_block(README, "hf-agreement").split())
+    sentence = " ".join(generated_block("hf-agreement").split())
     worst, bound = re.search(r"matches within ([\d.e-]+) \(the bound is ([\d.e-]+)\)", sentence).groups()
     assert float(bound) == HF_TOLERANCE and float(worst) <= HF_TOLERANCE
 
 
 def test_replace_block_indents_a_part_inside_a_list_item_as_its_marks():
-    from tools.make_readme_figures import replace_block
+    from tools.pages import replace_block
 
     text = "- item\n\n  <!-- t: begin (old) -->\n  old\n  <!-- t: end -->\n- next\n"
     assert replace_block(text, "t", "| a |\n\nline", "cmd") == (
@@ -389,7 +429,7 @@ def test_replace_block_indents_a_part_inside_a_list_item_as_its_marks():
 
 def test_wrapped_prose_never_splits_a_code_span():
     """A line starting with '+ ' from inside `"!" + c` would become a list item."""
-    from tools.make_readme_figures import wrap
+    from tools.pages import wrap
 
     text = "word " * 21 + '`"!" + c + "\'s"` and more words'
     assert all(not line.startswith(("+", "c ")) for line in wrap(text).splitlines())
@@ -403,17 +443,17 @@ def dry_run_parts(out):
 
 def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_a_tiny_model(
         tmp_path, release_124M_dir, monkeypatch, capsys):
-    """The new parts end to end, in seconds: benchmark_forward.py twice (default threads, then
-    OPENBLAS_NUM_THREADS=1) and tests/measure_loading.py as processes of their own, on a tiny model folder; the
+    """The new parts end to end, in seconds: tools/benchmark_forward.py twice (default threads, then
+    OPENBLAS_NUM_THREADS=1) and tools/measure_loading.py as processes of their own, on a tiny model folder; the
     small timings on tiny shapes. Every part has its marks in the README, and every table agrees with itself as
     the README's must. No timing is asserted."""
-    from tools import make_readme_figures
     from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
+    from tools import make_readme_figures, measured_parts, small_parts
 
     tiny = str(write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir))
     monkeypatch.setitem(make_readme_figures.HPARAMS, "tiny", TINY_HPARAMS)
-    monkeypatch.setattr(make_readme_figures, "TIMED_SIZE", "tiny")
-    monkeypatch.setattr(make_readme_figures, "peer_installed", lambda: False)  # the path when torch is missing
+    monkeypatch.setattr(small_parts, "TIMED_SIZE", "tiny")
+    monkeypatch.setattr(measured_parts, "peer_installed", lambda: False)  # the path when torch is missing
     make_readme_figures.main(
         random_weights=True, draft_model_size=tiny, target_model_size=tiny, Ks=(1,), n_tokens_to_generate=2, repeats=1,
         dry_run=True, sample_run_tokens=2, drafters="", trees="", sample_run_sizes=(tiny, tiny), exactness=False,
@@ -426,7 +466,7 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
                  "design-timing", "hf-agreement", "unicode-count", "machine"):
         assert name in parts, name
     for name in parts:
-        assert f"<!-- {name}: begin (" in README, f"the README has no marks for {name}"
+        assert any(f"<!-- {name}: begin (" in page for page in PAGES.values()), f"no page has marks for {name}"
     for name, check in CHECKS.items():
         check(parts[name])
     assert "OPENBLAS_NUM_THREADS=1 python tools/benchmark_forward.py --sizes ''" in parts["forward-run"]
@@ -436,9 +476,9 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
 
 
 def test_with_torch_installed_the_peer_runs_with_this_runs_sizes_prompt_tokens_and_threads(monkeypatch):
-    """torch is not installed here, so tests/measure_hf_speed.py is replaced by what it writes with --json; the
+    """torch is not installed here, so tools/measure_hf_speed.py is replaced by what it writes with --json; the
     table then puts the peer's ms/token beside this repository's best run of the same size."""
-    from tools import make_readme_figures
+    from tools import measured_parts
     from tools.benchmark_forward import SizeResult
 
     ran = []
@@ -448,12 +488,201 @@ def test_with_torch_installed_the_peer_runs_with_this_runs_sizes_prompt_tokens_a
         return {"ms_per_token": {"124M": 36.0}, "transformers": "5.23", "torch": "2.13.0", "threads": 2,
                 "n_prompt": 16, "n_new": 16, "repeats": 3}
 
-    monkeypatch.setattr(make_readme_figures, "peer_installed", lambda: True)
-    monkeypatch.setattr(make_readme_figures, "run_json_script", fake_script)
+    monkeypatch.setattr(measured_parts, "peer_installed", lambda: True)
+    monkeypatch.setattr(measured_parts, "run_json_script", fake_script)
     forward = {"results": [SizeResult("124M", 1, 1, 1, sampler_steps=[0.018, 0.020]),
                            SizeResult("355M", 1, 1, 1, sampler_steps=[0.05])],
                "runs": [("python tools/benchmark_forward.py", {"threads": 2})]}
-    block = make_readme_figures.peer_block(forward, ["124M"], {"n_prompt": 16, "n_new": 16})
+    block = measured_parts.peer_block(forward, ["124M"], {"n_prompt": 16, "n_new": 16})
     assert ran == [["tools/measure_hf_speed.py", "--sizes", "124M", "--n_prompt", 16, "--n_new", 16, "--threads", 2]]
     check_peer_speed(block)
     assert "| 124M | 36.0 | 18.0 | 2.00× |" in block
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The README as a learning path: short, in order, every term defined before it is used, no answer given away
+# ------------------------------------------------------------------------------------------------------------
+
+
+README_MAX_LINES = 450  # the learning path; measured tables go to BENCHMARKS.md
+
+
+def test_the_readme_stays_a_short_learning_path():
+    assert len(README.splitlines()) <= README_MAX_LINES, (
+        f"README.md has {len(README.splitlines())} lines: move detail to BENCHMARKS.md or a docstring")
+
+
+def project_texts():
+    """{path: text} of the pages and every .py file of the project (top level, tools/, tests/)."""
+    paths = [REPO_ROOT / name for name in ("README.md", "BENCHMARKS.md", "EXERCISES.md")]
+    paths += sorted(path for folder in ("", "tools", "tests") for path in (REPO_ROOT / folder).glob("*.py"))
+    return {path.relative_to(REPO_ROOT): path.read_text(encoding="utf-8") for path in paths}
+
+
+ISSUE_NUMBER = re.compile(r"\b[Ii]ssues? #?\d+")
+
+
+def test_no_page_and_no_source_file_cites_an_issue_number():
+    """A reader cannot see the project's issue tracker: "the target of issue eleven" says nothing to them."""
+    cited = [f"{path}:{text[: match.start()].count(chr(10)) + 1}: {match.group(0)!r}"
+             for path, text in project_texts().items() for match in ISSUE_NUMBER.finditer(text)]
+    assert not cited, "issue numbers: " + "; ".join(cited)
+
+
+def test_the_issue_number_check_has_teeth():
+    cited = "as Is" + "sue 11's target says"  # spelled in two parts, so that this file cites no issue itself
+    assert ISSUE_NUMBER.search(cited) and not ISSUE_NUMBER.search("the tissue 3 cm")
+
+
+def letter(name):
+    """A regex for a one-letter term used as a word: p in "q / p", not in "top-p", `p_row` or "p(x" (a formula)."""
+    return rf"(?<![\w`/.#-]){name}(?![\w`(/-])"
+
+
+TERMS = {  # term: (its first use must be at or after this definition, a regex for a use)
+    "α": ("so α, the acceptance rate", r"α"),
+    "p": ("**p**", letter("p")),
+    "q": ("**q**", letter("q")),
+    "u": ("**u**", letter("u")),
+    "Step 3": ("- **Step 3:**", r"Steps? 3"),
+    "Step 4": ("- **Step 4:**", r"Steps? (?:3–)?4"),
+    "residual": ("**residual (q − p)₊**", r"residual"),
+    "bonus token": ("**bonus token**", r"bonus token"),
+    "SpecInfer's rule": ("**SpecInfer's rule**", r"SpecInfer"),
+    "r(m)": ("**r(m)**", r"\br\(m\)"),
+    "c": ("**c**", letter("c")),
+    "β": ("**β**", r"β"),
+    "the floor": ("**the floor**", r"\bthe floor\b"),
+}
+
+
+def prose(text):
+    """text without its code blocks, generated blocks, inline code, link targets and image lines: what a
+    reader reads as words (a letter inside `code` or a URL is not a use of a term)."""
+    text = re.sub(r"<!-- ([\w-]+): begin.*?<!-- \1: end -->", "", text, flags=re.S)
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    text = re.sub(r"^!\[.*$", "", text, flags=re.M)
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    return re.sub(r"`[^`]*`", "", text)
+
+
+@pytest.mark.parametrize("term", sorted(TERMS))
+def test_every_term_is_defined_before_its_first_use_or_links_to_its_definition(term):
+    definition, pattern = TERMS[term]
+    text = prose(README)
+    assert definition in text, f"the README no longer defines {term} with {definition!r}"
+    defined_at = text.index(definition)
+    for match in re.finditer(pattern, text[:defined_at]):
+        line = text[text.rfind("\n", 0, match.start()) + 1 : text.find("\n", match.start())]
+        assert links_to_a_definition(line), f"{term!r} is used before it is defined: {line.strip()!r}"
+
+
+DEFINING_SECTIONS = ("(#glossary)", "(#how-a-round-works-with-numbers)", "(#drafters-and-trees)",
+                     "(#when-does-it-pay-off-on-a-cpu)")
+
+
+def links_to_a_definition(line):
+    """Whether a README line (as prose() leaves it) links, in the README itself, to the glossary or to a section
+    that defines the terms it uses."""
+    original = next((raw for raw in README.splitlines() if prose(raw).strip() == line.strip()), "")
+    return any(anchor in original for anchor in DEFINING_SECTIONS)
+
+
+def test_the_term_check_has_teeth():
+    """A use of "bonus token" above its definition, with no link, is caught."""
+    definition, pattern = TERMS["bonus token"]
+    text = "a round ends with the bonus token.\n" + definition
+    assert re.search(pattern, text[: text.index(definition)])
+
+
+def github_anchor(heading):
+    """The anchor GitHub gives a heading: '## Step 9: verifying a round (hard)' -> 'step-9-verifying-a-round-hard'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip("# ").lower()).replace(" ", "-")
+
+
+def test_links_into_the_pages_land_on_a_heading():
+    """[...](EXERCISES.md#step-7-...) and [...](#how-a-round-works-with-numbers) must name a heading there."""
+    pages = {"README.md": README, "BENCHMARKS.md": BENCHMARKS, "EXERCISES.md": EXERCISES}
+    anchors = {name: {github_anchor(line) for line in text.splitlines() if line.startswith("#")}
+               for name, text in pages.items()}
+    for source in ("README.md", "BENCHMARKS.md"):
+        for target, anchor in re.findall(r"\]\(((?:README|BENCHMARKS|EXERCISES)\.md)?#([^)]+)\)", pages[source]):
+            page = target or source
+            assert anchor in anchors[page], f"{source} links to {page}#{anchor}: no such heading"
+
+
+def exercise_functions():
+    """{(file, name)} of the functions EXERCISES.md's table asks a learner to write ("`sampling.py: _accept`",
+    "`drafters.py: PromptLookup.index, PromptLookup.lookup`")."""
+    found = set()
+    for path, names in re.findall(r"`(\w+\.py): ([\w., ]+)`", EXERCISES):
+        found.update((path, name.strip().split(".")[-1]) for name in names.split(","))
+    return found
+
+
+def test_no_readme_link_lands_inside_an_exercises_answer():
+    """The README comes first: a line link into `_verify`'s body shows Step 9's answer before the step. Every
+    line link must land outside the functions EXERCISES.md asks the learner to write."""
+    import ast
+
+    answers = exercise_functions()
+    assert ("sampling.py", "_verify") in answers, "EXERCISES.md's table no longer names _verify's file"
+    for name, path, line in line_links(README):
+        tree = ast.parse((REPO_ROOT / path).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and (path, node.name) in answers:
+                assert not node.lineno <= line <= node.end_lineno, (
+                    f"[`{name}`]({path}#L{line}) lands inside {node.name}, an answer in EXERCISES.md: link the step")
+
+
+def test_the_trace_excerpts_p_and_q_are_the_range_the_text_gives():
+    """The sentence under the trace quotes the smallest and largest p and q of the excerpt, as printed."""
+    excerpt = README.split("<!-- trace-excerpt: begin -->", 1)[1].split("<!-- trace-excerpt: end -->", 1)[0]
+    values = [value for value in re.findall(r"\b[pq]=([\d.e+-]+)", excerpt)]
+    low, high = min(values, key=float), max(values, key=float)
+    assert f"in this excerpt they run from {low} to {high}" in " ".join(README.split())
+
+
+def test_r_of_m_grows_far_more_slowly_than_m_but_is_neither_flat_nor_monotone():
+    """What the README says of r(m), against every row of BENCHMARKS.md's r table: from m = 8 on, r(m) / r(2)
+    is less than half of m / 2 (rows cost far less than in proportion), in each row some m costs less than
+    m - 1 (not monotone), and the largest r is above 1.2 times r(2) (not flat)."""
+    header, *rows = markdown_rows(generated_block("r-table"))
+    ms = [int(m) for m in header[1:]]
+    for row in rows:
+        r = dict(zip(ms, map(float, row[1:])))
+        assert all(r[m] / r[2] < (m / 2) / 2 for m in ms if m >= 8), row[0]
+        assert any(r[m] < r[m - 1] for m in ms if m > 2), row[0]
+        assert max(r.values()) > 1.2 * r[2], row[0]
+
+
+def requirement_names(path):
+    """The package names a requirements file lists, following `-r other.txt`: ['numpy', 'requests', ...]."""
+    names = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("-r "):
+            names += requirement_names(path.parent / line[3:].strip())
+        elif line:
+            names.append(re.split(r"[<>=!~ \[]", line, 1)[0])
+    return names
+
+
+def test_the_test_section_names_every_package_the_suite_needs():
+    """What `pip install -r requirements.txt -r requirements-dev.txt` installs, the README's list names."""
+    section = README.split("## How it is tested", 1)[1].split("\n## ", 1)[0]
+    needed = requirement_names(REPO_ROOT / "requirements.txt") + requirement_names(REPO_ROOT / "requirements-dev.txt")
+    assert "huggingface_hub" in needed and "matplotlib" in needed
+    for name in needed:
+        assert name in section, f"the README's test section does not name {name}, which the suite needs"
+
+
+def test_the_readme_counts_as_many_index_slips_as_sampling_py_lists():
+    """sampling.py's docstring transcribes Algorithm 2 and lists the paper's index slips as bullets; the README
+    names how many there are, in words."""
+    import sampling
+
+    listed = sampling.__doc__.split("index slips of the paper", 1)[1].split("\n\n", 1)[0]
+    count = sum(line.startswith("- ") for line in listed.splitlines())
+    words = {2: "Two", 3: "Three", 4: "Four"}
+    assert count in words and f"{words[count]} index slips" in README, count

@@ -1,4 +1,7 @@
-"""How fast is a decoding step? Greedy decoding through the sampler against the memory-bandwidth floor.
+"""How fast is a decoding step? Greedy decoding through the sampler against the memory-bandwidth floor (a tool).
+
+Read gpt2.py and model_fn.py first (what a step does), and the README's "Speed of the forward pass"; the
+tables this prints are BENCHMARKS.md's "Speed of the forward pass".
 
 With a KV cache, each new token is one pass over ONE position. The arithmetic is small (~2 flops per weight)
 but every weight must come from memory, so a decoding step cannot beat
@@ -40,7 +43,7 @@ decoding runs long, so a load burst can spoil every bandwidth sample of a run bu
 A size is a released one (124M, 355M, 774M, 1558M) or a model folder, whose shapes are used (random weights).
 --json writes what was measured (every timing, not only the statistics printed), the machine, OpenBLAS's
 thread count and the load averages; make_readme_figures.py runs this script as its own process with --json,
-rebuilds the results with from_json and formats the README's tables with the same functions that print
+rebuilds the results with from_json and formats BENCHMARKS.md's tables with the same functions that print
 them here (markdown=True). OpenBLAS reads OPENBLAS_NUM_THREADS once, when NumPy loads, so a thread count
 is a property of a process: that is why it runs this script rather than calling main().
 

@@ -1,6 +1,6 @@
-"""For scale: how fast Hugging Face `transformers` decodes GPT-2 on this machine's CPU (not part of the tests).
+"""For scale: how fast Hugging Face `transformers` decodes GPT-2 on this CPU (a tool, not a test).
 
-The README compares benchmark_forward.py's cached decoding with this peer: random weights of the real shapes,
+Read tools/benchmark_forward.py first. BENCHMARKS.md compares its cached decoding with this peer: random weights of the real shapes,
 greedy decoding of --n_new tokens after a --n_prompt-token prompt, with HF's KV cache, --threads torch
 threads, the best of --repeats runs. make_readme_figures.py runs it with --json right after
 benchmark_forward.py, with the same prompt length, tokens and thread count, when torch and transformers are

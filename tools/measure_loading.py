@@ -1,6 +1,8 @@
-"""Peak memory and time of loading a GPT-2 checkpoint, against the bytes of its weights (issue: loading in
-little more than the weights). Writes random weights of each size as OpenAI's TF checkpoint and as a Hugging
-Face folder, then loads each in a fresh process and reports its peak resident memory and its time, next to
+"""Peak memory and time of loading a GPT-2 checkpoint, against the bytes of its weights (a tool; the goal: loading
+in little more than the weights). Read weights.py's `read_tensor` (how a tensor is filled from the file),
+tf_checkpoint.py and hf_folder.py first.
+
+Writes random weights of each size as OpenAI's TF checkpoint and as a Hugging Face folder, then loads each in a fresh process and reports its peak resident memory and its time, next to
 the time of reading the file's bytes (`cat`) from the same warm page cache, and the time of copying them into
 one fresh array in a fresh process (the least that any loader which copies the weights into its own memory
 can take: `cat` reuses one small buffer, a load must fault in fresh pages for every byte).
@@ -11,7 +13,7 @@ can take: `cat` reuses one small buffer, a load must fault in fresh pages for ev
 A size is a released one or a model folder (its shapes; the weights are random). Each size's files are
 deleted before the next size is written. Of --repeats loads of each file, the peak is the largest (the memory
 a load may need) and the time the best (noise only ever adds time). Not a test (it takes minutes and
-gigabytes); make_readme_figures.py runs it with --json and writes the README's "Loading weights" table.
+gigabytes); tools/make_readme_figures.py runs it with --json and writes BENCHMARKS.md's "Loading weights" table.
 """
 
 import argparse

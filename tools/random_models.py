@@ -25,7 +25,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from benchmark import hparams_of, model_name  # noqa: E402
 from gpt2 import random_params  # noqa: E402
-from main import errors_as_one_line  # noqa: E402
+from cli import errors_as_one_line  # noqa: E402
 
 SAMPLE_RUN_SEED = 123  # the seed of the README's sample run (make_readme_figures.py: its seed 0 + 123)
 

@@ -1,7 +1,10 @@
 """Two rounds of speculative sampling worked through with numbers, and the README's two pictures of a round.
 
-    python tools/worked_round.py          # prints the rounds (the README's "A round, with numbers") and writes
-                                          # img/worked_round_overlap.png and img/kv_caches_round.png
+A tool: read sampling.py's module docstring (Chen et al.'s Algorithm 2) first, or the README's "How a round
+works, with numbers", which shows what this prints.
+
+    python tools/worked_round.py   # prints the rounds (the README's "How a round works, with numbers"), and
+                                   # writes img/worked_round_overlap.png and img/kv_caches_round.png
 
 The models are the hand-made second-order Markov tables of the exactness test (3 tokens, the next-token
 distribution depends on the last two tokens), so every number can be checked by hand. The rounds follow
@@ -169,7 +172,7 @@ def plot_overlap(plt, p, q, path, title):
 def plot_caches(plt, path):
     """The two KV caches across one round of K = 3 in which guess 1 is kept and guess 2 rejected."""
     fig, axes = plt.subplots(4, 1, figsize=(10.5, 5.4))
-    cached, fed, guess, dropped, new = "#bbbbbb", "#7fb3e6", "#9ad19a", "#f2b8b8", "#f5d27a"
+    cached, fed, guess, dropped = "#bbbbbb", "#7fb3e6", "#9ad19a", "#f2b8b8"
     rows = [
         ("draft, Step 1: feeds xn, g1, g2\n(one position per step)",
          [("x1", cached), ("...", cached), ("x(n-1)", cached), ("xn", fed), ("g1", fed), ("g2", fed),

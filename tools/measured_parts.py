@@ -1,0 +1,254 @@
+"""The parts measured by scripts run as processes of their own: the forward pass, Hugging Face for scale, loading.
+
+Read tools/make_readme_figures.py first (it calls these), then the scripts they run: tools/benchmark_forward.py,
+tools/measure_hf_speed.py and tools/measure_loading.py. Each runs as a process of its own, because OpenBLAS reads
+its thread count (OPENBLAS_NUM_THREADS) once, when NumPy loads, and a load's peak memory must be measured in a
+fresh process; each writes what it measured with --json, and the functions here turn that into BENCHMARKS.md's
+tables and the sentences that read them.
+"""
+
+import importlib.util
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from tools import benchmark_forward
+from tools.benchmark_forward import r_of_m
+from tools.pages import REPO, bytes_text, ratio_text, sizes_text, span, wrap
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Scripts run as processes of their own
+# ------------------------------------------------------------------------------------------------------------
+
+
+def shown_command(args, env=None):
+    """The command as one would type it: shown_command(["tools/benchmark_forward.py", "--sizes", ""],
+    {"OPENBLAS_NUM_THREADS": "1"}) == "OPENBLAS_NUM_THREADS=1 python tools/benchmark_forward.py --sizes ''"."""
+    return " ".join([f"{name}={value}" for name, value in (env or {}).items()]
+                    + ["python", shlex.join(str(arg) for arg in args)])
+
+
+def run_json_script(args, env=None):
+    """What `python *args --json FILE` writes into FILE, run in the repository as a process of its own (its
+    output shows as it comes). A process of its own, because OpenBLAS reads OPENBLAS_NUM_THREADS once, when
+    NumPy loads. A failure stops this run, naming the command."""
+    print(f"\n$ {shown_command(args, env)}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "measured.json"
+        done = subprocess.run([sys.executable, *map(str, args), "--json", str(path)], cwd=REPO,
+                              env={**os.environ, **(env or {})})
+        if done.returncode != 0:
+            raise SystemExit(f"`{shown_command(args, env)}` failed (exit status {done.returncode}); its output is "
+                             f"above")
+        return json.loads(path.read_text(encoding="utf-8"))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The speed of the forward pass: tools/benchmark_forward.py, twice
+# ------------------------------------------------------------------------------------------------------------
+
+
+FORWARD_SIZES = "124M,355M,774M,1558M"
+
+CONTEXT_LENGTHS = "16,64,128,256,384,512,640,768,896,1000"
+
+FLOOR_TARGET = 1.2  # the goal: a decoding step at most 1.2x the strict floor
+
+CONTEXT_TARGET = 1.15  # the goal: a step at 1,000 tokens of context at most 1.15x the step at 16
+
+
+
+def measure_forward(sizes, no_cache_sizes, context_size, context_lengths, settings):
+    """benchmark_forward.py twice, each a process of its own: the sizes (and the context) with OpenBLAS's
+    default threads, then the context alone with one thread.
+
+    Returns {"results": [SizeResult], "contexts": {"2 threads": ContextResult, "1 thread": ...},
+    "runs": [(the command as typed, the run's description from the JSON)]}.
+    """
+    flags = [word for name, value in settings.items() for word in (f"--{name}", value)]
+    context = ["--context_size", context_size or "None", "--context_lengths", context_lengths]
+    commands = [(["tools/benchmark_forward.py", "--sizes", sizes, "--no_cache_sizes", no_cache_sizes, *flags, *context,
+                  "--img_dir", "None"], None)]
+    if context_size:
+        commands.append((["tools/benchmark_forward.py", "--sizes", "", "--no_cache_sizes", "", *context,
+                          "--context_rounds", settings["context_rounds"], "--img_dir", "None"],
+                         {"OPENBLAS_NUM_THREADS": "1"}))
+    forward = {"results": [], "contexts": {}, "runs": []}
+    for args, env in commands:
+        results, context_result, run = benchmark_forward.from_json(run_json_script(args, env))
+        forward["results"] += results
+        if context_result is not None:
+            label = benchmark_forward.threads_label(run["threads"])
+            if label in forward["contexts"]:  # OPENBLAS_NUM_THREADS=1 was set for both runs
+                label += f", run {len(forward['runs']) + 1}"
+            forward["contexts"][label] = context_result
+        forward["runs"].append((shown_command(args, env), run))
+    return forward
+
+
+def forward_run_text(forward):
+    """The sentences that say how benchmark_forward.py ran: its commands, threads, minutes and load."""
+    lines = []
+    for command, run in forward["runs"]:
+        start, end = run["load_average"]
+        lines.append(wrap(f"- OpenBLAS with {benchmark_forward.threads_label(run['threads'])}, {run['minutes']:.1f} "
+                          f"minutes, load average {start:.2f} at the start and {end:.2f} at the end: `{command}`"))
+    return "\n".join(lines)
+
+
+def forward_summary(results):
+    """The sentences that read the main table and the breakdown, with their numbers."""
+    best = {res.size: min(res.sampler_steps) / res.floor for res in results}
+    median = [float(np.median(res.sampler_steps)) / res.median_floor for res in results]
+    met = [size for size, ratio in best.items() if ratio <= FLOOR_TARGET]
+    products = [(res.breakdown["block products"] + res.breakdown["LM head"]) / res.breakdown["sampler step"]
+                for res in results]
+    product_rates = [rate(res) for res in results for _, rate in benchmark_forward.BREAKDOWN_RATES[:2]]
+    sampler_work = [res.breakdown["logits_to_probs"] + res.breakdown["_check_probs + _sample"] for res in results]
+    share = max(work / res.breakdown["sampler step"] for work, res in zip(sampler_work, results))
+    lines = [f"- The best runs are {ratio_text(list(best.values()))} the strict floor, the median runs "
+             f"{ratio_text(median)} the median floor. The goal, at most {FLOOR_TARGET}× the strict floor, "
+             + (f"is met for {sizes_text(met)}." if met else "is not met at any size."),
+             f"- The matrix products (the blocks' and the LM head's) are {span([100 * p for p in products], '{:.0f}')}% "
+             f"of a step and ran at {span([r / 1e9 for r in product_rates], '{:.1f}')} GB/s, against "
+             f"{span([max(res.bandwidths) / 1e9 for res in results], '{:.1f}')} GB/s for the best single product.",
+             f"- The sampler's own work at temperature 0 (`logits_to_probs`, `_check_probs`, `_sample`) takes "
+             f"{span([1e3 * w for w in sampler_work])} ms, at most {share:.1%} of a step."]
+    uncached = [res for res in results if res.no_cache]
+    if uncached:
+        lines.append("- Without the cache a step takes " + "; ".join(
+            f"{ratio_text([res.no_cache / min(res.sampler_steps)], '{:.1f}')} the cached one for {res.size} "
+            f"({ratio_text([res.picogpt / min(res.sampler_steps)], '{:.1f}')} in picoGPT's setting)"
+            for res in uncached) + ".")
+    return "\n".join(wrap(line) for line in lines)
+
+
+def r_summary(results):
+    """The sentence that reads the r(m) table."""
+    r2 = [r_of_m(res.pass_seconds, statistic)[2] for res in results for statistic in (min, np.median)
+          if 2 in res.pass_seconds]
+    m_max = max(results[0].pass_seconds)
+    r_last = [r_of_m(res.pass_seconds, statistic)[m_max] for res in results for statistic in (min, np.median)]
+    return wrap(f"In this run r(2) is {span(r2)} and r({m_max}) is {span(r_last)} (bests and medians of "
+                f"{sizes_text([res.size for res in results])}).") if r2 else ""
+
+
+def context_summary(contexts):
+    """The sentence that reads the context table: the ratio at the longest length, for each thread count."""
+    ratios, met, missed = [], [], []
+    for label, context in contexts.items():
+        medians = benchmark_forward.context_medians(context)
+        lengths = sorted(medians)
+        ratio = medians[lengths[-1]] / medians[lengths[0]]
+        ratios.append(f"{ratio:.3f}× with {label}")  # three decimals: 1.151 is above a goal of 1.15
+        (met if ratio <= CONTEXT_TARGET else missed).append(label)
+    text = (f"The median step at {lengths[-1]} tokens of context over the one at {lengths[0]}: "
+            f"{', '.join(ratios)}. The goal is at most {CONTEXT_TARGET}×: ")
+    if met and missed:
+        return wrap(text + f"met with {' and '.join(met)}, not with {' or '.join(missed)}.")
+    return wrap(text + (f"met with {' and '.join(met)}." if met else f"not met with {' or '.join(missed)}."))
+
+
+def forward_blocks(forward, rounds):
+    """The parts from tools/benchmark_forward.py's two runs (rounds: the breakdown's --breakdown_rounds)."""
+    results, contexts = forward["results"], forward["contexts"]
+    blocks = {"forward-run": forward_run_text(forward)}
+    if results:
+        blocks["forward-table"] = benchmark_forward.main_table(results, markdown=True)
+        blocks["forward-breakdown"] = benchmark_forward.breakdown_table(results, markdown=True, rounds=rounds)
+        blocks["forward-summary"] = forward_summary(results)
+        blocks["r-table"] = benchmark_forward.r_table(results, markdown=True) + "\n\n" + r_summary(results)
+    if contexts:
+        blocks["context-table"] = (benchmark_forward.context_table_by_label(contexts, markdown=True) + "\n\n"
+                                   + context_summary(contexts))
+    return blocks
+
+
+def plot_forward(forward, img_dir):
+    """img_dir/forward_r_of_m.png and forward_ms_per_token_vs_context.png, from the measurements."""
+    plt = benchmark_forward.import_pyplot()
+    if plt is None:
+        return
+    if forward["results"]:
+        benchmark_forward.plot_r_of_m(plt, forward["results"], Path(img_dir) / "forward_r_of_m.png")
+    if forward["contexts"]:
+        size = next(iter(forward["contexts"].values())).size
+        floor = next((res.floor for res in forward["results"] if res.size == size), None)
+        benchmark_forward.plot_context(plt, forward["contexts"], floor,
+                                       Path(img_dir) / "forward_ms_per_token_vs_context.png")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# For scale: Hugging Face transformers, when it is installed
+# ------------------------------------------------------------------------------------------------------------
+
+
+PEER_INSTALL = "pip install torch==2.13.0 transformers"
+
+
+def peer_installed():
+    """True when torch and transformers can be imported here (tools/measure_hf_speed.py needs both)."""
+    return all(importlib.util.find_spec(name) is not None for name in ("torch", "transformers"))
+
+
+def peer_block(forward, sizes, settings):
+    """tools/measure_hf_speed.py (a process of its own) against this repository's best runs of the same sizes,
+    prompt, tokens and threads; or one line saying it was skipped and how to include it."""
+    if not peer_installed():
+        return wrap(f"The comparison with Hugging Face `transformers` was skipped in this run: torch and "
+                    f"transformers are not installed. To include it, `{PEER_INSTALL}` and run the command again.")
+    ours = {res.size: min(res.sampler_steps) * 1e3 for res in forward["results"] if res.size in sizes}
+    threads = forward["runs"][0][1]["threads"]
+    peer = run_json_script(["tools/measure_hf_speed.py", "--sizes", ",".join(ours), "--n_prompt",
+                            settings["n_prompt"], "--n_new", settings["n_new"], "--threads", threads])
+    lines = [wrap(f"Hugging Face `transformers` {peer['transformers']} on torch {peer['torch']}, CPU, "
+                  f"{benchmark_forward.threads_label(peer['threads'])}, greedy with its KV cache, {peer['n_new']} "
+                  f"tokens after {peer['n_prompt']}, random weights of the same shapes, the best of {peer['repeats']} "
+                  f"runs (`tools/measure_hf_speed.py`), right after this repository's runs above (their best):"), "",
+             "| size | transformers, ms/token | this repository, ms/token | transformers / this repository |",
+             "| --- | --- | --- | --- |"]
+    for size, mine in ours.items():
+        theirs = peer["ms_per_token"][size]
+        lines.append(f"| {size} | {theirs:.1f} | {mine:.1f} | {theirs / mine:.2f}× |")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Loading weights: tools/measure_loading.py
+# ------------------------------------------------------------------------------------------------------------
+
+
+LAYOUTS = {"TF checkpoint": "OpenAI's TF checkpoint", "HF safetensors": "Hugging Face safetensors"}
+
+LOADING_MEMORY_GOAL = 1.15  # peak resident memory at most 1.15x the weights
+
+LOADING_TIME_GOAL = 2.0  # a load at most 2x the time of reading the file's bytes
+
+
+
+def loading_table(loads):
+    """Markdown: one row per size and layout, then whether the two goals were met, and how far the time goal is
+    from what copying the file into fresh memory alone takes (tools/measure_loading.py's fresh_copy)."""
+    lines = ["| size | layout | weights | peak resident memory | × the weights | × above an empty Python | load | "
+             "`cat` (warm) | load / `cat` | copy into fresh memory | copy / `cat` |", "|" + " --- |" * 11]
+    memory_met, time_met = [], []
+    for load in loads:
+        weights, peak, seconds, cat, copy = (load[key] for key in ("weights", "peak", "seconds", "cat", "fresh_copy"))
+        lines.append(f"| {load['size']} | {LAYOUTS.get(load['layout'], load['layout'])} | {bytes_text(weights)} | "
+                     f"{bytes_text(peak)} | {peak / weights:.2f}× | {(peak - load['empty_python']) / weights:.2f}× | "
+                     f"{seconds:.3g} s | {cat:.3g} s | {seconds / cat:.1f}× | {copy:.3g} s | {copy / cat:.1f}× |")
+        memory_met.append(peak / weights <= LOADING_MEMORY_GOAL)
+        time_met.append(seconds / cat <= LOADING_TIME_GOAL)
+    copies = [load["fresh_copy"] / load["cat"] for load in loads]
+    lines += ["", wrap(f"The memory goal (at most {LOADING_MEMORY_GOAL}× the weights) is met by {sum(memory_met)} "
+                       f"of these {len(loads)} loads; the time goal (at most {LOADING_TIME_GOAL:g}× reading the file) "
+                       f"by {sum(time_met)} of {len(loads)}. Copying the file's bytes into one fresh array, with no "
+                       f"check and no reordering, took {span(copies, '{:.1f}')}× the `cat` by itself.")]
+    return "\n".join(lines)

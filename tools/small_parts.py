@@ -1,0 +1,218 @@
+"""The small parts: timings and counts that need no model run, each measured in this process (a tool).
+
+Read tools/make_readme_figures.py first (it calls these; `--only NAME` remeasures one alone), then what each
+times: drafters.py's prompt lookup against tests/test_drafters.py's full scan, encoder.py on one very long word,
+the sampler's float64 work (model_fn.logits_to_probs, sampling._check_probs and _sample), gpt2.py's small
+design choices against the other way; and how closely gpt2 and encoder.py agree with their peers. The tests'
+helpers are imported from tests/, which make_readme_figures.py puts on the path.
+"""
+
+import functools
+import importlib.util
+
+import numpy as np
+
+import drafters
+from gpt2 import HPARAMS, random_params
+from main import timed
+from model_fn import logits_to_probs
+from sampling import _check_probs, _sample
+from tools import benchmark_forward
+from tools.pages import duration_text, scientific, wrap
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Small timings the prose would otherwise quote from memory
+# ------------------------------------------------------------------------------------------------------------
+
+
+def best_seconds(fns, repeats):
+    """The fastest of `repeats` calls of each of fns, called in turns so that noise hits them alike (and
+    noise only ever adds time): best_seconds([f, g], 3) times f, g, f, g, f, g and returns [best f, best g]."""
+    best = [float("inf")] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            best[i] = min(best[i], timed(fn)[1])
+    return best
+
+
+def lookup_timing(n_tokens=1000, alphabet=50, repeats=5, seed=0):
+    """(seconds per call with PromptLookup's index, seconds per call with a Python full scan).
+
+    One pass calls each once per new token of a random text of an `alphabet`-token vocabulary, up to n_tokens
+    tokens, as a generation does: n_tokens calls, on prefixes cut before the clock starts (so no call pays for
+    copying its input), the index with a fresh PromptLookup each pass (it grows with the text). Each is the
+    best of `repeats` passes, the two taken in turns (best_seconds), divided by the calls in a pass.
+    """
+    from test_drafters import brute_force_lookup  # tests/test_drafters.py's full scan, the index's reference
+
+    x = np.random.default_rng(seed).integers(0, alphabet, n_tokens).tolist()
+    prefixes = [x[:n] for n in range(1, n_tokens + 1)]
+
+    def indexed():
+        lookup = drafters.prompt_lookup()
+        for prefix in prefixes:
+            lookup.lookup(prefix, 4)
+
+    def scanned():
+        for prefix in prefixes:
+            brute_force_lookup(prefix, 4, 3, 1)
+
+    return [seconds / n_tokens for seconds in best_seconds([indexed, scanned], repeats)]
+
+
+def lookup_text(forward, repeats=5):
+    """The sentence on prompt lookup's cost, beside a 124M step of the same run (if it measured 124M)."""
+    indexed, scanned = lookup_timing(repeats=repeats)
+    text = (f"Called once per new token up to 1,000 tokens (a 50-token alphabet), the best of {repeats} passes of "
+            f"1,000 calls: a lookup took {duration_text(indexed)} per call with the index and "
+            f"{duration_text(scanned)} with a Python full scan ({scanned / indexed:.0f}× as long)")
+    step = next((min(res.sampler_steps) for res in forward["results"] if res.size == "124M"), None)
+    return wrap(text + (f"; a 124M target step took {step * 1e3:.1f} ms in the same run." if step else "."))
+
+
+def bpe_text(tokenizer_dir, n_letters=100_000, seed=0):
+    """The sentence on encoding one very long word with encoder.py (and tiktoken, when it is installed)."""
+    from encoder import get_encoder
+
+    word = "".join(np.random.default_rng(seed).choice(list("abcdefghijklmnopqrstuvwxyz"), size=n_letters))
+    ours = timed(lambda: get_encoder(tokenizer_dir.name, tokenizer_dir.parent).encode(word))[1]
+    text = f"a word of {n_letters:,} random letters encodes in {ours:.2f} s"
+    if importlib.util.find_spec("tiktoken") is not None:
+        from test_encoder import tiktoken_gpt2
+
+        reference = tiktoken_gpt2(tokenizer_dir)
+        text += f" (tiktoken: {timed(lambda: reference.encode(word, disallowed_special=()))[1]:.3f} s)"
+    return wrap(f"In this run {text}, reading the vocabulary included.")
+
+
+TIMED_SIZE = "124M"  # the shapes of the small timings below
+
+
+SAMPLER_CASES = {  # the settings the sampler timing compares, by what the README calls them
+    "greedy (temperature 0)": dict(temperature=0),
+    "temperature 1": dict(temperature=1.0),
+    "temperature 1, top_k 50, top_p 0.9": dict(temperature=1.0, top_k=50, top_p=0.9),
+    "temperature 1, top_p 0.9": dict(temperature=1.0, top_p=0.9),
+}
+
+
+def sampler_table(repeats=200, seed=0):
+    """Markdown: ms of `logits_to_probs` + `_check_probs` + `_sample` on one row of random logits, per setting."""
+    rng = np.random.default_rng(seed)
+    n_vocab = HPARAMS[TIMED_SIZE]["n_vocab"]
+    logits = rng.standard_normal((1, n_vocab), dtype=np.float32)  # [1, n_vocab]
+
+    def sample(settings):
+        return _sample(_check_probs(logits_to_probs(logits, **settings), 1, n_vocab, "the model")[0], rng)
+
+    lines = [f"| one row of {n_vocab:,} standard-normal logits, best of {repeats} | ms |", "| --- | --- |"]
+    probs = np.full(n_vocab, 1 / n_vocab)  # float64 [n_vocab]
+    cases = {f"`logits_to_probs` + `_check_probs` + `_sample`, {label}": functools.partial(sample, settings)
+             for label, settings in SAMPLER_CASES.items()}
+    cases[f"`np.cumsum` over the {n_vocab:,} float64 probabilities alone"] = lambda: np.cumsum(probs)
+    for label, seconds in zip(cases, best_seconds(list(cases.values()), repeats)):
+        lines.append(f"| {label} | {seconds * 1e3:.3f} |")
+    return "\n".join(lines)
+
+
+def design_table(repeats=200, product_repeats=10, seed=0):
+    """Markdown: the small choices gpt2.py makes, each timed against the other way, on TIMED_SIZE's shapes.
+
+    The products go through all the block matrices of a random TIMED_SIZE model (4 per block, as a decoding
+    step does: far more bytes than any CPU cache holds), the elementwise work on one row.
+    """
+    rng = np.random.default_rng(seed)
+    params = random_params(HPARAMS[TIMED_SIZE], rng)  # block matrices column-major, as the loaders give them
+    n_embd = params["wte"].shape[1]
+    matrices = benchmark_forward.block_matrices(params)
+    row_major = [np.ascontiguousarray(m) for m in matrices]
+    rows = {n: rng.standard_normal((1, n), dtype=np.float32) for n in (n_embd, 4 * n_embd)}  # [1, n_in]
+    rows64 = {n: row.astype(np.float64) for n, row in rows.items()}
+    rows8 = {n: rng.standard_normal((8, n), dtype=np.float32) for n in rows}  # [8, n_in]: a verification pass
+    x, row = rows[4 * n_embd], rows[n_embd]  # x: what GELU sees, [1, 4 n_embd]
+
+    def products(by_size, weights):
+        return lambda: [by_size[m.shape[0]] @ m for m in weights]
+
+    def left_products(by_size, weights):  # gpt2.linear's way: the big matrix on the left
+        return lambda: [(m.T @ by_size[m.shape[0]].T).T for m in weights]
+
+    cases = [  # (what, gpt2.py's way, its function, the other way, its function, calls to time)
+        (f"GELU's cube of a [1, {4 * n_embd}] float32 row", "`x * x * x`", lambda: x * x * x, "`x**3`",
+         lambda: x**3, repeats),
+        (f"one row through each of the {len(matrices)} block matrices", "column-major (`gpt2.column_major`)",
+         products(rows, matrices), "row-major", products(rows, row_major), product_repeats),
+        (f"8 rows through each of the {len(matrices)} block matrices (`gpt2.linear`)", "`(w.T @ x.T).T`",
+         left_products(rows8, matrices), "`x @ w`", products(rows8, matrices), product_repeats),
+        ("one row through the same products, after it met a float64 scalar", "float32 row", products(rows, matrices),
+         "float64 row (every matrix converted each time)", products(rows64, matrices), product_repeats),
+        (f"the mean of a [1, {n_embd}] row (`layer_norm`)", "`np.add.reduce(x, axis=-1, keepdims=True) / n`",
+         lambda: np.add.reduce(row, axis=-1, keepdims=True) / n_embd, "`np.mean(x, axis=-1, keepdims=True)`",
+         lambda: np.mean(row, axis=-1, keepdims=True), repeats),
+    ]
+    lines = [f"| {TIMED_SIZE}'s shapes, best of {repeats} ({product_repeats} for the products), in turns | "
+             f"gpt2.py's way | time | the other way | time | other / gpt2.py's |", "|" + " --- |" * 6]
+    for what, ours_label, ours, other_label, other, calls in cases:
+        mine, theirs = best_seconds([ours, other], calls)
+        lines.append(f"| {what} | {ours_label} | {duration_text(mine)} | {other_label} | {duration_text(theirs)} | "
+                     f"{theirs / mine:.2f}× |")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# How closely the peers agree: numbers the tests check, quoted from this run
+# ------------------------------------------------------------------------------------------------------------
+
+
+def hf_agreement_text():
+    """The sentence on gpt2 against Hugging Face's logits in tests/fixtures: the largest difference over every
+    fixture and input, and the least that resetting one parameter array moves the logits (the test's teeth)."""
+    import test_gpt2
+    from gpt2 import gpt2
+
+    worst, least = 0.0, float("inf")
+    for name in test_gpt2.MODEL_NAMES:
+        hparams, params, cases = test_gpt2.load_fixture(name)
+        for ids, hf_logits, _ in cases:
+            worst = max(worst, test_gpt2.max_abs_diff(gpt2(ids, **params, n_head=hparams["n_head"]), hf_logits))
+        ids, hf_logits, _ = cases[-1]
+        flat = dict(test_gpt2.leaves(params))
+        for key, value in flat.items():
+            reset = test_gpt2.unflatten({**flat, key: test_gpt2.reset_to_hf_initial_value(key, value)})
+            least = min(least, test_gpt2.max_abs_diff(gpt2(ids, **reset, n_head=hparams["n_head"]), hf_logits))
+    return wrap(f"In this run `gpt2` matches within {scientific(worst)} (the bound is "
+                f"{scientific(test_gpt2.HF_TOLERANCE, 0)}), and resetting any single parameter array to what HF's "
+                f"initialisation leaves (0, or 1 for a layer-norm gain) moves the logits by at least {least:.2f}.")
+
+
+def unicode_text(tokenizer_dir, last=0x31FFF):
+    """The sentence on how many code points encoder.py (the `regex` package's Unicode tables) and tiktoken
+    encode differently, written as "!" + c + "'s"; or why it was not counted."""
+    if importlib.util.find_spec("tiktoken") is None:
+        return "(tiktoken is not installed, so this run did not count them: `pip install -r requirements-dev.txt`.)"
+    import regex
+    import tiktoken
+    from encoder import get_encoder
+    from test_encoder import tiktoken_gpt2
+
+    ours, reference = get_encoder(tokenizer_dir.name, tokenizer_dir.parent), tiktoken_gpt2(tokenizer_dir)
+    texts = ["!" + chr(c) + "'s" for c in range(0x80, last + 1) if not 0xD800 <= c <= 0xDFFF]  # no surrogates
+    differ = sum(ours.encode(text) != reference.encode(text, disallowed_special=()) for text in texts)
+    return wrap(f"With `regex` {regex.__version__} and tiktoken {tiktoken.__version__}, {differ:,} code points "
+                f"from U+0080 to U+{last:04X} give different ids when written as `\"!\" + c + \"'s\"`.")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Every small part, by the name of its marks
+# ------------------------------------------------------------------------------------------------------------
+
+
+SMALL_PARTS = {  # the parts that need no model run: name -> f(forward's measurements, OpenAI's 124M folder)
+    "lookup-timing": lambda forward, tokenizer_dir: lookup_text(forward),
+    "bpe-timing": lambda forward, tokenizer_dir: bpe_text(tokenizer_dir),
+    "sampler-timing": lambda forward, tokenizer_dir: sampler_table(),
+    "design-timing": lambda forward, tokenizer_dir: design_table(),
+    "hf-agreement": lambda forward, tokenizer_dir: hf_agreement_text(),
+    "unicode-count": lambda forward, tokenizer_dir: unicode_text(tokenizer_dir),
+}
