@@ -40,7 +40,13 @@ def test_a_run_on_a_tiny_model_fills_every_row_and_the_table(tmp_path):
     assert all(run.prefill > 0 and run.decode > 0 for runs in rows.values() for run in runs)
     table = benchmark_text.markdown_table(json.loads(json.dumps(benchmark_text.to_json(results, info))))
     assert table.count("\n| rewrite |") == 4 and table.count("\n| prose |") == 4
-    assert "alpha by match 1, 2-3, 4-7, 8-15, 16+" in table and "x (" in table
+    assert "alpha by match 1, 2-3, 4-7, 8-15, 16+" in table and "x (" in table and "by the cost model" in table
+
+
+def test_the_modelled_speedup_is_the_tokens_over_the_rounds_costs():
+    """Three rounds that proposed 0, 3 and 16 tokens cost r(1) + r(4) + r(17) = 1 + 2 + 3 (the table's last entry
+    serving beyond it): 12 tokens in 6 steps is 2x."""
+    assert benchmark_text.modelled_speedup(12, [0, 3, 16], [1.0, 1.5, 1.8, 2.0, 3.0]) == 2.0
 
 
 def test_an_unknown_text_names_the_ones_there_are():

@@ -23,7 +23,8 @@ and the decoding after it. Before anything is timed, lookahead.calibrate measure
 - alpha by match length: the share of checked guesses kept, by the match their path had reached (the
   proposal's match n plus the guesses kept before it: the same buckets as AutoK's);
 - speedup over autoregressive decoding in the same repeat, end to end (prefill + decoding) and decoding only:
-  the median over the repeats, and their range.
+  the median over the repeats, and their range; and decoding only by the cost model (the tokens over the
+  rounds' sum of r(m) as calibrated: no clock, so no load on a shared machine in it).
 
     python tools/benchmark_text.py                              # 124M shapes, 3 repeats (about 5 minutes)
     python tools/benchmark_text.py --texts rewrite --repeats 5  # one text
@@ -77,6 +78,7 @@ class Run:
     decode: float
     target_passes: int = 0
     ks: list = field(default_factory=list)
+    sizes: list = field(default_factory=list)  # the tokens each round proposed (the target read one more)
     checked: list = field(default_factory=list)  # checked guesses by match bucket
     kept: list = field(default_factory=list)
 
@@ -169,6 +171,7 @@ def lookup_run(text, new_model, K, max_ngram, costs):
 
     run = timed_run(text, new_model, sample)
     run.target_passes, run.ks = stats.target_passes, list(stats.ks)
+    run.sizes = [len(round_.proposal.tokens) for round_ in stats.round_log]
     run.checked, run.kept = [0] * len(MATCH_BUCKETS), [0] * len(MATCH_BUCKETS)
     for round_ in stats.round_log:
         for check in round_.checks:
@@ -220,16 +223,24 @@ def spread(values):
     return f"{np.median(values):.2f}x ({min(values):.2f}-{max(values):.2f})"
 
 
-def table_rows(results):
-    """The table's rows of strings, header first."""
+def modelled_speedup(n_tokens, sizes, r_table):
+    """Decoding only, by the cost model: n_tokens one-position steps over the rounds' sum of r(m), m = proposed
+    tokens + 1 (r_table[m - 1] = r(m), its last entry for larger m). No clock: what the plan is worth if
+    r(m) holds, free of the load on a shared machine."""
+    return n_tokens / sum(r_table[min(size + 1, len(r_table)) - 1] for size in sizes)
+
+
+def table_rows(results, r_table=None):
+    """The table's rows of strings, header first. r_table (the costs planned with): a column of the speedup by
+    the cost model (modelled_speedup)."""
     header = ["text", "row", "tokens/pass", "mean k", "alpha by match " + ", ".join(BUCKET_NAMES),
-              "speedup end to end", "decoding only"]
+              "speedup end to end", "decoding only"] + (["by the cost model"] if r_table else [])
     rows = [header]
     for name, by_row in results.items():
         base = by_row["autoregressive"]
         ms = np.median([run.decode for run in base]) / base[0].target_passes * 1000
         rows.append([name, f"autoregressive ({ms:.1f} ms/token, prefill {np.median([r.prefill for r in base]):.2f} s)",
-                     "1.00", "-", "-", "1.00x", "1.00x"])
+                     "1.00", "-", "-", "1.00x", "1.00x"] + (["1.00x"] if r_table else []))
         n_tokens = base[0].target_passes
         for label, runs in by_row.items():
             if label == "autoregressive":
@@ -237,14 +248,15 @@ def table_rows(results):
             run = runs[0]  # the counts are the same in every repeat (temperature 0, a fixed r(m))
             alphas = ", ".join(f"{kept / checked:.2f}" if checked else "-" for kept, checked in zip(run.kept, run.checked))
             rows.append([name, label, f"{n_tokens / run.target_passes:.2f}", f"{np.mean(run.ks):.1f}", alphas,
-                         spread(speedups(base, runs, True)), spread(speedups(base, runs, False))])
+                         spread(speedups(base, runs, True)), spread(speedups(base, runs, False))]
+                        + ([f"{modelled_speedup(n_tokens, run.sizes, r_table):.2f}x"] if r_table else []))
     return rows
 
 
 def markdown_table(data):
     """The results (from_json(data) or measure's) as a markdown table, with a line on how they were measured."""
     results, info = (from_json(data) if isinstance(data, dict) and "results" in data else (data, {}))
-    lines = [benchmark.format_table(table_rows(results), markdown=True)]
+    lines = [benchmark.format_table(table_rows(results, info.get("costs", {}).get("r_table")), markdown=True)]
     if info:
         repeats = len(next(iter(results.values()))["autoregressive"])
         lines.append(f"\n{info.get('model', '')} on {info.get('machine', 'an unknown machine')}; "
@@ -325,7 +337,7 @@ def main(texts="prose,code,rewrite,quotes", Ks="4,8,16,auto", size="124M", repea
 
     def show(results, info):  # after each repeat: the table so far (and the file), in case the run is cut short
         print(f"\n{info['model']}\n{info['machine']}\n{info['costs_summary']}\n", flush=True)
-        print(benchmark.format_table(table_rows(results)), flush=True)
+        print(benchmark.format_table(table_rows(results, info["costs"]["r_table"])), flush=True)
         if json:
             write_json(json, to_json(results, info))
             print(f"\nwrote {json}", flush=True)
