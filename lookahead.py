@@ -252,7 +252,7 @@ class MeasuredCosts:
         return f"r(m), m = 1..{len(self.r_table)}: {r}{c} (a 1-position target pass: {self.target_step_ms:.1f} ms)"
 
 
-def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=5, prefix=None, ms=CALIBRATION_MS):
+def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, prefix=None, ms=CALIBRATION_MS):
     """Measure r(m) for m = 1 .. m_max (and c with a draft model) on this machine: a MeasuredCosts.
 
     A few seconds, untimed by the callers: each of `ms` (those <= m_max, and m_max) is timed `repeats` times, in
