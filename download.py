@@ -9,15 +9,25 @@ next run: no request needed. (A truncated file put there by hand is caught later
 which compares every size with the index.) A leftover NAME.part is resumed with an HTTP Range request;
 transient failures (a dropped connection, a 5xx answer, a body cut short) are retried with exponential
 backoff, and anything else is one DownloadError naming the URL, the folder and what to do.
+
+Every download is bounded, whatever the server does: it stops at the size the server announced (or the
+cap of its kind of file, `size_cap`), and at an overall deadline per file (`download_deadline`).
 """
 
 import os
 import re
 import time
+import zlib
+from contextlib import contextmanager
 from pathlib import Path
 
 import requests
+import urllib3  # requests' own HTTP library, installed with it: its errors, when reading raw
 from tqdm import tqdm
+
+from encoder import MAX_VOCABULARY_FILE_BYTES
+from tf_checkpoint import MAX_INDEX_BYTES
+from weights import MAX_CONFIG_BYTES, read_openai_hparams
 
 MODEL_SIZES = ("124M", "355M", "774M", "1558M")
 
@@ -34,12 +44,45 @@ RELEASE_FILES = (
     "vocab.bpe",
 )
 
+# The most bytes a file of each kind may have, when no size was announced or to refuse an absurd announced one.
+# The readers refuse larger files too (weights.MAX_CONFIG_BYTES, encoder.MAX_VOCABULARY_FILE_BYTES,
+# tf_checkpoint.MAX_INDEX_BYTES).
+SMALL_FILE_CAPS = {
+    "checkpoint": MAX_CONFIG_BYTES,
+    "hparams.json": MAX_CONFIG_BYTES,
+    "config.json": MAX_CONFIG_BYTES,
+    "encoder.json": MAX_VOCABULARY_FILE_BYTES,
+    "vocab.bpe": MAX_VOCABULARY_FILE_BYTES,
+    "vocab.json": MAX_VOCABULARY_FILE_BYTES,
+    "merges.txt": MAX_VOCABULARY_FILE_BYTES,
+    "model.ckpt.index": MAX_INDEX_BYTES,
+    "model.ckpt.meta": 64 << 20,  # the graph, never read: 1558M's is about 2 MB
+}
+MAX_WEIGHTS_BYTES = 64 << 30  # the weights: 1558M's are 6.2 GB; 64 GB keeps an endless body from filling a disk
+
+# The overall time one file may take, all attempts together, unless the caller or $GPT2_DOWNLOAD_DEADLINE says
+# otherwise. A deadline never loses work: the NAME.part file stays, and the next run resumes it. So it only
+# bounds how long one run can hang on a server that drips bytes; one hour still fetches 1558M's 6.2 GB at
+# 1.8 MB/s or faster in one run.
+DEFAULT_DEADLINE_SECONDS = 3600.0
+CHUNK_BYTES = 64 * 1024
+
+
+def size_cap(filename):
+    """The most bytes the file called `filename` may have (SMALL_FILE_CAPS, else MAX_WEIGHTS_BYTES)."""
+    return SMALL_FILE_CAPS.get(filename, MAX_WEIGHTS_BYTES)
+
 
 class DownloadError(RuntimeError):
-    """A release file could not be downloaded; the message names the URL, the folder, and what to do."""
+    """A file could not be downloaded or stored; the message names the URL or the folder, and what to do."""
+
 
 class _TransientError(Exception):
     """A failure worth retrying: a 5xx answer, or a body shorter than announced."""
+
+
+class _DeadlinePassed(Exception):
+    """The file's overall deadline passed; download_file says so with the file and the deadline."""
 
 
 # What requests raises for a dropped connection, a body cut short, or a server that does not answer in time.
@@ -51,45 +94,115 @@ _RETRYABLE_ERRORS = (
 )
 
 
-def download_gpt2_files(model_size, model_dir, base_url=None, retries=5, backoff_seconds=1.0, timeout_seconds=30.0):
+def download_deadline(deadline_seconds=None):
+    """The overall deadline of one file in seconds: deadline_seconds, else $GPT2_DOWNLOAD_DEADLINE, else
+    DEFAULT_DEADLINE_SECONDS. ValueError unless it is a number of seconds > 0."""
+    where = "deadline_seconds"
+    if deadline_seconds is None:
+        deadline_seconds, where = os.environ.get("GPT2_DOWNLOAD_DEADLINE") or DEFAULT_DEADLINE_SECONDS, \
+            "GPT2_DOWNLOAD_DEADLINE"
+    try:
+        seconds = float(deadline_seconds)
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if isinstance(deadline_seconds, bool) or not 0 < seconds < float("inf"):
+        raise ValueError(f"{where} must be a number of seconds > 0; got {str(deadline_seconds)[:40]!r}")
+    return seconds
+
+
+def check_url(url, what):
+    """ValueError unless `url` is an http:// or https:// URL (`what` names where it came from)."""
+    if not isinstance(url, str) or not re.fullmatch(r"https?://[^/\s]+(/\S*)?", url):
+        raise ValueError(f"{what} must be an http:// or https:// URL; got {str(url)[:80]!r}")
+    return url.rstrip("/")
+
+
+@contextmanager
+def writing_into(folder, hint=""):
+    """Inside: an OSError (the folder is a file, lies under a file, is not writable, the disk is full) becomes
+    one DownloadError naming the folder and the file."""
+    try:
+        yield
+    except requests.RequestException:
+        raise  # also an OSError, but the caller deals with it
+    except IsADirectoryError as error:  # a folder where a file belongs: only its owner should delete a folder
+        raise DownloadError(f"{error.filename} is a folder where a file belongs: delete it and run again") from None
+    except OSError as error:
+        raise DownloadError(f"cannot write into {folder}: {error.strerror or error} ({error.filename}){hint}") from None
+
+
+def download_gpt2_files(model_size, model_dir, base_url=None, retries=5, backoff_seconds=1.0, timeout_seconds=30.0,
+                        deadline_seconds=None):
     """Download the seven release files of `model_size` into `model_dir`, skipping those already there.
 
     The files come from {base_url}/{model_size}/{file}; base_url defaults to $GPT2_BASE_URL, else OpenAI's
     bucket. Retries wait backoff_seconds * 1, 2, 4, ... between attempts. Raises DownloadError when a file
-    still fails after `retries` retries. The size is not checked here: resolve_model is the one place that
-    understands model names.
+    still fails after `retries` retries. The weights come last, after hparams.json has been checked, so a
+    release with absurd sizes is refused before its largest file is fetched. The size is not checked here:
+    resolve_model is the one place that understands model names.
     """
-    base_url = (base_url or os.environ.get("GPT2_BASE_URL") or OPENAI_BASE_URL).rstrip("/")
+    where = "base_url" if base_url else "GPT2_BASE_URL" if os.environ.get("GPT2_BASE_URL") else "OPENAI_BASE_URL"
+    base_url = check_url(base_url or os.environ.get("GPT2_BASE_URL") or OPENAI_BASE_URL, where)
     model_dir = Path(model_dir)
-    model_dir.mkdir(parents=True, exist_ok=True)
-    for filename in RELEASE_FILES:
+    with writing_into(model_dir):
+        model_dir.mkdir(parents=True, exist_ok=True)
+    for filename in sorted(RELEASE_FILES, key=lambda name: name.startswith("model.ckpt.data")):  # weights last
         path = model_dir / filename
-        if path.exists():  # only ever created by a rename after a size check: complete
-            continue
-        download_file(f"{base_url}/{model_size}/{filename}", path, retries, backoff_seconds, timeout_seconds)
+        if not path.is_file():  # a file under its final name was renamed there after a size check: complete
+            download_file(f"{base_url}/{model_size}/{filename}", path, retries, backoff_seconds, timeout_seconds,
+                          deadline_seconds, max_bytes=size_cap(filename))
+        if filename == "hparams.json":
+            read_openai_hparams(path)  # CheckpointError for absurd sizes, before the weights are downloaded
 
 
-def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.0):
-    """Download `url` to `path` via `path`.part, resuming and retrying; rename only once complete."""
+def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.0, deadline_seconds=None,
+                  size=None, max_bytes=None):
+    """Download `url` to `path` via `path`.part, resuming and retrying; rename only once complete.
+
+    size: the file's size if known beforehand (the Hub announces it); max_bytes: the most it may have (default:
+    size_cap of the file's name). The body is never read past either. All attempts together end by the
+    deadline (download_deadline(deadline_seconds)); the .part file stays for the next run to resume.
+    """
     path = Path(path)
     part_path = path.with_name(path.name + ".part")
+    max_bytes = size_cap(path.name) if max_bytes is None else max_bytes
+    if size is not None and size > max_bytes:
+        raise DownloadError(f"{url} announces {size} bytes, more than the {max_bytes} a file {path.name} may have")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be a whole number >= 0; got {str(retries)[:40]!r}")
+    seconds = download_deadline(deadline_seconds)
+    deadline = time.monotonic() + seconds
     last_error = None
-    for attempt in range(retries + 1):
-        if attempt > 0:
-            time.sleep(backoff_seconds * 2 ** (attempt - 1))  # exponential backoff: 1, 2, 4, ... x backoff
-        try:
-            fetch_into_part_file(url, part_path, timeout_seconds)
-        except _RETRYABLE_ERRORS as error:
-            last_error = error
-            continue
-        part_path.replace(path)  # complete: give it its final name
-        return
+    try:
+        with writing_into(path.parent):
+            for attempt in range(retries + 1):
+                if attempt > 0:
+                    wait = backoff_seconds * 2 ** (attempt - 1)  # exponential backoff: 1, 2, 4, ... x backoff
+                    if time.monotonic() + wait > deadline:
+                        raise _DeadlinePassed()
+                    time.sleep(wait)
+                try:
+                    fetch_into_part_file(url, part_path, timeout_seconds, size if size is not None else max_bytes,
+                                         deadline)
+                except _RETRYABLE_ERRORS as error:
+                    last_error = error
+                    continue
+                got = part_path.stat().st_size
+                if size is not None and got != size:
+                    part_path.unlink()
+                    raise DownloadError(f"{url} sent {got} bytes where {size} were announced: run again to "
+                                        f"download it afresh")
+                part_path.replace(path)  # complete: give it its final name (replacing a link, never following it)
+                return
+    except _DeadlinePassed:
+        raise DownloadError(f"{url} took longer than the deadline of {seconds:g} seconds for one file (raise it "
+                            f"with GPT2_DOWNLOAD_DEADLINE=seconds); {part_path} is kept: run again to resume") from None
     raise _download_error(url, path.parent, f"{retries + 1} attempts failed, the last with: {last_error}")
 
 
 def _download_error(url, folder, reason):
     by_hand_url = url.rsplit("/", 1)[0]
-    if "/resolve/main/" in url:  # a Hub file (hub.py): its blob's name must be the ETag, so no copy by hand
+    if "/resolve/" in url:  # a Hub file (hub.py): its blob's name must be the ETag, so no copy by hand
         return DownloadError(f"could not download {url} into {folder}: {reason}. Run again to resume (finished "
                              f"files are kept)")
     return DownloadError(
@@ -99,14 +212,56 @@ def _download_error(url, folder, reason):
     )
 
 
-def fetch_into_part_file(url, part_path, timeout_seconds):
+def http_request(method, url, **kwargs):
+    """requests.request, with every requests error that asking again will not fix turned into one
+    DownloadError naming the URL (a redirect loop, a redirect to file:// or ftp://, an invalid URL). Dropped
+    connections and timeouts pass through, for the caller to retry."""
+    try:
+        return requests.request(method, url, **kwargs)
+    except _RETRYABLE_ERRORS:
+        raise
+    except requests.TooManyRedirects:
+        raise DownloadError(f"{url} redirects in a loop (more than {requests.models.DEFAULT_REDIRECT_LIMIT} "
+                            f"redirects)") from None
+    except (requests.exceptions.InvalidSchema, requests.exceptions.MissingSchema) as error:
+        raise DownloadError(f"{url} leads to a URL that is not http:// or https://, which is never fetched "
+                            f"({str(error)[:200]})") from None
+    except (requests.RequestException, ValueError) as error:  # ValueError: a Location that is not UTF-8, ...
+        raise DownloadError(f"{url} cannot be fetched ({type(error).__name__}: {str(error)[:200]})") from None
+
+
+def parse_size(value, what, url):
+    """A size header's value (Content-Length, X-Linked-Size) as an int, None if absent; DownloadError unless it
+    is a whole number of at most 19 digits (a 5,000-digit one would be Python's digit-limit error)."""
+    if value is None:
+        return None
+    if not re.fullmatch(r"[0-9]{1,19}", value.strip()):
+        raise DownloadError(f"{url} sent a {what} header that is not a size in bytes: {value[:40]!r}")
+    return int(value)
+
+
+def fetch_into_part_file(url, part_path, timeout_seconds, max_bytes=MAX_WEIGHTS_BYTES, deadline=None):
     """One attempt: append the rest of `url` to `part_path` (or start it afresh); return once it is complete.
 
-    Raises _TransientError (or a requests error) for anything worth retrying, DownloadError otherwise.
+    We ask for the bytes as they are (Accept-Encoding: identity). A server that compresses anyway has its
+    body decompressed here, its Content-Length counting the compressed bytes, and is never resumed (a range
+    of compressed bytes is not a range of the file). Raises _TransientError (or a requests error) for anything
+    worth retrying, _DeadlinePassed, DownloadError otherwise.
     """
+    if part_path.is_symlink():  # inside our own folder; removing the link leaves what it points at alone
+        part_path.unlink()
     have = part_path.stat().st_size if part_path.exists() else 0
-    headers = {"Range": f"bytes={have}-"} if have > 0 else {}
-    with requests.get(url, headers=headers, stream=True, timeout=timeout_seconds) as response:
+    if have > max_bytes:
+        part_path.unlink()
+        have = 0
+    headers = {"Accept-Encoding": "identity", **({"Range": f"bytes={have}-"} if have > 0 else {})}
+    remaining = max(0.1, deadline - time.monotonic()) if deadline is not None else timeout_seconds
+    timeout = (timeout_seconds, min(timeout_seconds, remaining))  # (to connect, to wait for each read)
+    with http_request("GET", url, headers=headers, stream=True, timeout=timeout) as response:
+        encoding = response.headers.get("Content-Encoding", "identity").strip().lower() or "identity"
+        if encoding not in ("identity", "gzip", "x-gzip", "deflate"):
+            raise DownloadError(f"{url} sent its body in the encoding {encoding[:40]!r}, which is not decoded here")
+        length = parse_size(response.headers.get("Content-Length"), "Content-Length", url)
         if response.status_code == 416:  # "range not satisfiable": our partial file is no use, start over
             part_path.unlink()
             raise _TransientError(f"server refused to resume from byte {have}")
@@ -114,28 +269,42 @@ def fetch_into_part_file(url, part_path, timeout_seconds):
             raise _TransientError(f"HTTP {response.status_code} {response.reason}")
         if response.status_code == 206:  # the server resumes: it sends bytes have.. of `total`
             start, total = parse_content_range(response.headers.get("Content-Range", ""))
-            if start != have:
+            if start != have or encoding != "identity":
                 part_path.unlink()
-                raise _TransientError(f"asked to resume at byte {have}, server sent from byte {start}")
+                raise _TransientError(f"asked to resume at byte {have}, server sent from byte {start} ({encoding})")
             mode = "ab"
         elif response.status_code == 200:  # the whole file (also when the server ignores our Range header)
-            have = 0
-            total = int(response.headers["Content-Length"]) if "Content-Length" in response.headers else None
-            mode = "wb"
+            have, total, mode = 0, length if encoding == "identity" else None, "wb"
         else:
             raise _download_error(url, part_path.parent, f"HTTP {response.status_code} {response.reason}")
-        write_body(response, part_path, mode, have, total, desc=url.rsplit("/", 1)[-1])
+        if total is not None and total > max_bytes:
+            raise DownloadError(f"{url} announces {total} bytes where at most {max_bytes} are expected")
+        received = write_body(response, part_path, mode, have, total, desc=url.rsplit("/", 1)[-1],
+                              max_bytes=max_bytes, deadline=deadline, encoding=encoding, url=url)
 
     size = part_path.stat().st_size
+    if encoding != "identity" and length is not None and received != length:
+        part_path.unlink()  # a compressed body cut short cannot be resumed
+        raise _TransientError(f"got {received} of {length} compressed bytes")
     if total is not None and size != total:
         if size > total:
             part_path.unlink()
         raise _TransientError(f"got {size} of {total} bytes")
 
 
-def write_body(response, part_path, mode, have, total, desc=None):
-    """Stream the response body into `part_path` with a progress bar (bytes, scaled units, rate) named desc."""
-    with open(part_path, mode) as file, tqdm(
+def write_body(response, part_path, mode, have, total, desc=None, max_bytes=MAX_WEIGHTS_BYTES, deadline=None,
+               encoding="identity", url=None):
+    """Stream the response body into `part_path` with a progress bar (bytes, scaled units, rate) named desc;
+    return the number of bytes received (before decompression).
+
+    Reads whatever has arrived (read1), so the deadline is checked even when a server drips one byte at a
+    time, and stops with a DownloadError, deleting the part, as soon as the file would pass max_bytes.
+    """
+    read = getattr(response.raw, "read1", response.raw.read)  # read1: urllib3 >= 2; read waits for a full chunk
+    decoder = None if encoding == "identity" else zlib.decompressobj(47 if "gzip" in encoding else 15)
+    received, written = 0, have
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | (os.O_APPEND if mode == "ab" else os.O_TRUNC)
+    with os.fdopen(os.open(part_path, flags, 0o644), "wb") as file, tqdm(
         desc=desc or part_path.name.removesuffix(".part"),
         total=total,
         initial=have,
@@ -143,14 +312,35 @@ def write_body(response, part_path, mode, have, total, desc=None):
         unit_scale=True,
         unit_divisor=1024,
     ) as progress:
-        for chunk in response.iter_content(chunk_size=64 * 1024):
-            file.write(chunk)
-            progress.update(len(chunk))
+        while True:
+            if deadline is not None and time.monotonic() > deadline:
+                raise _DeadlinePassed()
+            try:
+                raw = read(CHUNK_BYTES, decode_content=False)
+            except (urllib3.exceptions.HTTPError, OSError) as error:  # a dropped connection, a read timeout
+                raise _TransientError(f"the connection broke: {str(error)[:200]}") from None
+            if not raw:
+                break
+            received += len(raw)
+            try:
+                data = decoder.decompress(raw, max_bytes - written + 1) if decoder else raw
+            except zlib.error as error:
+                raise DownloadError(f"{url or desc} sent a {encoding} body that does not decompress ({error})") from None
+            if written + len(data) > max_bytes:
+                file.close()
+                part_path.unlink()
+                raise DownloadError(f"{url or desc} sends more than the {max_bytes} bytes expected; stopped there")
+            file.write(data)
+            written += len(data)
+            progress.update(len(data))
+    if decoder is not None and not decoder.eof:
+        raise _TransientError(f"the {encoding} body ends before its end")
+    return received
 
 
 def parse_content_range(content_range):
     """'bytes 100-999/1000' -> (100, 1000): where the sent bytes start, and the size of the whole file."""
-    match = re.fullmatch(r"bytes (\d+)-\d+/(\d+)", content_range.strip())
+    match = re.fullmatch(r"bytes ([0-9]{1,19})-[0-9]{1,19}/([0-9]{1,19})", content_range.strip())
     if match is None:
-        raise _TransientError(f"unreadable Content-Range header {content_range!r}")
+        raise _TransientError(f"unreadable Content-Range header {content_range[:60]!r}")
     return int(match.group(1)), int(match.group(2))

@@ -147,21 +147,32 @@ class Encoder:
         return bytes(self.byte_decoder[c] for c in chars).decode("utf-8", errors="replace")
 
 
+MAX_VOCABULARY_FILE_BYTES = 32 << 20  # GPT-2's encoder.json is 1.0 MB, vocab.bpe 0.5 MB; this is room for 30x
+
+
 def read_text_file(path):
-    """Return the UTF-8 text of a vocabulary file, or raise ValueError naming it."""
+    """Return the UTF-8 text of a vocabulary file (at most MAX_VOCABULARY_FILE_BYTES), or raise ValueError naming it."""
+    if not os.path.isfile(path):  # a folder, a pipe that would never end: not a vocabulary file
+        raise ValueError(f"GPT-2 vocabulary file {path} is missing or not a file; download or copy it again")
     try:
+        size = os.path.getsize(path)
+        if size > MAX_VOCABULARY_FILE_BYTES:
+            raise ValueError(f"GPT-2 vocabulary file {path} has {size} bytes, more than the "
+                             f"{MAX_VOCABULARY_FILE_BYTES} a vocabulary file may have; download or copy it again")
         with open(path, encoding="utf-8") as f:
-            return f.read()
+            return f.read(MAX_VOCABULARY_FILE_BYTES + 1)
     except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"cannot read GPT-2 vocabulary file {path} ({err}); download or copy it again") from err
+        raise ValueError(f"cannot read GPT-2 vocabulary file {path} ({err}); download or copy it again") from None
 
 
 def load_vocab(path):
     """Read encoder.json (Hugging Face: vocab.json): {symbol: id}, e.g. {"!": 0, ..., "<|endoftext|>": 50256}."""
+    text = read_text_file(path)
     try:
-        vocab = json.loads(read_text_file(path))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"GPT-2 vocabulary file {path} is not valid JSON ({err}); download it again") from err
+        vocab = json.loads(text)
+    except (ValueError, RecursionError) as err:  # not JSON, nested too deep, a number of 5,000 digits
+        raise ValueError(f"GPT-2 vocabulary file {path} is not valid JSON ({type(err).__name__}: {err}); "
+                         f"download it again") from None
     if not isinstance(vocab, dict) or not all(type(i) is int for i in vocab.values()):
         raise ValueError(f"GPT-2 vocabulary file {path} must hold a JSON object {{symbol: id}}; download it again")
     return vocab
@@ -177,10 +188,37 @@ def load_merges(path):
             continue  # the file ends with a newline
         symbols = line.split()
         if len(symbols) != 2:
-            message = f"line {line_number} of GPT-2 merges file {path} is {line!r}: expected two symbols"
+            message = f"line {line_number} of GPT-2 merges file {path} is {line[:60]!r}: expected two symbols"
             raise ValueError(message + "; download it again")
         merges.append(tuple(symbols))
     return merges
+
+
+def check_vocabulary(vocab, merges, vocab_path, merges_path):
+    """ValueError unless the two files are one byte-level BPE tokenizer: the ids are 0 .. len(vocab) - 1, each
+    once; every symbol a merge makes is in the vocabulary; and every symbol of the vocabulary is one of the
+    256 byte characters, made by a merge, or a special token written <|...|> (GPT-2's only one is
+    <|endoftext|>). So a merges file cut short, emptied, or taken from another model is refused: GPT-2's
+    50,257 symbols are exactly 256 bytes + 50,000 merges + 1 special token."""
+    ids = set(vocab.values())
+    if len(ids) != len(vocab) or min(ids, default=0) != 0 or max(ids, default=-1) != len(vocab) - 1:
+        raise ValueError(f"GPT-2 vocabulary file {vocab_path} does not number its {len(vocab)} symbols 0 .. "
+                         f"{len(vocab) - 1}, each once; download it again")
+    byte_symbols = set(bytes_to_unicode().values())
+    made = [left + right for left, right in merges]
+    missing = [symbol for symbol in list(byte_symbols) + made if symbol not in vocab]
+    if missing:
+        raise ValueError(
+            f"GPT-2 vocabulary file {vocab_path} lacks symbols that {merges_path} makes ({len(missing)} of them, "
+            f"first {missing[0][:60]!r}): are both files from the same model? Download them again"
+        )
+    made = set(made)
+    unmade = [s for s in vocab if s not in byte_symbols and s not in made and not (s[:2] == "<|" and s[-2:] == "|>")]
+    if unmade:
+        raise ValueError(
+            f"GPT-2 merges file {merges_path} makes none of {len(unmade)} symbols of {vocab_path} (first "
+            f"{unmade[0][:60]!r}): it is cut short, empty, or from another model; download it again"
+        )
 
 
 def get_encoder(model_size, models_dir):
@@ -188,23 +226,18 @@ def get_encoder(model_size, models_dir):
     `model_size` is used as it is).
 
     It holds OpenAI's encoder.json + vocab.bpe, or a Hugging Face GPT-2 folder's vocab.json + merges.txt
-    (the same contents under other names). Missing or malformed files raise ValueError naming the file.
+    (the same contents under other names). Missing, malformed or mismatched files (check_vocabulary) raise
+    ValueError naming the file.
     """
     folder = os.path.join(models_dir, model_size)
-    vocab_path, merges_path = os.path.join(folder, "encoder.json"), os.path.join(folder, "vocab.bpe")
-    if not os.path.exists(vocab_path) and os.path.exists(os.path.join(folder, "vocab.json")):  # Hugging Face
-        vocab_path, merges_path = os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")
-    if not os.path.exists(vocab_path):
+    vocab_path, merges_path = os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")  # Hugging Face
+    if not os.path.lexists(vocab_path):  # OpenAI's names, in a folder without Hugging Face's
+        vocab_path, merges_path = os.path.join(folder, "encoder.json"), os.path.join(folder, "vocab.bpe")
+    if not os.path.lexists(vocab_path):
         raise ValueError(
             f"{folder} has no GPT-2 vocabulary: expected encoder.json + vocab.bpe (OpenAI's release files) "
             f"or vocab.json + merges.txt (a Hugging Face GPT-2 folder)"
         )
     vocab, merges = load_vocab(vocab_path), load_merges(merges_path)
-    needed = list(bytes_to_unicode().values()) + [left + right for left, right in merges]
-    missing = [symbol for symbol in needed if symbol not in vocab]
-    if missing:
-        raise ValueError(
-            f"GPT-2 vocabulary file {vocab_path} lacks symbols that {merges_path} makes ({len(missing)} of them, "
-            f"first {missing[0]!r}): are both files from the same model? Download them again"
-        )
+    check_vocabulary(vocab, merges, vocab_path, merges_path)
     return Encoder(vocab, merges)

@@ -22,10 +22,13 @@ from weights import (
     check_names_and_shapes,
     check_tensors_tile,
     checkpoint_error,
+    file_errors_as_checkpoint_errors,
     is_block_matrix,
     nest_params,
+    read_json_file,
     read_tensor,
     reading_bar,
+    shown,
 )
 
 # safetensors dtype -> how its bytes are stored. BF16 has no NumPy dtype: it is the top 16 bits of a float32.
@@ -45,6 +48,7 @@ HF_CONFIG_ASSUMED = {
 MAX_HEADER_BYTES = 100 * 2**20  # safetensors' own limit on the JSON header
 
 
+@file_errors_as_checkpoint_errors
 def read_safetensors_header(path):
     """The checked header of a .safetensors file: ({name: (dtype, shape, begin, end)}, where the data starts).
 
@@ -78,19 +82,20 @@ def read_safetensors_header(path):
         if name == "__metadata__":
             continue
         if not (isinstance(info, dict) and {"dtype", "shape", "data_offsets"} <= info.keys()):
-            raise checkpoint_error(path, f"its header entry for {name!r} is not an object with dtype, shape and "
+            raise checkpoint_error(path, f"its header entry for {shown(name)} is not an object with dtype, shape and "
                                           f"data_offsets")
         dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
         if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
-            raise checkpoint_error(path, f"{name} has dtype {dtype!r}; supported: {list(SAFETENSORS_DTYPES)}")
+            raise checkpoint_error(path, f"{shown(name)} has dtype {shown(dtype)}; supported: {list(SAFETENSORS_DTYPES)}")
         if not (isinstance(shape, list) and len(shape) <= 8 and all(_whole(d, MAX_DIMENSION) for d in shape)):
-            raise checkpoint_error(path, f"{name} has shape {shape!r}: expected a list of whole numbers")
+            raise checkpoint_error(path, f"{shown(name)} has shape {shown(shape)}: expected a list of whole numbers")
         if not (isinstance(offsets, list) and len(offsets) == 2 and all(_whole(o, data_size + 1) for o in offsets)):
-            raise checkpoint_error(path, f"{name} has data_offsets {offsets!r}: expected [begin, end] within the "
-                                          f"{data_size} bytes of data (a tensor that runs past the end, or worse)")
+            raise checkpoint_error(path, f"{shown(name)} has data_offsets {shown(offsets)}: expected [begin, end] "
+                                         f"within the {data_size} bytes of data (a tensor that runs past the end, or worse)")
         begin, end = offsets
         if end - begin != np.dtype(SAFETENSORS_DTYPES[dtype]).itemsize * math.prod(shape):
-            raise checkpoint_error(path, f"{name}: bytes {begin} .. {end} do not hold a {dtype} tensor of shape {shape}")
+            raise checkpoint_error(path, f"{shown(name)}: bytes {begin} .. {end} do not hold a {dtype} tensor of shape "
+                                         f"{shape}")
         entries[name] = (dtype, shape, begin, end)
     check_tensors_tile([(name, begin, end) for name, (_, _, begin, end) in entries.items()], path)
     last_end = max((end for _, _, _, end in entries.values()), default=0)
@@ -108,6 +113,7 @@ def _no_json_constants(constant):
     raise ValueError(f"{constant} is not a number a safetensors header can hold")
 
 
+@file_errors_as_checkpoint_errors
 def read_safetensors(path, column_major=lambda name: False):
     """Read a .safetensors file into {name: float32 array} with NumPy alone (the header: read_safetensors_header).
 
@@ -151,22 +157,22 @@ def read_hf_hparams(config_path):
     config_path = Path(config_path)
     if not config_path.is_file():
         raise checkpoint_error(config_path, "file not found")
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-        sizes = [config[key] for key in ("vocab_size", "n_embd", "n_head", "n_layer")]
-    except (UnicodeDecodeError, ValueError, RecursionError, KeyError, TypeError, IndexError) as error:
-        raise checkpoint_error(config_path, f"not a GPT-2 config.json ({type(error).__name__}: {error})") from None
+    config = read_json_file(config_path, "GPT-2 config.json")
     if not isinstance(config, dict):
         raise checkpoint_error(config_path, f"not a GPT-2 config.json (a JSON {type(config).__name__})")
+    missing = [key for key in ("vocab_size", "n_embd", "n_head", "n_layer") if key not in config]
+    if missing:
+        raise checkpoint_error(config_path, f"not a GPT-2 config.json (no {', '.join(missing)})")
     for key, assumed in HF_CONFIG_ASSUMED.items():
         if key in config and config[key] != assumed:
-            raise checkpoint_error(config_path, f"{key} is {config[key]!r}, but this GPT-2 implements {assumed!r}")
-    n_vocab, n_embd, n_head, n_layer = sizes
+            raise checkpoint_error(config_path, f"{key} is {shown(config[key])}, but this GPT-2 implements {assumed!r}")
     n_ctx = config.get("n_positions", config.get("n_ctx"))
-    hparams = {"n_vocab": n_vocab, "n_ctx": n_ctx, "n_embd": n_embd, "n_head": n_head, "n_layer": n_layer}
+    hparams = {"n_vocab": config["vocab_size"], "n_ctx": n_ctx, "n_embd": config["n_embd"],
+               "n_head": config["n_head"], "n_layer": config["n_layer"]}
     return check_hparams(hparams, config_path)
 
 
+@file_errors_as_checkpoint_errors
 def load_hf_gpt2(model_dir):
     """Read a Hugging Face GPT-2 folder (config.json + model.safetensors) -> (hparams, params).
 

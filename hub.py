@@ -11,16 +11,39 @@ else ~/.cache/huggingface/hub:
         blobs/<etag>                    each file's bytes, named by its ETag (a sha256 for large files)
         snapshots/<commit>/config.json  -> ../../blobs/<etag>   (a relative symlink per file)
 A file is downloaded as blobs/<etag>.part and renamed once complete (download.download_file).
+
+The cache is shared and the Hub (or a mirror in $HF_ENDPOINT) is another party, so nothing is taken on trust:
+- a blob is used only if its bytes hash to its name (sha256 for large files, git's blob id for small ones),
+  every time it is used; a damaged blob is deleted and downloaded again;
+- the names that become paths (the commit, the ETags) are checked to be hexadecimal ids, and refs/main too;
+- nothing is followed out of the repository's folder: its subfolders must be real folders, a snapshot's
+  links must point at ../../blobs/<etag>, and what we write replaces a link rather than writing through it;
+- every file of one download comes from one commit (the first answer pins it), config.json first, so a
+  repository that is not a GPT-2 this project can run is refused before its weights are fetched.
 """
 
-import json
+import hashlib
 import os
 import re
+import stat
+import sys
+import tempfile
 from pathlib import Path
 
-import requests
+from tqdm import tqdm
 
-from download import MODEL_SIZES, DownloadError, download_file
+from download import (
+    MODEL_SIZES,
+    DownloadError,
+    check_url,
+    download_file,
+    http_request,
+    parse_size,
+    size_cap,
+    writing_into,
+)
+from hf_folder import read_hf_hparams
+from weights import CheckpointError, read_json_file, shown
 
 # name -> (its Hub id, the OpenAI release it matches, or None)
 HUB_MODELS = {
@@ -33,7 +56,9 @@ HUB_MODELS = {
 DISTILGPT2_HPARAMS = {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 6}
 HUB_FILES = ("config.json", "model.safetensors", "vocab.json", "merges.txt")
 HUB_ENDPOINT = "https://huggingface.co"
-REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # owner/name
+# owner/name as the Hub allows them: ASCII letters, digits, "_", "." and "-", at most 96 characters each, no "--" or
+# ".." (two names must never map to one cache folder, models--owner--name).
+REPO_ID = re.compile(r"(?!.*(--|\.\.))[A-Za-z0-9](?:[\w.-]{0,94}\w)?/[A-Za-z0-9](?:[\w.-]{0,94}\w)?", re.ASCII)
 
 
 def model_names_help():
@@ -57,12 +82,38 @@ def check_model_name(name):
     """ValueError naming `name` and the known names unless it is a model name resolve_model understands.
     No network: an owner/name passes here and may still turn out not to exist on the Hub."""
     if not isinstance(name, str) or not name:
-        raise ValueError(f"a model name must be text, like 124M or gpt2; got {name!r}")
-    if Path(name).is_dir() or name in MODEL_SIZES or hub_repo_id(name):
+        raise ValueError(f"a model name must be text, like 124M or gpt2; got {shown(name)}")
+    kind = local_path_kind(name)
+    if kind == "folder" or name in MODEL_SIZES or hub_repo_id(name):
         return
-    if Path(name).exists():
+    if kind == "file":
         raise ValueError(f"{name!r} is a file, not a folder: give the folder that holds the model's files")
-    raise ValueError(f"unknown model {name!r}: use one of " + "; ".join(model_names_help()))
+    if kind is not None:  # the file system refused the name as a path
+        raise ValueError(f"{shown(name)} is no model name, and no folder ({kind})")
+    raise ValueError(f"unknown model {shown(name, 200)}: use one of " + "; ".join(model_names_help()))
+
+
+def local_path_kind(name):
+    """What `name` is on this machine: "folder", "file", None (nothing), or why it cannot be a path at all (a
+    name too long for the file system, a NUL byte): never an OSError."""
+    try:
+        mode = os.stat(name).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError) as error:
+        return getattr(error, "strerror", None) or str(error)
+    return "folder" if stat.S_ISDIR(mode) else "file"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The Hugging Face cache: where a repository's snapshot is, and whether it can be trusted
+# ------------------------------------------------------------------------------------------------------------
+
+COMMIT_ID = re.compile(r"[0-9a-f]{40}")  # a git commit: 40 lowercase hexadecimal digits
+BLOB_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a git blob id (small files) or a sha256 (large files)
+# Open for reading, never through a link, and without waiting for a writer if a pipe stands where a file belongs
+READ_NO_LINK = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+CACHE_HELP = " (the Hugging Face cache: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub)"
 
 
 def hf_hub_cache():
@@ -84,80 +135,220 @@ def hub_cache_folders(repo_id):
     return [hf_hub_cache() / ("models--" + name.replace("/", "--")) for name in names]
 
 
+def is_real_folder(path):
+    """path is a folder and not a link to one (a link could lead out of the cache)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def blob_matches_its_name(blob, progress=True):
+    """Whether the bytes of `blob` (a regular file, not a link) hash to its name: the sha256 of a large file,
+    or the id git gives a small file's contents, sha1(b"blob <size>\\0" + bytes), which is the Hub's ETag.
+    Hashing runs at about 1.7 GB/s here: 0.3 s for gpt2's weights, 4 s for gpt2-xl's."""
+    name = blob.name
+    try:
+        with os.fdopen(os.open(blob, READ_NO_LINK), "rb") as file:
+            status = os.fstat(file.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                return False
+            digest = hashlib.sha256() if len(name) == 64 else hashlib.sha1(b"blob %d\0" % status.st_size)
+            with tqdm(desc=f"checking {name[:12]}", total=status.st_size, unit="B", unit_scale=True,
+                      unit_divisor=1024, disable=not progress or status.st_size < 100e6) as bar:
+                while chunk := file.read(1 << 20):
+                    digest.update(chunk)
+                    bar.update(len(chunk))
+    except OSError:
+        return False
+    return digest.hexdigest() == name
+
+
+def read_ref(folder):
+    """The commit id in folder/refs/main, or None if there is none to trust: a missing file, a link (never
+    followed), a folder, a file that is not one 40-digit hexadecimal id."""
+    if not (is_real_folder(folder) and is_real_folder(folder / "refs")):
+        return None
+    try:
+        with os.fdopen(os.open(folder / "refs" / "main", READ_NO_LINK), "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                return None
+            text = file.read(100).decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if COMMIT_ID.fullmatch(text) else None
+
+
+def linked_blob(folder, link):
+    """The blob folder/blobs/<id> that the snapshot's `link` points at, or None unless it is exactly such a
+    link (relative ../../blobs/<id> as huggingface_hub makes them, or absolute) to a regular file."""
+    try:
+        target = os.readlink(link)
+    except (OSError, ValueError):
+        return None  # missing, or not a link
+    blob = Path(os.path.normpath(os.path.join(link.parent, target)))
+    if blob.parent != folder / "blobs" or not BLOB_ID.fullmatch(blob.name) or not is_real_folder(blob.parent):
+        return None
+    try:
+        return blob if stat.S_ISREG(os.lstat(blob).st_mode) else None
+    except OSError:
+        return None
+
+
 def cached_snapshot(repo_id):
-    """The snapshot folder of repo_id's "main" in the Hugging Face cache that holds every HUB_FILES, or None."""
+    """The snapshot folder of repo_id's "main" in the Hugging Face cache, if every HUB_FILES is there and
+    checks out (read_ref, linked_blob, blob_matches_its_name), else None. A blob that does not hash to its name
+    is deleted here, with a note on stderr, so the download that follows fetches it afresh."""
     for folder in hub_cache_folders(repo_id):
-        ref = folder / "refs" / "main"
-        if ref.is_file():
-            snapshot = folder / "snapshots" / ref.read_text().strip()
-            if all((snapshot / name).is_file() for name in HUB_FILES):  # is_file follows the symlinks
-                return snapshot
+        commit = read_ref(folder)
+        snapshot = folder / "snapshots" / str(commit)
+        if commit is None or not (is_real_folder(folder / "snapshots") and is_real_folder(snapshot)):
+            continue
+        blobs = [linked_blob(folder, snapshot / name) for name in HUB_FILES]
+        if None in blobs or len(set(blobs)) < len(blobs):  # two files linked to one blob: one link is wrong
+            continue
+        damaged = [blob for blob in blobs if not blob_matches_its_name(blob)]
+        for blob in damaged:
+            print(f"{blob} is damaged (its bytes do not hash to its name): deleting it to download it again",
+                  file=sys.stderr)
+            with writing_into(blob.parent, CACHE_HELP):
+                blob.unlink()
+        if not damaged:
+            return snapshot
     return None
 
 
-def hub_snapshot(repo_id, retries=3, backoff_seconds=1.0, timeout_seconds=30.0):
-    """repo_id's snapshot folder: from the Hugging Face cache if every file is there (no network at all), else
-    downloaded from the Hub ($HF_ENDPOINT, default https://huggingface.co) into that cache, in its layout."""
+def real_folder(path):
+    """Make `path` (inside the cache) a real folder: a link or a file in its place is removed first, so that
+    nothing is ever written through it to somewhere else."""
+    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
+        os.unlink(path)
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def replace_with_link(link, target):
+    """Make `link` a symbolic link to `target`, replacing whatever link was there (dangling, looping, wrong)."""
+    if os.path.islink(link) and os.readlink(link) == str(target):
+        return
+    if os.path.isdir(link) and not os.path.islink(link):
+        raise DownloadError(f"{link} is a folder where a link to {target} belongs: delete it and run again")
+    temporary = link.with_name(f".{link.name}.{os.getpid()}.link")
+    if os.path.lexists(temporary):
+        os.unlink(temporary)
+    os.symlink(target, temporary)
+    os.replace(temporary, link)  # atomic, and replaces a link rather than following it
+
+
+def write_ref(folder, commit):
+    """Write `commit` into folder/refs/main through a new file renamed over it: a link there is replaced, never
+    written through."""
+    refs = real_folder(folder / "refs")
+    ref = refs / "main"
+    if os.path.isdir(ref) and not os.path.islink(ref):
+        raise DownloadError(f"{ref} is a folder where a file holding the commit id belongs: delete it and run again")
+    descriptor, temporary = tempfile.mkstemp(dir=refs, prefix=".main.")  # a new name: nothing to follow
+    with os.fdopen(descriptor, "w") as file:
+        file.write(commit)
+    os.chmod(temporary, 0o644)  # readable by all, as huggingface_hub leaves it (mkstemp makes it private)
+    os.replace(temporary, ref)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The Hub: downloading a snapshot into the cache
+# ------------------------------------------------------------------------------------------------------------
+
+
+def hub_snapshot(repo_id, retries=3, backoff_seconds=1.0, timeout_seconds=30.0, deadline_seconds=None):
+    """repo_id's snapshot folder: from the Hugging Face cache if every file is there and checks out (no network
+    at all), else downloaded from the Hub ($HF_ENDPOINT, default https://huggingface.co) into that cache, in its
+    layout. The first answer pins the commit; the other files are asked for at that commit."""
     snapshot = cached_snapshot(repo_id)
     if snapshot is not None:
         return snapshot
-    endpoint = (os.environ.get("HF_ENDPOINT") or HUB_ENDPOINT).rstrip("/")
+    endpoint = check_url(os.environ.get("HF_ENDPOINT") or HUB_ENDPOINT, "HF_ENDPOINT")
     folder = hub_cache_folders(repo_id)[0]
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):  # huggingface_hub's switch
         raise DownloadError(f"{repo_id} is not (completely) in the Hugging Face cache {hf_hub_cache()}, and "
                             f"HF_HUB_OFFLINE is set: unset it to download it from {endpoint}/{repo_id}")
+    with writing_into(hf_hub_cache(), CACHE_HELP):
+        hf_hub_cache().mkdir(parents=True, exist_ok=True)
+        for sub in (folder, folder / "blobs", folder / "snapshots"):
+            real_folder(sub)
     commit = None
-    for name in HUB_FILES:
-        url = f"{endpoint}/{repo_id}/resolve/main/{name}"
+    for name in HUB_FILES:  # config.json first
+        url = f"{endpoint}/{repo_id}/resolve/{commit or 'main'}/{name}"
         etag, file_commit, size = hub_file_metadata(url, folder, timeout_seconds)
-        commit = commit or file_commit
+        if commit is not None and file_commit != commit:
+            raise DownloadError(f"{url} answered for commit {file_commit}, not the {commit} asked for: run again")
+        commit = file_commit
         blob = folder / "blobs" / etag
-        if not blob.is_file():  # a blob under its final name is complete (download.py)
-            blob.parent.mkdir(parents=True, exist_ok=True)
-            download_file(url, blob, retries, backoff_seconds, timeout_seconds)
-            if size is not None and blob.stat().st_size != size:  # the size the Hub announced (X-Linked-Size)
-                got = blob.stat().st_size
-                blob.unlink()
-                raise DownloadError(f"{url} sent {got} bytes where the Hub announced {size}: run again to download "
-                                    f"it afresh")
-        if name == "config.json":  # first, so that a repository of another kind fails before its big weights
-            check_hub_config(repo_id, blob)
-        link = folder / "snapshots" / commit / name
-        link.parent.mkdir(parents=True, exist_ok=True)
-        if not link.is_symlink():
-            link.symlink_to(Path("..") / ".." / "blobs" / etag)  # relative, as huggingface_hub makes them
-    (folder / "refs").mkdir(parents=True, exist_ok=True)
-    (folder / "refs" / "main").write_text(commit)
+        fetch_blob(url, blob, size, size_cap(name), retries, backoff_seconds, timeout_seconds, deadline_seconds)
+        if name == "config.json":  # first, so that a repository we cannot run fails before its big weights
+            check_hub_config(repo_id, blob, url)
+        with writing_into(folder, CACHE_HELP):
+            replace_with_link(real_folder(folder / "snapshots" / commit) / name, Path("..") / ".." / "blobs" / etag)
+    with writing_into(folder, CACHE_HELP):
+        write_ref(folder, commit)
     return folder / "snapshots" / commit
 
 
-def check_hub_config(repo_id, config_path):
-    """DownloadError unless the config.json of repo_id is readable and says model_type "gpt2" (the loader checks
-    the rest of it)."""
+def fetch_blob(url, blob, size, max_bytes, retries, backoff_seconds, timeout_seconds, deadline_seconds):
+    """Make `blob` (blobs/<id>) hold the bytes that hash to its name: kept if it already does, else downloaded
+    (resuming blobs/<id>.part). A resumed download that does not hash right is fetched once more from scratch:
+    the part left by an earlier run may hold bytes a crash never wrote."""
+    if blob_matches_its_name(blob):
+        return
+    with writing_into(blob.parent, CACHE_HELP):
+        if os.path.lexists(blob):
+            os.unlink(blob)  # damaged, or a link: a blob is always a file of our own
+        part = blob.with_name(blob.name + ".part")
+        for resumed in (os.path.lexists(part), False):
+            download_file(url, blob, retries, backoff_seconds, timeout_seconds, deadline_seconds, size=size,
+                          max_bytes=max_bytes)
+            if blob_matches_its_name(blob):
+                return
+            blob.unlink()
+            if not resumed:
+                break
+    kind = "sha256" if len(blob.name) == 64 else "git blob id"
+    raise DownloadError(f"{url} sent bytes whose {kind} is not its ETag {blob.name}: the server does not send what it "
+                        f"announces (nothing was kept); run again, or set HF_ENDPOINT to another mirror")
+
+
+def check_hub_config(repo_id, config_path, url=None):
+    """DownloadError unless the config.json of repo_id describes a GPT-2 this project can run: model_type "gpt2",
+    and the settings and sizes hf_folder.read_hf_hparams accepts (checked before the weights are fetched)."""
+    where = url or config_path
     try:
-        model_type = json.loads(Path(config_path).read_text(encoding="utf-8")).get("model_type")
-    except (ValueError, AttributeError):
-        raise DownloadError(f"{repo_id}'s config.json ({config_path}) is not a JSON object") from None
-    if model_type != "gpt2":
-        raise DownloadError(f"{repo_id} is not a GPT-2 repository: its config.json says model_type {model_type!r}, "
-                            f"and this project runs GPT-2 only (model_type 'gpt2')")
+        config = read_json_file(config_path, "GPT-2 config.json")
+        model_type = config.get("model_type") if isinstance(config, dict) else None
+        if not isinstance(config, dict):
+            raise DownloadError(f"{repo_id}'s config.json ({where}) is not a JSON object")
+        if model_type != "gpt2":
+            raise DownloadError(f"{repo_id} is not a GPT-2 repository: its config.json says model_type "
+                                f"{shown(model_type)}, and this project runs GPT-2 only (model_type 'gpt2')")
+        read_hf_hparams(config_path)
+    except CheckpointError as error:
+        raise DownloadError(f"{repo_id}'s config.json ({where}) is refused: {error.problem or error}") from None
 
 
 def hub_file_metadata(url, cache_folder, timeout_seconds):
     """(etag, commit, size) of a file on the Hub, from a HEAD request as huggingface_hub makes it: the ETag of
     the file (X-Linked-Etag for a large file stored elsewhere, whose answer is a redirect), X-Repo-Commit, and
-    the size (X-Linked-Size, else Content-Length of a direct answer; None if neither)."""
+    the size (X-Linked-Size, else Content-Length of a direct answer; None if neither). The ETag and the commit
+    become names in the cache: each must be a hexadecimal id (BLOB_ID, COMMIT_ID)."""
     try:
-        response = requests.head(url, allow_redirects=False, timeout=timeout_seconds,
-                                 headers={"Accept-Encoding": "identity"})
-    except requests.RequestException as error:
+        response = http_request("HEAD", url, allow_redirects=False, timeout=timeout_seconds,
+                                headers={"Accept-Encoding": "identity"})
+    except OSError as error:  # what requests raises for a refused connection or a timeout is an OSError
         raise DownloadError(
             f"could not reach the Hugging Face Hub at {url} ({type(error).__name__}), and the model is not in the "
             f"Hugging Face cache {cache_folder}: connect to the internet once, or set HF_ENDPOINT to a mirror"
         ) from None
     if response.status_code == 404 and response.headers.get("X-Error-Code") == "EntryNotFound":
-        head, _, name = url.partition("/resolve/main/")  # {endpoint}/{owner}/{name}/resolve/main/{file}
-        repo_id = "/".join(head.rsplit("/", 2)[-2:])
+        head, _, name = url.partition("/resolve/")  # {endpoint}/{owner}/{name}/resolve/{revision}/{file}
+        repo_id, name = "/".join(head.rsplit("/", 2)[-2:]), name.partition("/")[2]
         raise DownloadError(f"{repo_id} has no {name} on the Hub ({url} answered HTTP 404): this project reads a "
                             f"GPT-2 repository with {', '.join(HUB_FILES)}")
     if response.status_code in (401, 404):
@@ -169,9 +360,11 @@ def hub_file_metadata(url, cache_folder, timeout_seconds):
     commit = response.headers.get("X-Repo-Commit")
     if not etag or not commit:
         raise DownloadError(f"{url} did not answer like the Hugging Face Hub (no ETag or X-Repo-Commit header)")
-    etag = etag.removeprefix("W/").strip('"')
-    if not re.fullmatch(r"[\w.-]+", etag) or not re.fullmatch(r"[\w.-]+", commit):
-        raise DownloadError(f"{url} sent an ETag or commit that cannot name a file: {etag!r}, {commit!r}")
-    size = response.headers.get("X-Linked-Size") or (None if response.is_redirect else
-                                                       response.headers.get("Content-Length"))
-    return etag, commit, int(size) if size and size.isdigit() else None
+    etag = etag.strip().removeprefix("W/").strip('"')
+    if not BLOB_ID.fullmatch(etag) or not COMMIT_ID.fullmatch(commit.strip()):
+        raise DownloadError(f"{url} sent an ETag or commit that is not a hexadecimal id (a sha256 or a git id): "
+                            f"{shown(etag)}, {shown(commit)}")
+    size = parse_size(response.headers.get("X-Linked-Size"), "X-Linked-Size", url)
+    if size is None and not response.is_redirect:
+        size = parse_size(response.headers.get("Content-Length"), "Content-Length", url)
+    return etag, commit.strip(), size

@@ -23,10 +23,12 @@ from weights import (
     check_names_and_shapes,
     check_tensors_tile,
     checkpoint_error,
+    file_errors_as_checkpoint_errors,
     is_block_matrix,
     nest_params,
     read_tensor,
     reading_bar,
+    shown,
 )
 
 TABLE_MAGIC = 0xDB4775248B80FB57  # the last 8 bytes of every LevelDB table, little-endian
@@ -113,6 +115,7 @@ def read_block(table, offset, size):
 
 MAX_KEY_BYTES = 256  # TensorFlow variable names are far shorter ("model/h47/attn/c_attn/w" is 23 bytes)
 MAX_TABLE_ENTRIES = 10_000  # GPT-2 has 12 n_layer + 4 variables: 580 for 1558M
+MAX_INDEX_BYTES = 64 << 20  # 1558M's model.ckpt.index is about 40 KB
 
 
 def parse_block(block):
@@ -241,6 +244,7 @@ def parse_bundle_entry(message):
     return entry
 
 
+@file_errors_as_checkpoint_errors
 def read_checkpoint_index(ckpt_prefix):
     """Read `{ckpt_prefix}.index` -> (number of data shards, {variable name: bundle entry dict}).
 
@@ -249,6 +253,9 @@ def read_checkpoint_index(ckpt_prefix):
     index_path = Path(f"{ckpt_prefix}.index")
     if not index_path.is_file():
         raise checkpoint_error(index_path, "file not found")
+    if index_path.stat().st_size > MAX_INDEX_BYTES:
+        raise checkpoint_error(index_path, f"it has {index_path.stat().st_size} bytes, more than the {MAX_INDEX_BYTES} "
+                                           f"an index of GPT-2's few hundred tensors can need")
     try:
         pairs = read_sstable(index_path.read_bytes())
         header = dict(parse_protobuf(pairs[0][1])) if pairs and pairs[0][0] == b"" else None
@@ -273,6 +280,7 @@ def list_checkpoint_variables(ckpt_prefix):
     return sorted((name, entry["shape"]) for name, entry in entries.items())
 
 
+@file_errors_as_checkpoint_errors
 def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
     """Read OpenAI's TF checkpoint `{ckpt_prefix}.index` + `.data-00000-of-00001` into picoGPT's nested params.
 
@@ -295,9 +303,9 @@ def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
     for name, entry in entries.items():
         n_values = math.prod(entry["shape"])  # a Python int: no overflow, whatever the index claims
         if entry["dtype"] != DT_FLOAT or entry["sliced"] or entry["shard_id"] != 0:
-            raise checkpoint_error(index_path, f"{name} is not a plain float32 tensor (dtype {entry['dtype']})")
+            raise checkpoint_error(index_path, f"{shown(name)} is not a plain float32 tensor (dtype {entry['dtype']})")
         if entry["size"] != 4 * n_values:
-            raise checkpoint_error(index_path, f"{name} has {entry['size']} bytes for {n_values} float32 values")
+            raise checkpoint_error(index_path, f"{shown(name)} has {entry['size']} bytes for {n_values} float32 values")
         shape = entry["shape"]
         if name.endswith("/w") and len(shape) == 3 and shape[0] == 1:
             shape = shape[1:]  # OpenAI's matrices are stored [1, n_in, n_out]

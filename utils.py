@@ -18,26 +18,39 @@ become arrays.
 import re
 from pathlib import Path
 
-from download import MODEL_SIZES, DownloadError, download_gpt2_files
+from download import MODEL_SIZES, DownloadError, download_deadline, download_gpt2_files
 from encoder import get_encoder
-from hf_folder import load_hf_gpt2
-from hub import HUB_MODELS, check_model_name, hub_repo_id, hub_snapshot
+from hf_folder import load_hf_gpt2, read_hf_hparams
+from hub import HUB_MODELS, check_model_name, hub_repo_id, hub_snapshot, local_path_kind
 from tf_checkpoint import load_gpt2_params_from_tf_ckpt
-from weights import CheckpointError, read_openai_hparams
+from weights import (
+    MAX_CONFIG_BYTES,
+    CheckpointError,
+    checkpoint_error,
+    read_openai_hparams,
+)
 
 
 def openai_checkpoint_prefix(folder):
     """The checkpoint prefix named by the folder's `checkpoint` file (model_checkpoint_path: "model.ckpt").
 
-    Only the file name is kept, so a folder that was moved still works; "model.ckpt" if there is no such file.
+    Only the file name is kept, so a folder that was moved still works and the name never leads out of the
+    folder; "model.ckpt" if there is no such file or name.
     """
     checkpoint_file = Path(folder) / "checkpoint"
-    text = checkpoint_file.read_text() if checkpoint_file.is_file() else ""
+    text = ""
+    if checkpoint_file.is_file():
+        try:
+            with open(checkpoint_file, "rb") as file:
+                text = file.read(MAX_CONFIG_BYTES).decode("utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise checkpoint_error(checkpoint_file, f"not a readable checkpoint file ({error})") from None
     match = re.search(r'^model_checkpoint_path: "(.*)"', text, flags=re.MULTILINE)
-    return Path(folder) / Path(match.group(1) if match else "model.ckpt").name
+    name = Path(match.group(1)).name if match else ""
+    return Path(folder) / (name if name not in ("", ".", "..") else "model.ckpt")
 
 
-def resolve_model(name, models_dir="models", base_url=None, retries=3):
+def resolve_model(name, models_dir="models", base_url=None, retries=3, deadline_seconds=None):
     """Step 1 of 2: the local folder that holds the model called `name`, downloading what is missing.
 
     The ONE place where a model's name is understood (check_model_name says, without any network, whether it
@@ -47,33 +60,41 @@ def resolve_model(name, models_dir="models", base_url=None, retries=3):
       (from base_url, default $GPT2_BASE_URL, else OpenAI's bucket);
     - a Hugging Face name or id ("gpt2", "distilgpt2", "openai-community/gpt2-medium", any "owner/name" of a
       GPT-2 repository): its snapshot in the Hugging Face cache, downloaded from the Hub if missing.
+    Each file's download has an overall deadline: deadline_seconds, else $GPT2_DOWNLOAD_DEADLINE, else an hour
+    (download.download_deadline). Raises ValueError for a bad name or setting, DownloadError for a download
+    that failed, CheckpointError for a damaged file, each one line naming the file or URL.
     """
     check_model_name(name)
-    if Path(name).is_dir():
+    if local_path_kind(name) == "folder":
         return Path(name)
+    download_deadline(deadline_seconds)  # a bad deadline is bad input: say so before any request
     if name in MODEL_SIZES:
         folder = Path(models_dir) / name
         try:
-            download_gpt2_files(name, folder, base_url=base_url, retries=retries)
+            download_gpt2_files(name, folder, base_url=base_url, retries=retries, deadline_seconds=deadline_seconds)
         except DownloadError as error:
             hub_name = next(short for short, (_, size) in HUB_MODELS.items() if size == name)
             raise DownloadError(f"{error}. The same model is on the Hugging Face Hub as {hub_name!r}: try "
                                 f"--target_model_size {hub_name} (or --draft_model_size {hub_name})") from None
         return folder
-    return hub_snapshot(hub_repo_id(name), retries=retries)
+    return hub_snapshot(hub_repo_id(name), retries=retries, deadline_seconds=deadline_seconds)
 
 
 def load_model(folder):
     """Step 2 of 2: (encoder, hparams, params) from a folder in OpenAI's layout (hparams.json + model.ckpt.*) or
     a Hugging Face GPT-2 folder (config.json + model.safetensors), with the tokenizer files beside them
     (encoder.json + vocab.bpe, or vocab.json + merges.txt). The weight matrices come back column-major
-    (`gpt2.column_major`): same shapes and values, faster decoding."""
+    (`gpt2.column_major`): same shapes and values, faster decoding.
+
+    The tokenizer is checked against the model before any weight is read: its files must agree with each other
+    (encoder.check_vocabulary) and give exactly n_vocab ids, one per row of the model's embedding."""
     folder = Path(folder)
-    if (folder / "hparams.json").is_file():
-        hparams = read_openai_hparams(folder / "hparams.json")
-        params = load_gpt2_params_from_tf_ckpt(openai_checkpoint_prefix(folder), hparams)
-    elif (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
-        hparams, params = load_hf_gpt2(folder)
+    if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():  # first: a Hub snapshot
+        hparams_path = folder / "config.json"  # reads these four files whatever else is in it
+        hparams = read_hf_hparams(hparams_path)
+    elif (folder / "hparams.json").is_file():
+        hparams_path = folder / "hparams.json"
+        hparams = read_openai_hparams(hparams_path)
     elif (folder / "config.json").is_file():
         raise CheckpointError(f"{folder} has a config.json but no model.safetensors: this project reads GPT-2 "
                               f"weights in safetensors only (a pytorch_model.bin would need torch)")
@@ -82,8 +103,28 @@ def load_model(folder):
             f"{folder} holds neither OpenAI's GPT-2 files (hparams.json + model.ckpt.*) "
             f"nor a Hugging Face GPT-2 folder (config.json + model.safetensors)"
         )
-    encoder = get_encoder(folder.name, str(folder.parent))
+    encoder = load_tokenizer(folder, hparams, hparams_path)
+    if hparams_path.name == "hparams.json":
+        params = load_gpt2_params_from_tf_ckpt(openai_checkpoint_prefix(folder), hparams)
+    else:
+        _, params = load_hf_gpt2(folder)
     return encoder, hparams, params  # the readers put each block matrix column-major as they read it
+
+
+def load_tokenizer(folder, hparams, hparams_path):
+    """The folder's Encoder, if its files agree with each other and with the model's n_vocab; else a
+    CheckpointError naming the files (a damaged tokenizer file is a damaged file, like damaged weights)."""
+    try:
+        encoder = get_encoder(folder.name, str(folder.parent))
+    except ValueError as error:  # get_encoder's errors name the file and what is wrong with it
+        raise CheckpointError(str(error)) from None
+    if len(encoder.encoder) != hparams["n_vocab"]:
+        raise CheckpointError(
+            f"{folder}: the tokenizer has {len(encoder.encoder)} symbols but {hparams_path.name} says n_vocab="
+            f"{hparams['n_vocab']}: they are not from the same model (every id must have a row in the embedding, "
+            f"and every row an id)"
+        )
+    return encoder
 
 
 def load_encoder_hparams_and_params(model_size, models_dir="models"):

@@ -9,8 +9,10 @@ layout): params["blocks"][i]["attn"]["c_attn"]["w"], all float32, the blocks' ma
 A damaged or mismatched file is a CheckpointError whose one line names the file and what is wrong.
 """
 
+import functools
 import json
 import math
+import os
 import re
 from pathlib import Path
 
@@ -19,14 +21,75 @@ from tqdm import tqdm
 
 
 class CheckpointError(ValueError):
-    """A weights file is missing, damaged or not what it claims to be; the message names the file."""
+    """A weights file is missing, damaged or not what it claims to be; the message names the file.
+
+    `path` and `problem` keep the two parts of the message apart, for a caller that words the advice itself."""
+
+    def __init__(self, message, path=None, problem=None):
+        super().__init__(message)
+        self.path, self.problem = path, problem
 
 
 def checkpoint_error(path, problem):
-    """The CheckpointError for a damaged or incomplete file: it names the file, the problem, and what to do."""
+    """The CheckpointError for a damaged or incomplete file: it names the file, the problem, and what to do.
+
+    A file reached through a link (a Hugging Face snapshot links each file to a blob) is named with the file
+    the link points at: deleting the link would only bring the same damaged blob back."""
+    to_delete = "it"
+    if os.path.islink(path):
+        to_delete = os.path.realpath(path)
+        path = f"{path} (a link to {to_delete})"
     return CheckpointError(
-        f"{path}: {problem}. The file is damaged or incomplete: delete it and run again to download it afresh"
+        f"{path}: {problem}. The file is damaged or incomplete: delete {to_delete} and run again to download it "
+        f"afresh", path, problem
     )
+
+
+def file_errors_as_checkpoint_errors(reader):
+    """`reader`, whose OSError (a file it may not read, a folder where a file belongs, a failing disk) becomes a
+    CheckpointError naming the file: the loaders raise only the project's own errors."""
+
+    @functools.wraps(reader)
+    def checked(path, *args, **kwargs):
+        try:
+            return reader(path, *args, **kwargs)
+        except OSError as error:
+            raise checkpoint_error(error.filename or path, f"it cannot be read ({error.strerror or error})") from None
+
+    return checked
+
+
+def shown(value, width=60):
+    """repr(value), cut to about `width` characters: a message quotes what it refuses without printing a
+    megabyte of it. (An int of more than 4,300 digits has no repr at all: Python refuses to convert it.)"""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"a number of about {value.bit_length() * 30103 // 100000} digits"
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+MAX_CONFIG_BYTES = 1 << 20  # config.json and hparams.json: GPT-2's are under 1 KB; a larger one is not a config
+
+
+def read_json_file(path, what, max_bytes=MAX_CONFIG_BYTES):
+    """The JSON value in the file at `path` (`what` it should be, for the message), read only if it has at
+    most `max_bytes` bytes; else, or when it is not UTF-8 JSON (nested too deep, a number too long, ...),
+    a CheckpointError naming the file."""
+    path = Path(path)
+    if not path.is_file():  # missing, a folder, or a pipe that would never end
+        raise checkpoint_error(path, "file not found (or not a regular file)")
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise checkpoint_error(path, f"it has {size} bytes, more than the {max_bytes} a {what} may have")
+        with open(path, "rb") as file:
+            data = file.read(max_bytes + 1)
+        return json.loads(data.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        if isinstance(error, CheckpointError):
+            raise
+        raise checkpoint_error(path, f"not a {what} ({type(error).__name__}: {str(error)[:200]})") from None
 
 
 MAX_DIMENSION = 2**40  # no tensor of a GPT-2 is anywhere near: a larger size is damage, not a model
@@ -43,7 +106,7 @@ def check_hparams(hparams, path):
     for key, limit in HPARAM_LIMITS.items():
         value = hparams.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
-            raise checkpoint_error(path, f"{key} is {value!r}; it must be a whole number from 1 to {limit}")
+            raise checkpoint_error(path, f"{key} is {shown(value)}; it must be a whole number from 1 to {limit}")
     if hparams["n_embd"] % hparams["n_head"]:
         raise checkpoint_error(
             path, f"n_head={hparams['n_head']} does not divide n_embd={hparams['n_embd']}: heads split the width evenly"
@@ -53,12 +116,7 @@ def check_hparams(hparams, path):
 
 def read_openai_hparams(path):
     """hparams.json -> the checked hparams (check_hparams)."""
-    path = Path(path)
-    try:
-        hparams = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise checkpoint_error(path, f"not a readable JSON hparams file ({type(error).__name__}: {error})") from None
-    return check_hparams(hparams, path)
+    return check_hparams(read_json_file(path, "readable JSON hparams file"), path)
 
 
 def gpt2_param_shapes(hparams):
@@ -186,5 +244,5 @@ def check_tensors_tile(spans, path):
     for name, begin, end in sorted(spans, key=lambda span: (span[1], span[2])):
         if begin != position:
             problem = "overlaps the tensor before it" if begin < position else f"leaves a hole at byte {position}"
-            raise checkpoint_error(path, f"{name} (bytes {begin} .. {end}) {problem}")
+            raise checkpoint_error(path, f"{shown(name)} (bytes {begin} .. {end}) {problem}")
         position = end

@@ -60,3 +60,36 @@ def path_to(parents, i):
         path.append(i)
         i = parents[i]
     return path[::-1]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that runs past its time limit (pytest.ini's `timeout`, or `--timeout=` in EXERCISES.md's grading
+    commands) ends the whole run: the code under test probably never ends, and every later test would wait out
+    the same limit. The run stops with a line saying so; other failures still let the run go on."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and "from pytest-timeout" in str(report.longrepr):
+        item.session.shouldstop = (
+            f"{item.name} ran past its time limit, so the run stops here: the code it runs probably never ends "
+            f"(a loop that makes no progress, such as a round that writes no token)"
+        )
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A folder in which this process cannot create a file: a fresh folder of mode 0o500, or, for root (whom no
+    mode stops, as in CI's containers), /sys, where the kernel refuses new files to everyone. Skips only where
+    neither exists (not Linux, and root)."""
+    if os.geteuid() != 0:
+        folder = tmp_path / "read-only"
+        folder.mkdir(mode=0o500)
+        return folder
+    try:
+        open("/sys/gpt2-write-probe", "a").close()
+    except PermissionError:
+        return Path("/sys")
+    except OSError as error:
+        pytest.skip(f"running as root, and /sys cannot serve as a read-only folder here ({error})")
+    os.remove("/sys/gpt2-write-probe")
+    pytest.skip("running as root, and /sys takes new files here: no folder refuses root")

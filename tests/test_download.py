@@ -7,6 +7,7 @@ check what the downloader asked for. Backoff is 0, so the retries cost no time.
 """
 
 import http.server
+import json
 import threading
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from utils import resolve_model
 
 DATA_FILE = "model.ckpt.data-00000-of-00001"
 FAST = dict(retries=3, backoff_seconds=0.0, timeout_seconds=10.0)
+HPARAMS = {"n_vocab": 50, "n_ctx": 16, "n_embd": 8, "n_head": 2, "n_layer": 2}
 
 
 class FlakyFileServer:
@@ -99,6 +101,8 @@ def release(tmp_path):
     for name, size in sizes.items():
         contents[name] = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
         (served / name).write_bytes(contents[name])
+    contents["hparams.json"] = json.dumps(HPARAMS).encode()  # checked before the weights are downloaded
+    (served / "hparams.json").write_bytes(contents["hparams.json"])
     return contents
 
 

@@ -32,7 +32,7 @@ def hub(tmp_path, release_124M_dir, monkeypatch):
     server = FakeHub({"openai-community/gpt2": files, "gpt2": files, "distilbert/distilgpt2": files,
                       "someone/not-gpt2": hub_repo_files(tmp_path / "repo2", release_124M_dir, 2, "llama"),
                       "someone/no-safetensors": {k: v for k, v in files.items() if k != "model.safetensors"}})
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()  # a fast shutdown
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
     monkeypatch.setenv("HF_ENDPOINT", server.url)
     monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")

@@ -1,10 +1,12 @@
-"""The Hugging Face cache in detail: resume, sizes, offline mode, agreement on blob names with the real
-client. tests/test_hub.py has the both-ways tests and main.py's errors; this file uses its own server.
+"""The Hugging Face cache in detail: resume, sizes, offline mode, agreement on blob names with the real client.
+tests/test_hub.py has the both-ways tests and main.py's errors, tests/test_hostile_hub.py a hostile Hub and a
+damaged cache; this file holds the server they use.
 
 A local server on 127.0.0.1 answers like the Hub does for `/{repo}/resolve/main/{file}` (what hf_hub_download
 asks, in huggingface_hub's file_download.get_hf_file_metadata): a HEAD gives X-Repo-Commit and an ETag; a large
 file (model.safetensors, stored in LFS on the Hub) answers with a 302 to its storage URL, and its ETag and size
-come as X-Linked-Etag and X-Linked-Size. GETs honour Range. HF_ENDPOINT points at the server and HF_HUB_CACHE at
+come as X-Linked-Etag and X-Linked-Size; a small file's ETag is its git blob id. It answers at "main" or at the
+commit itself, as the Hub does. GETs honour Range. HF_ENDPOINT points at the server and HF_HUB_CACHE at
 tmp_path, so nothing here touches the network or the learner's real cache.
 
 The repositories hold tiny random GPT-2s (tests/test_main.py's, 1.6 MB) with the real tokenizer files under
@@ -21,6 +23,7 @@ import pytest
 huggingface_hub = pytest.importorskip("huggingface_hub")  # a test requirement only (requirements-dev.txt)
 
 from test_main import TINY_HPARAMS, tiny_params, write_hf_folder  # noqa: E402
+
 from download import DownloadError  # noqa: E402
 from hub import HUB_FILES, check_model_name, hf_hub_cache  # noqa: E402
 from utils import resolve_model  # noqa: E402
@@ -39,17 +42,31 @@ def hub_repo_files(folder, tokenizer_dir, seed, model_type="gpt2"):
             "vocab.json": (folder / "encoder.json").read_bytes(), "merges.txt": (folder / "vocab.bpe").read_bytes()}
 
 
+def git_blob_id(data):
+    """The id git gives a file's contents, which the Hub sends as a small file's ETag: sha1 of a header and them."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
 class FakeHub(http.server.ThreadingHTTPServer):
-    """The Hub's answers for `repos` ({repo id: {file: bytes}}); `requests` records every (method, path)."""
+    """The Hub's answers for `repos` ({repo id: {file: bytes}}); `requests` records every (method, path), and
+    `request_headers` the headers of each.
+
+    A test makes it hostile, file by file: `headers_for[name]` changes the headers of the answers for that file
+    (a value of None removes one), and `body_for[name]` answers a GET of it (for a large file, the GET that
+    follows the redirect) with a function of (handler, data) that writes the whole answer itself."""
+
+    daemon_threads = True  # a handler still dripping bytes to a client that left never holds up the tests
+    block_on_close = False
 
     def __init__(self, repos):
         super().__init__(("127.0.0.1", 0), HubHandler)
-        self.repos, self.requests, self.lfs = repos, [], {}
+        self.repos, self.requests, self.request_headers, self.lfs = repos, [], [], {}
         self.announced_extra = 0  # bytes added to the size a large file is announced with (a lying server)
+        self.headers_for, self.body_for = {}, {}
         for files in repos.values():
             for name, data in files.items():
                 if name.endswith(".safetensors"):
-                    self.lfs[hashlib.sha256(data).hexdigest()] = data
+                    self.lfs[hashlib.sha256(data).hexdigest()] = (name, data)
 
     @property
     def url(self):
@@ -74,14 +91,19 @@ class HubHandler(http.server.BaseHTTPRequestHandler):
 
     def answer(self, body):
         self.server.requests.append((self.command, self.path))
+        self.server.request_headers.append(dict(self.headers))
         if self.path.startswith("/lfs/"):  # the storage a large file is redirected to: bytes only, no Hub headers
-            data = self.server.lfs.get(self.path.removeprefix("/lfs/"))
+            name, data = self.server.lfs.get(self.path.removeprefix("/lfs/"), (None, None))
+            if name in self.server.body_for and body:
+                return self.server.body_for[name](self, data)
             return self.send_bytes(data, {}, body) if data is not None else self.send_error(404)
-        repo, _, name = self.path.lstrip("/").partition("/resolve/main/")
-        data = self.server.repos.get(repo, {}).get(name)
+        repo, _, revision_and_name = self.path.lstrip("/").partition("/resolve/")
+        revision, _, name = revision_and_name.partition("/")  # the Hub resolves "main" or the commit itself
+        data = self.server.repos.get(repo, {}).get(name) if revision in ("main", COMMIT) else None
         if data is None:
             self.send_response(404)
-            self.send_header("X-Error-Code", "EntryNotFound" if repo in self.server.repos else "RepoNotFound")
+            code = "EntryNotFound" if repo in self.server.repos else "RepoNotFound"
+            self.send_header("X-Error-Code", code if revision in ("main", COMMIT) else "RevisionNotFound")
             self.send_header("Content-Length", "0")
             return self.end_headers()
         headers = {"X-Repo-Commit": COMMIT}
@@ -89,24 +111,29 @@ class HubHandler(http.server.BaseHTTPRequestHandler):
             sha256 = hashlib.sha256(data).hexdigest()
             self.send_response(302)
             announced = len(data) + self.server.announced_extra
-            for key, value in {**headers, "X-Linked-Etag": f'"{sha256}"', "X-Linked-Size": str(announced),
-                               "ETag": '"git-pointer-etag"', "Location": f"{self.server.storage_url}/lfs/{sha256}",
-                               "Content-Length": "0"}.items():
-                self.send_header(key, value)
+            headers.update({"X-Linked-Etag": f'"{sha256}"', "X-Linked-Size": str(announced),
+                            "ETag": '"git-pointer-etag"', "Location": f"{self.server.storage_url}/lfs/{sha256}",
+                            "Content-Length": "0"})
+            for key, value in {**headers, **self.server.headers_for.get(name, {})}.items():
+                if value is not None:
+                    self.send_header(key, value)
             return self.end_headers()
-        headers["ETag"] = f'"{hashlib.sha1(data).hexdigest()}"'  # a git blob's id on the Hub
-        self.send_bytes(data, headers, body)
+        if name in self.server.body_for and body:
+            return self.server.body_for[name](self, data)
+        headers["ETag"] = f'"{git_blob_id(data)}"'  # a small file's ETag on the Hub: its git blob id
+        self.send_bytes(data, {**headers, **self.server.headers_for.get(name, {})}, body)
 
     def send_bytes(self, data, headers, body):
         start = 0
         if self.headers.get("Range", "").startswith("bytes="):
             start = int(self.headers["Range"].removeprefix("bytes=").split("-")[0])
         self.send_response(206 if start else 200)
-        for key, value in headers.items():
-            self.send_header(key, value)
         if start:
             self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-        self.send_header("Content-Length", str(len(data) - start))
+        headers = {"Content-Length": str(len(data) - start), **headers}
+        for key, value in headers.items():
+            if value is not None:
+                self.send_header(key, value)
         self.end_headers()
         if body:
             self.wfile.write(data[start:])
@@ -126,7 +153,7 @@ def repos(tmp_path, release_124M_dir):
 def hub(repos, tmp_path, monkeypatch):
     """The fake Hub, running; HF_ENDPOINT points at it and HF_HUB_CACHE at an empty tmp_path/hf-cache."""
     server = FakeHub(repos)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)  # a fast shutdown
     thread.start()
     monkeypatch.setenv("HF_ENDPOINT", server.url)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
@@ -151,7 +178,8 @@ def test_huggingface_hub_agrees_with_our_blob_names_so_it_downloads_nothing_more
     resolve_model("distilgpt2", tmp_path / "models")
     hub.requests.clear()
     download_with_huggingface_hub("distilbert/distilgpt2", hub.url, tmp_path / "hf-cache")
-    assert [method for method, _ in hub.requests] == ["HEAD"] * len(HUB_FILES)
+    file_requests = [method for method, path in hub.requests if "/resolve/" in path or path.startswith("/lfs/")]
+    assert file_requests == ["HEAD"] * len(HUB_FILES), hub.requests  # (some versions also ask an /api/ page)
 
 
 def test_a_second_resolve_uses_no_network_and_a_partial_blob_is_resumed(hub, repos, tmp_path):
@@ -170,7 +198,7 @@ def test_a_second_resolve_uses_no_network_and_a_partial_blob_is_resumed(hub, rep
 
 def test_a_blob_whose_size_is_not_the_announced_one_is_deleted_and_refused(hub, tmp_path):
     hub.announced_extra = 1
-    with pytest.raises(DownloadError, match="bytes where the Hub announced"):
+    with pytest.raises(DownloadError, match="bytes where .* were announced"):
         resolve_model("gpt2", tmp_path / "models")
     repo_folder = tmp_path / "hf-cache" / "models--openai-community--gpt2"
     assert not (repo_folder / "refs" / "main").exists()

@@ -2,8 +2,10 @@
 
 The safetensors files here are written by the test itself (`write_safetensors`, following the format's
 spec: 8-byte little-endian header length, JSON header, raw bytes), from random parameters in OpenAI's
-names, so the expected values are known exactly. The entry point is tested on the tiny TensorFlow
-checkpoint in tests/fixtures/tf_ckpt/ and on a folder "downloaded" from a local HTTP server.
+names, so the expected values are known exactly; so are TensorFlow checkpoints (`write_tf_checkpoint`, a
+LevelDB table of hand-written protobufs). The entry point is tested on folders with GPT-2's tokenizer, whose
+models therefore have n_vocab=50257 (a tokenizer the model does not match is refused), and on a folder
+"downloaded" from a local HTTP server.
 """
 
 import json
@@ -12,15 +14,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
+from make_bad_inputs import field, table, varint
 from test_download import FlakyFileServer
+
 from download import MODEL_SIZES
 from hf_folder import hf_name_to_openai_name, load_hf_gpt2
+from tf_checkpoint import load_gpt2_params_from_tf_ckpt
 from utils import load_encoder_hparams_and_params
 from weights import CheckpointError, gpt2_param_shapes
 
 TF_CKPT_DIR = Path(__file__).resolve().parent / "fixtures" / "tf_ckpt"
 HPARAMS = {"n_vocab": 50, "n_ctx": 16, "n_embd": 8, "n_head": 2, "n_layer": 2}
+GPT2_VOCAB = {**HPARAMS, "n_vocab": 50257}  # the size of GPT-2's tokenizer, for the tests that load one
 
 
 def random_flat_params(hparams, rng):
@@ -52,6 +57,26 @@ def tensor_bytes(array, dtype):
     if dtype == "BF16":
         return (array.view(np.uint32) >> 16).astype("<u2").tobytes()
     return array.astype("<f4").tobytes()
+
+
+def write_tf_checkpoint(folder, arrays, hparams):
+    """OpenAI's layout: hparams.json, checkpoint, model.ckpt.index (a LevelDB table) and the data file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "hparams.json").write_text(json.dumps(hparams))
+    (folder / "checkpoint").write_text('model_checkpoint_path: "model.ckpt"\n')
+    pairs, offset = [(b"", field(1, 0, varint(1)))], 0
+    with open(folder / "model.ckpt.data-00000-of-00001", "wb") as data:
+        for name in sorted(arrays):
+            array = np.ascontiguousarray(arrays[name], dtype="<f4")
+            shape = ([1] + list(array.shape)) if name.endswith("/w") else list(array.shape)
+            dims = b"".join(field(2, 2, varint(len(d)) + d) for d in (field(1, 0, varint(s)) for s in shape))
+            entry = field(1, 0, varint(1)) + field(2, 2, varint(len(dims)) + dims)
+            entry += field(4, 0, varint(offset)) + field(5, 0, varint(array.nbytes))
+            pairs.append((f"model/{name}".encode(), entry))
+            data.write(array.tobytes())
+            offset += array.nbytes
+    (folder / "model.ckpt.index").write_bytes(table(pairs))
+    return offset
 
 
 def write_safetensors(path, tensors, dtype):
@@ -203,35 +228,48 @@ def copy_tokenizer(release_124M_dir, folder, hf_names=False):
 
 
 def test_a_folder_in_openais_layout_gives_encoder_hparams_and_params(release_124M_dir, tmp_path):
+    flat = random_flat_params(GPT2_VOCAB, np.random.default_rng(4))
     folder = tmp_path / "tiny"
-    shutil.copytree(TF_CKPT_DIR, folder)
+    write_tf_checkpoint(folder, flat, GPT2_VOCAB)
     copy_tokenizer(release_124M_dir, folder)
 
     encoder, hparams, params = load_encoder_hparams_and_params(str(folder))
 
     assert encoder.encode("Hello world") == [15496, 995]  # GPT-2's ids, as tiktoken's "gpt2" gives them
-    assert hparams == HPARAMS
-    expected = np.load(TF_CKPT_DIR / "expected.npz")
-    assert np.array_equal(params["blocks"][1]["attn"]["c_attn"]["w"], expected["model/h1/attn/c_attn/w"][0])
-    assert np.array_equal(params["wte"], expected["model/wte"])
+    assert hparams == GPT2_VOCAB
+    assert_params_equal(params, flat)
+
+
+def test_a_tokenizer_with_more_symbols_than_the_model_has_rows_is_refused_before_the_weights_are_read(
+        release_124M_dir, tmp_path):
+    """The TF fixture has n_vocab=50; GPT-2's tokenizer has 50,257 symbols: an id like 15496 ("Hello") would
+    have no row in wte. The weights are never read (the data file is emptied to show it)."""
+    folder = tmp_path / "tiny"
+    shutil.copytree(TF_CKPT_DIR, folder)
+    copy_tokenizer(release_124M_dir, folder)
+    (folder / "model.ckpt.data-00000-of-00001").write_bytes(b"")
+    with pytest.raises(CheckpointError, match="50257 symbols but hparams.json says n_vocab=50"):
+        load_encoder_hparams_and_params(str(folder))
 
 
 def test_a_folder_in_hugging_faces_layout_gives_encoder_hparams_and_params(release_124M_dir, tmp_path):
-    flat = random_flat_params(HPARAMS, np.random.default_rng(5))
-    folder = write_hf_folder(tmp_path / "hf", flat)
+    flat = random_flat_params(GPT2_VOCAB, np.random.default_rng(5))
+    folder = write_hf_folder(tmp_path / "hf", flat, config_changes={"vocab_size": GPT2_VOCAB["n_vocab"]})
     copy_tokenizer(release_124M_dir, folder, hf_names=True)
 
     encoder, hparams, params = load_encoder_hparams_and_params(str(folder))
 
     assert encoder.decode([15496, 995]) == "Hello world"
-    assert hparams == HPARAMS
+    assert hparams == GPT2_VOCAB
     assert_params_equal(params, flat)
 
 
 def test_a_model_size_downloads_what_is_missing_then_loads_it(release_124M_dir, tmp_path, monkeypatch):
-    """A local server plays OpenAI's bucket, serving the tiny TF checkpoint as "124M"."""
-    release = {name: (TF_CKPT_DIR / name).read_bytes() for name in ("checkpoint", "hparams.json", "model.ckpt.index")}
-    release["model.ckpt.data-00000-of-00001"] = (TF_CKPT_DIR / "model.ckpt.data-00000-of-00001").read_bytes()
+    """A local server plays OpenAI's bucket, serving a tiny TF checkpoint with GPT-2's vocabulary as "124M"."""
+    flat = random_flat_params(GPT2_VOCAB, np.random.default_rng(6))
+    write_tf_checkpoint(tmp_path / "served", flat, GPT2_VOCAB)
+    release = {name: (tmp_path / "served" / name).read_bytes()
+               for name in ("checkpoint", "hparams.json", "model.ckpt.index", "model.ckpt.data-00000-of-00001")}
     release["model.ckpt.meta"] = b"(the graph; never read)"
     release["encoder.json"] = (release_124M_dir / "encoder.json").read_bytes()
     release["vocab.bpe"] = (release_124M_dir / "vocab.bpe").read_bytes()
@@ -247,8 +285,8 @@ def test_a_model_size_downloads_what_is_missing_then_loads_it(release_124M_dir, 
         server.http.server_close()
     assert len(server.requests) == 7  # the second call found every file in place
     assert encoder.encode("Hello world") == [15496, 995]
-    assert hparams == HPARAMS
-    assert np.array_equal(params["wpe"], np.load(TF_CKPT_DIR / "expected.npz")["model/wpe"])
+    assert hparams == GPT2_VOCAB
+    assert_params_equal(params, flat)
     assert np.array_equal(params_again["wpe"], params["wpe"])
 
 
@@ -265,15 +303,12 @@ def test_a_folder_without_weights_is_a_ValueError_saying_what_it_should_hold(tmp
         load_encoder_hparams_and_params(str(tmp_path))
 
 
-def test_both_layouts_load_block_matrices_column_major_and_embeddings_row_major(tmp_path, release_124M_dir):
+def test_both_layouts_load_block_matrices_column_major_and_embeddings_row_major():
     """The readers put each tensor in its final layout as they read it (gpt2.column_major's layout): the blocks'
     weight matrices column by column, wte and wpe row by row; nothing is converted afterwards."""
-    tf_folder = tmp_path / "tf"
-    shutil.copytree(TF_CKPT_DIR, tf_folder)
-    for name in ("encoder.json", "vocab.bpe"):
-        shutil.copy(release_124M_dir / name, tf_folder / name)
     hf_folder = Path(__file__).resolve().parent / "fixtures" / "hf_folder_tiny"
-    for params in (load_encoder_hparams_and_params(str(tf_folder))[2], load_hf_gpt2(hf_folder)[1]):
+    tf_params = load_gpt2_params_from_tf_ckpt(TF_CKPT_DIR / "model.ckpt", HPARAMS)
+    for params in (tf_params, load_hf_gpt2(hf_folder)[1]):
         for block in params["blocks"]:
             for matrix in (block["attn"]["c_attn"]["w"], block["attn"]["c_proj"]["w"], block["mlp"]["c_fc"]["w"],
                            block["mlp"]["c_proj"]["w"]):

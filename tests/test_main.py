@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from encoder import get_encoder
+from encoder import bytes_to_unicode, get_encoder
 from gpt2 import gpt2, random_params
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -536,16 +536,19 @@ def test_a_tree_that_does_not_fit_after_the_prompt_and_n_gets_one_clear_line(tmp
     assert result.returncode == 2
 
 
-def test_a_draft_with_another_vocabulary_gets_one_clear_line(tmp_path, target_dir, release_124M_dir):
-    """The TensorFlow fixture (OpenAI's layout, n_vocab 50) as the draft of a 50257-token target."""
-    draft = tmp_path / "tf_draft"
-    shutil.copytree(FIXTURES_DIR / "tf_ckpt", draft)
-    for name in ("encoder.json", "vocab.bpe"):
-        shutil.copy(release_124M_dir / name, draft / name)
+def test_a_draft_with_another_vocabulary_gets_one_clear_line(tmp_path, target_dir):
+    """A draft whose own tokenizer has 257 symbols (the 256 bytes and one merge) beside a 50257-token target."""
+    tokenizer = tmp_path / "tiny_tokenizer"
+    tokenizer.mkdir()
+    symbols = list(bytes_to_unicode().values()) + ["Ġt"]
+    (tokenizer / "encoder.json").write_text(json.dumps({s: i for i, s in enumerate(symbols)}), encoding="utf-8")
+    (tokenizer / "vocab.bpe").write_text("#version: 0.2\nĠ t\n", encoding="utf-8")
+    hparams = {**TINY_HPARAMS, "n_vocab": len(symbols)}
+    draft = write_hf_folder(tmp_path / "draft", random_params(hparams, np.random.default_rng(3)), hparams, tokenizer)
     result = run_main("--prompt", PROMPT, "--draft_model_size", draft, "--target_model_size", target_dir,
                       cwd=tmp_path)
     line = one_error_line(result)
-    assert "different vocabularies" in line and "n_vocab 50)" in line and "n_vocab 50257)" in line
+    assert "different vocabularies" in line and "n_vocab 257)" in line and "n_vocab 50257)" in line
     assert result.returncode == 2
 
 

@@ -25,8 +25,10 @@ again it exceeds that mean by eps with probability <= exp(-2 S eps^2). The wrong
 samples (bound 0.074, 1/2 sqrt(M / S) = 0.078), so even for (a) eps >= 0.21 - 0.074 - 0.078 = 0.058 and a
 wrong rule passes with probability below exp(-67) ~ 1e-29: the same check always fails for it.
 
-The wrong rules are small replacements for the step functions of sampling.py, swapped in with pytest's
-monkeypatch, so the production code stays the one readable implementation:
+The wrong rules are small replacements for the steps of sampling.py, swapped in with pytest's monkeypatch, so
+the production code stays the one readable implementation. Rule (a) replaces Steps 3-4 (`_verify`) whole with
+tests/verifiers.py's, not just `_residual`, so that the check of the checker holds however `_verify` is split
+into functions (EXERCISES.md's step 9 has a learner write it):
   (a) on a rejection, resample from the target q instead of the residual (q - p)_+;
   (b) draft the draft's argmax (a greedy draft) but keep using the draft's full probability p in min(1, q/p);
   (c) compare each draft token with the target row one position too early (the prefix without the last token).
@@ -38,6 +40,7 @@ import pytest
 import sampling
 from markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
 from sampling import SpeculativeStats, autoregressive_sampling, speculative_sampling
+from verifiers import verifier
 
 PROMPT = [2, 0, 1]  # three tokens, so that even the off-by-one variant (c) has two tokens of context
 N = 5  # 3**5 = 243 possible outputs; N > K + 1 for K = 1, 2, 3, so rounds end inside the output
@@ -97,12 +100,6 @@ def test_speculative_sampling_with_a_stop_token_has_the_target_distribution():
 # --- the same test fails for wrong rules ----------------------------------------------------------------------
 
 
-def resample_from_target(q_row, p_row):
-    """Wrong rule (a): on a rejection draw from q itself, forgetting that q's overlap with p was already
-    offered through the accepted drafts; tokens both models like come out too often."""
-    return q_row
-
-
 def argmax_draft(self, x, k, rng, n_vocab):
     """Wrong rule (b): draft the draft's most likely token, but report the full distribution p as the
     proposal. The token was proposed with probability 1, not p(token), so min(1, q/p) is the wrong ratio."""
@@ -122,7 +119,9 @@ def target_rows_one_too_early(target_model, x, proposal, n_vocab):
 
 
 WRONG_RULES = {
-    "a_resample_from_target": (sampling, "_residual", resample_from_target),
+    # (a): on a rejection draw from q itself, forgetting that q's overlap with p was already offered through the
+    # accepted drafts; tokens both models like come out too often
+    "a_resample_from_target": (sampling, "_verify", verifier("replacement from the target's row")),
     "b_argmax_draft_full_p_ratio": (sampling.ModelDrafter, "propose", argmax_draft),
     "c_target_row_off_by_one": (sampling, "_score", target_rows_one_too_early),
 }

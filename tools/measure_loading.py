@@ -33,8 +33,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import gpt2  # noqa: E402
 from benchmark import hparams_of, model_name  # noqa: E402
-from make_bad_inputs import field, table, varint  # noqa: E402
-from test_load import hf_name, write_safetensors  # noqa: E402
+from test_load import hf_name, write_safetensors, write_tf_checkpoint  # noqa: E402
 
 
 def flat_params(params):
@@ -48,26 +47,6 @@ def flat_params(params):
                 else:
                     out[f"h{i}/{module}/{name}"] = value
     return out
-
-
-def write_tf_checkpoint(folder, arrays, hparams):
-    """OpenAI's layout: hparams.json, checkpoint, model.ckpt.index (a LevelDB table) and the data file."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "hparams.json").write_text(json.dumps(hparams))
-    (folder / "checkpoint").write_text('model_checkpoint_path: "model.ckpt"\n')
-    pairs, offset = [(b"", field(1, 0, varint(1)))], 0
-    with open(folder / "model.ckpt.data-00000-of-00001", "wb") as data:
-        for name in sorted(arrays):
-            array = np.ascontiguousarray(arrays[name], dtype="<f4")
-            shape = ([1] + list(array.shape)) if name.endswith("/w") else list(array.shape)
-            dims = b"".join(field(2, 2, varint(len(d)) + d) for d in (field(1, 0, varint(s)) for s in shape))
-            entry = field(1, 0, varint(1)) + field(2, 2, varint(len(dims)) + dims)
-            entry += field(4, 0, varint(offset)) + field(5, 0, varint(array.nbytes))
-            pairs.append((f"model/{name}".encode(), entry))
-            data.write(array.tobytes())
-            offset += array.nbytes
-    (folder / "model.ckpt.index").write_bytes(table(pairs))
-    return offset
 
 
 def measure(code):

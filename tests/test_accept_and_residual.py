@@ -1,0 +1,76 @@
+"""The two small rules of a round, checked by hand: `_accept` (EXERCISES.md, step 7) and `_residual` (step 8).
+
+Read sampling.py's module docstring and the two functions' docstrings first.
+
+test_speculative_exactness.py proves the whole sampler exact, but it cannot see everything these functions
+promise. `_accept` returns the ONE uniform it drew (the round's record shows it beside p and q, and one draw per
+check keeps a seed's tokens fixed); a second draw, or a u that is not the one decided by, samples just as well.
+And a residual that is not normalised still samples correctly there, because `sampling._sample` scales its
+uniform draw by the cumulative sum's total; the docstring promises a distribution, so these tests check the
+numbers. Teeth: wrong versions, written here, fail the same checks.
+"""
+
+import numpy as np
+import pytest
+
+from sampling import _accept, _residual
+
+Q_ROW, P_ROW, TOKEN = np.array([0.5, 0.2, 0.3]), np.array([0.3, 0.5, 0.2]), 1  # q/p = 0.2/0.5 = 0.4 at TOKEN
+
+
+def accept_errors(accept):
+    """What `accept` gets wrong on the worked example q(token) = 0.2, p(token) = 0.5 over 200 seeds: its u must be
+    the seed's first rng.random(), the generator must have moved on by exactly that one draw, and the guess must
+    be kept exactly when u < 0.4 (so u = 0.3 keeps it and u = 0.7 does not)."""
+    errors = []
+    for seed in range(200):
+        rng, twin = np.random.default_rng(seed), np.random.default_rng(seed)
+        kept, u = accept(Q_ROW, P_ROW, TOKEN, rng)
+        first, second = twin.random(), twin.random()
+        if u != first:
+            errors.append(f"seed {seed}: u = {u}, but the first rng.random() is {first}")
+        if rng.random() != second:
+            errors.append(f"seed {seed}: the generator did not move on by exactly one rng.random()")
+        if kept != (u < 0.4):
+            errors.append(f"seed {seed}: kept = {kept} with u = {u} and q/p = 0.4")
+    return errors
+
+
+def test_accept_keeps_the_guess_exactly_when_its_one_uniform_draw_is_below_q_over_p():
+    errors = accept_errors(_accept)
+    assert errors == [], "\n".join(errors[:5])
+
+
+def accept_drawing_twice(q_row, p_row, token, rng):
+    rng.random()  # a wasted draw: the seed's tokens change, and u is not the first draw
+    u = rng.random()
+    return bool(u < q_row[token] / p_row[token]), u
+
+
+def accept_upside_down(q_row, p_row, token, rng):
+    u = rng.random()
+    return bool(u < p_row[token] / q_row[token]), u
+
+
+def accept_reporting_another_u(q_row, p_row, token, rng):
+    kept = bool(rng.random() < q_row[token] / p_row[token])
+    return kept, np.random.default_rng().random()  # the record would show a u that decided nothing
+
+
+@pytest.mark.parametrize("wrong", [accept_drawing_twice, accept_upside_down, accept_reporting_another_u])
+def test_the_accept_check_fails_for_a_wrong_accept(wrong):
+    assert accept_errors(wrong) != []
+
+
+def test_the_residual_is_q_minus_p_clipped_at_0_and_normalised_to_sum_1():
+    """q = [0.5, 0.3, 0.2], p = [0.2, 0.2, 0.6]: q - p = [0.3, 0.1, -0.4]; clipped at 0: [0.3, 0.1, 0], whose
+    total 0.4 is 1 - beta (beta = sum min(p, q) = 0.2 + 0.2 + 0.2 = 0.6, the chance a draft is kept);
+    normalised: [0.75, 0.25, 0]."""
+    q, p = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.2, 0.6])
+    np.testing.assert_allclose(_residual(q, p), [0.75, 0.25, 0.0], atol=1e-12)
+
+
+def test_equal_rows_have_no_residual_and_give_back_the_target_row():
+    """q = p: (q - p)_+ is all 0 (a rejection cannot happen), so there is nothing to normalise; q is returned."""
+    q = np.array([0.1, 0.6, 0.3])
+    np.testing.assert_allclose(_residual(q, q.copy()), q, atol=1e-12)
