@@ -19,6 +19,7 @@ import math
 import os
 import re
 import sys
+import urllib.parse
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,9 +28,9 @@ import numpy as np
 
 import lookahead
 import show
-from download import MODEL_SIZES, DownloadError
+from download import MODEL_SIZES, DownloadError, download_deadline
 from hub import HUB_MODELS, check_model_name
-from weights import CheckpointError
+from weights import CheckpointError, shown
 
 RELEASED_N_CTX = 1024  # the context of all four released sizes
 DRAFTERS = ("model", "lookup", "staged")
@@ -41,27 +42,15 @@ K_POLICIES = ("auto", "hf")  # --K's words: lookahead.AutoK and lookahead.HFSche
 MAX_WHOLE_NUMBER = 2**63 - 1  # NumPy's largest int64: far more than any count here can mean
 MAX_SEED = 2**128 - 1  # NumPy takes larger seeds, but 128 bits of seed are plenty
 BOUND_NAMES = {MAX_WHOLE_NUMBER: "2**63 - 1", MAX_SEED: "2**128 - 1"}
-WHOLE_NUMBER = re.compile(r"\s*([-+]?)0*(\d+?)\s*")  # a sign, leading zeros (not counted), the digits
-MAX_SHOWN = 60  # characters of a flag's value that an error message quotes
+# A sign and digits. (Not "0*(\d+)": two ways to split a run of zeros make a failing match try them all, which
+# takes minutes on 100,000 zeros; leading zeros are stripped in as_whole_number instead.)
+WHOLE_NUMBER = re.compile(r"\s*([-+]?)(\d+)\s*")
+MAX_SHOWN = 60  # characters of a flag's value that an error message quotes (as weights.shown does)
 
 
 # ------------------------------------------------------------------------------------------------------------
 # Checking the flags (the only place where bad input is expected), before anything is downloaded
 # ------------------------------------------------------------------------------------------------------------
-
-
-def shown(value):
-    """A flag's value as an error message quotes it: repr(value), but a long text cut after MAX_SHOWN characters
-    with its length, and a huge number by its size (Python refuses to write an int of more than 4,300 digits).
-
-    >>> shown("9" * 5000)
-    "'999999999999999999999999999999999999999999999999999999999999'... (5,000 characters)"
-    """
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**MAX_SHOWN:
-        return f"a number of more than {MAX_SHOWN} digits"
-    if isinstance(value, str) and len(value) > MAX_SHOWN:
-        return f"{value[:MAX_SHOWN]!r}... ({len(value):,} characters)"
-    return repr(value)
 
 
 def check_whole_number(value, flag, minimum):
@@ -79,8 +68,6 @@ def check_model_names(draft_model_size, target_model_size):
                 check_model_name(name)
             except ValueError as error:
                 raise ValueError(f"{flag}: {error}") from None
-            except OSError as error:  # looking for a folder of that name failed: a name too long for a path, say
-                raise ValueError(f"{flag} {shown(name)} is no model name, and no folder ({error.strerror})") from None
 
 
 def as_whole_number(value, flag, minimum, maximum=MAX_WHOLE_NUMBER):
@@ -93,7 +80,7 @@ def as_whole_number(value, flag, minimum, maximum=MAX_WHOLE_NUMBER):
     """
     original = value
     if isinstance(value, str) and (match := WHOLE_NUMBER.fullmatch(value)):
-        sign, digits = match.groups()
+        sign, digits = match[1], match[2].lstrip("0") or "0"  # leading zeros are not counted
         if len(digits) > len(str(maximum)):  # more digits than the maximum has: out of range whatever they are
             value = -math.inf if sign == "-" else math.inf
         else:
@@ -127,7 +114,7 @@ def as_number(value, flag):
         value = float(value) if abs(value) < 2**1024 else math.inf  # float(10**400) is an OverflowError
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"{flag} must be a finite number; got {shown(original)}")
-    return float(value)
+    return float(value) + 0.0  # + 0.0 turns -0.0 into 0.0: `--temperature -0` is greedy, and is printed as 0.0
 
 
 def as_bool(value, flag):
@@ -171,6 +158,14 @@ def as_text(value, flag):
         raise ValueError(f"{flag} is not valid UTF-8 text: it holds {what} at character {error.start}; give it "
                          f"in UTF-8") from None
     return text
+
+
+def as_seconds(value, flag):
+    """value as a number of seconds > 0 (a float): text of one ("600", "1.5") or a number."""
+    seconds = as_number(value, flag)
+    if seconds <= 0:
+        raise ValueError(f"{flag} must be a number of seconds > 0; got {shown(value)}")
+    return seconds
 
 
 def as_K(value):
@@ -229,10 +224,16 @@ def tree_nodes(branching, limit):
     return nodes
 
 
-def check_base_url(base_url):
-    """ValueError unless base_url is None or looks like http(s)://host..."""
-    if base_url is not None and not re.fullmatch(r"https?://[^\s/]+\S*", base_url):
-        raise ValueError(f"--base_url must be a web address starting http:// or https://; got {shown(base_url)}")
+def check_base_url(base_url, name="--base_url"):
+    """ValueError unless base_url is None or a web address http(s)://host[:port]/... (name: where it came from)."""
+    if base_url is None:
+        return
+    if not re.fullmatch(r"https?://[^\s/]\S*", base_url):  # (not [^\s/]+\S*: slow to fail on a long text)
+        raise ValueError(f"{name} must be a web address starting http:// or https://; got {shown(base_url)}")
+    try:
+        urllib.parse.urlsplit(base_url).port  # a ValueError for a port out of range or a broken [IPv6] host
+    except ValueError as error:
+        raise ValueError(f"{name} is not a valid web address ({error}); got {shown(base_url)}") from None
 
 
 def first_existing(path):
@@ -356,6 +357,7 @@ class Flags:
     color: str
     trace: bool
     plot: object
+    download_deadline: object  # seconds > 0, or None: $GPT2_DOWNLOAD_DEADLINE, else download.DEFAULT_DEADLINE_SECONDS
     r_table: object  # None, or the path of a costs file (lookahead.load_costs) that K=auto plans with
 
 
@@ -392,6 +394,7 @@ def check_flags(**arguments):
         color=as_text(a["color"], "--color").strip().lower(),
         trace=as_bool(a["trace"], "--trace"),
         plot=as_optional(a["plot"], as_text, "--plot"),
+        download_deadline=as_optional(a["download_deadline"], as_seconds, "--download_deadline"),
         r_table=as_optional(a["r_table"], as_text, "--r_table"),
     )
     if not flags.prompt:
@@ -411,11 +414,15 @@ def check_flags(**arguments):
                          f"got --drafter {drafter}")
     if flags.color not in show.COLOR_MODES:
         raise ValueError(f"--color must be one of {', '.join(show.COLOR_MODES)}; got {shown(a['color'])}")
+    names = [flags.target_model_size] + ([flags.draft_model_size] if flags.draft_model_size else [])
     check_base_url(flags.base_url)
+    if flags.base_url is None and any(name in MODEL_SIZES for name in names):
+        check_base_url(os.environ.get("GPT2_BASE_URL") or None, "$GPT2_BASE_URL")  # a released size may download
+    if flags.download_deadline is None and not all(Path(name).is_dir() for name in names):
+        download_deadline(None)  # a ValueError naming $GPT2_DOWNLOAD_DEADLINE unless it is seconds > 0 (or unset)
     check_models_dir(flags.models_dir)
     if flags.plot is not None:
         check_plot_path(flags.plot)
-    names = [flags.target_model_size] + ([flags.draft_model_size] if flags.draft_model_size else [])
     if all(name in MODEL_SIZES or name in HUB_MODELS for name in names):  # all of them have n_ctx = 1024
         if flags.n_tokens_to_generate + 1 > RELEASED_N_CTX:  # a prompt has at least one token
             raise ValueError(
@@ -487,8 +494,8 @@ def parse_command_line(argv, function):
         i += 1
     free = [name for name in names if name not in kwargs]
     if len(positional) > len(free):
-        raise ValueError(f"unexpected argument {shown(positional[len(free)])}: give values as flags (--prompt \"...\"); "
-                         f"a prompt with spaces needs quotes")
+        raise ValueError(f"unexpected argument {shown(positional[len(free)])}: give values as flags "
+                         f"(--prompt \"...\"); a prompt with spaces needs quotes")
     kwargs.update(zip(free, positional))
     return kwargs
 

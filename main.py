@@ -98,8 +98,8 @@ def download_and_load(draft_model_size, target_model_size, models_dir, **downloa
     (encoder, hparams, params).
 
     Both are resolved before either is loaded, so a broken download shows before minutes of loading.
-    download_options go to utils.resolve_model (base_url, retries). A draft_model_size of None (prompt
-    lookup needs no draft model) is neither downloaded nor loaded: the draft returned is None.
+    download_options go to utils.resolve_model (base_url, retries, deadline_seconds). A draft_model_size of
+    None (prompt lookup needs no draft model) is neither downloaded nor loaded: the draft returned is None.
     """
     folders = [None if name is None else resolve_model(name, models_dir, **download_options)
                for name in (draft_model_size, target_model_size)]
@@ -177,7 +177,7 @@ def load_and_check(flags):
     """
     draft, target = download_and_load(
         flags.draft_model_size, flags.target_model_size, flags.models_dir, base_url=flags.base_url,
-        retries=flags.download_retries,
+        retries=flags.download_retries, deadline_seconds=flags.download_deadline,
     )
     prompt_ids = target[0].encode(flags.prompt)  # the target's tokenizer; check_models_fit makes sure they agree
     if not prompt_ids:
@@ -364,6 +364,7 @@ def main(
     color="auto",
     trace=False,
     plot=None,
+    download_deadline=None,
     r_table=None,
 ):
     """Generate the same continuation with autoregressive sampling (target alone) and speculative sampling.
@@ -393,6 +394,7 @@ def main(
         color: color the speculative text by where each token came from: auto (on a terminal, unless NO_COLOR is set), always, never.
         trace: print one line per round: the drafted tokens, for each checked guess p, q, the uniform draw and kept or rejected, and the residual's or the bonus token.
         plot: write a picture of the rounds to this file, e.g. img/rounds.png (needs matplotlib).
+        download_deadline: the most seconds one file's download may take, all retries together (default: $GPT2_DOWNLOAD_DEADLINE, else an hour); what arrived is kept, and the next run resumes it.
         r_table: with --K auto, plan with the costs in this file (r(m) and c, as lookahead.save_costs writes them, e.g. models/355M/r_table.json) instead of measuring them before the timed runs; the same seed then gives the same tokens.
     """
     arguments = dict(locals())  # main()'s arguments, as given
