@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+import lookahead
 import show
 from download import MODEL_SIZES, DownloadError, download_deadline
 from hub import HUB_MODELS, check_model_name
@@ -328,7 +329,7 @@ def check_fits_context(flags, n_ctx, where):
     elif flags.K not in K_POLICIES and flags.K > limit:  # auto and hf go up to lookahead.AUTO_K_MAX at most
         raise ValueError(f"--K {flags.K} is more draft tokens than {where} of {n_ctx} tokens can hold after a "
                          f"prompt: use K <= {limit}")
-    if flags.drafter != "model" and flags.max_ngram > limit:
+    if flags.drafter != "model" and flags.max_ngram is not None and flags.max_ngram > limit:
         raise ValueError(f"--max_ngram {flags.max_ngram} is longer than {where} of {n_ctx} tokens: use <= {limit}")
 
 
@@ -350,13 +351,14 @@ class Flags:
     base_url: object
     download_retries: int
     drafter: str
-    max_ngram: int
+    max_ngram: object  # int >= 1, or None: no cap (the longest match)
     min_ngram: int
     tree: object  # None or a tuple of ints
     color: str
     trace: bool
     plot: object
     download_deadline: object  # seconds > 0, or None: $GPT2_DOWNLOAD_DEADLINE, else download.DEFAULT_DEADLINE_SECONDS
+    r_table: object  # None, or the path of a costs file (lookahead.load_costs) that K=auto plans with
 
 
 def check_flags(**arguments):
@@ -386,21 +388,27 @@ def check_flags(**arguments):
         base_url=as_optional(a["base_url"], as_text, "--base_url"),
         download_retries=as_whole_number(a["download_retries"], "--download_retries", 0, MAX_DOWNLOAD_RETRIES),
         drafter=drafter,
-        max_ngram=as_whole_number(a["max_ngram"], "--max_ngram", 1),
+        max_ngram=as_optional(a["max_ngram"], as_whole_number, "--max_ngram", 1),
         min_ngram=as_whole_number(a["min_ngram"], "--min_ngram", 1),
         tree=as_optional(a["tree"], as_tree),
         color=as_text(a["color"], "--color").strip().lower(),
         trace=as_bool(a["trace"], "--trace"),
         plot=as_optional(a["plot"], as_text, "--plot"),
         download_deadline=as_optional(a["download_deadline"], as_seconds, "--download_deadline"),
+        r_table=as_optional(a["r_table"], as_text, "--r_table"),
     )
     if not flags.prompt:
         raise ValueError("--prompt is empty: give some text to continue")
     check_model_names(flags.draft_model_size, flags.target_model_size)
     check_sampling_flags(flags.temperature, flags.top_k, flags.top_p)
-    if flags.min_ngram > flags.max_ngram:
+    if flags.max_ngram is not None and flags.min_ngram > flags.max_ngram:
         raise ValueError(f"--min_ngram {flags.min_ngram} is more than --max_ngram {flags.max_ngram}: prompt lookup "
-                         f"tries n-grams from max_ngram down to min_ngram")
+                         f"counts a match as at most max_ngram tokens, and one shorter than min_ngram as none")
+    if flags.r_table is not None:
+        if flags.K != "auto" or flags.tree is not None:
+            raise ValueError(f"--r_table gives the costs that --K auto plans with; got --K {flags.K}"
+                             f"{' and a --tree' if flags.tree is not None else ''}: use --K auto, or drop --r_table")
+        lookahead.load_costs(flags.r_table)  # a ValueError that says what is wrong with the file
     if flags.tree is not None and drafter != "model":
         raise ValueError(f"--tree needs --drafter model (a tree's candidates are the draft model's top tokens); "
                          f"got --drafter {drafter}")

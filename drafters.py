@@ -6,7 +6,8 @@ and its ModelDrafter is Chen et al.'s Step 1. Every drafter here keeps that cont
 
     TreeDrafter    a tree of the draft model's top tokens (SpecInfer), scored by the target in one pass;
                    `tree_speculative_sampling` runs it
-    PromptLookup   guesses copied from earlier in the text: no model at all, so a draft step is free
+    PromptLookup   guesses copied from after the longest earlier match in the text (found by a
+                   SuffixAutomaton, kept up to date token by token): no model at all, so a draft step is free
     Staged         the draft model's own guesses, made faster by speculative sampling with prompt lookup
 
 A looked-up or top-ranked token was chosen, not sampled, so its row is one-hot (see the contract). How many
@@ -146,70 +147,206 @@ def tree_speculative_sampling(x, draft, target_model, N, tree, rng, stop_token=N
 # ------------------------------------------------------------------------------------------------------------
 
 
+class SuffixAutomaton:
+    """Every earlier occurrence of the text's suffixes, kept up to date one token at a time (Blumer et al. 1985).
+
+    A suffix automaton of a text is the smallest automaton that accepts exactly the text's substrings. Its
+    states group substrings by where they end: all the substrings of one state end at the same set of
+    positions of the text (their "end set"), and a state's substrings are the suffixes of its longest one,
+    `length[s]` tokens long, down to `length[link[s]] + 1` tokens. The suffix link `link[s]` goes to the state of
+    the next shorter suffixes (whose end set is larger). The states on the suffix links from `last` (the state
+    of the whole text) hold every suffix of the text, longest first. Appending a token (`extend`) adds one state
+    and at most one more (a "clone" that splits a state whose substrings stopped ending at the same places):
+    amortised O(1) new states and transitions per token (the classic construction, as in "SAM Decoding",
+    Hu et al. 2024, which drafts from it).
+
+    What prompt lookup needs from it, after each token: the longest suffix of the text that also ended
+    earlier (with a token after it), and where it ended most recently. The new state's suffix link is the
+    state of that suffix: by the construction it is the longest suffix whose end set holds more than the new
+    end. Each state remembers `last_end[s]`, the most recent end of its substrings; every state on the suffix
+    links from the new state gains the new end, so `extend` walks them and records it, reading the value
+    before it (the most recent EARLIER end) on the way. That walk is as long as the number of distinct end
+    sets among the suffixes (a handful on real text; the whole text for a run of one token repeated). No walk
+    at all would need a dynamic-tree structure: the most recent occurrence of the longest match is the
+    "rightmost LZ77 parsing" problem, which no simple linear-time method is known to solve.
+
+    Example: the text 5 6 7 5 6. After the last token, the longest suffix that ended earlier is 5 6 (ending at
+    position 2, followed by 7): `match` is (2, 2).
+
+    `truncate(n)` takes the text back to its first n tokens by undoing the changes of each later token (each
+    `extend` logs them), so a drafter whose guesses were thrown away need not rebuild from the start.
+    """
+
+    def __init__(self, max_ngram=None, min_ngram=1):
+        self.max_ngram, self.min_ngram = max_ngram, min_ngram
+        self.tokens = []  # the text
+        self.next = [{}]  # next[s]: {token: state}, the transitions; state 0 is the empty string
+        self.link = [-1]  # link[s]: the state of the longest suffix of s's strings in another state
+        self.length = [0]  # length[s]: the length of s's longest string
+        self.last_end = [0]  # last_end[s]: the most recent end (exclusive) of s's strings in the text
+        self.last = 0  # the state of the whole text
+        self.matches = [(0, 0)]  # matches[L]: (length, end) of the text's first L tokens' match (see `match`)
+        self.log = []  # log[L - 1]: the changes the L-th token made, for truncate
+
+    @property
+    def match(self):
+        """(n, end): the suffix of the text n tokens long, with n = min(the longest that ended earlier, max_ngram),
+        and `end`, the most recent earlier position after it (x[end - n : end] == x[-n:], end < len(x)), so x[end]
+        is what followed it there. (0, 0) when no suffix of min_ngram tokens or more ended earlier."""
+        return self.matches[-1]
+
+    def extend(self, token):
+        """Append one token: the automaton's construction step, then the most recent ends (see the class)."""
+        changes = []  # (list, index, old value) of every overwrite; None as old: a key added to a dict
+        new_end = len(self.tokens) + 1
+        self.tokens.append(token)
+        cur = self._new_state(self.length[self.last] + 1, {}, 0, new_end)
+        p = self.last
+        while p != -1 and token not in self.next[p]:  # the suffixes that never had `token` after them
+            changes.append((self.next[p], token, None))
+            self.next[p][token] = cur
+            p = self.link[p]
+        if p != -1:
+            q = self.next[p][token]
+            if self.length[p] + 1 == self.length[q]:
+                self.link[cur] = q
+            else:  # q's strings no longer end at the same places: its shorter ones move to a clone
+                clone = self._new_state(self.length[p] + 1, dict(self.next[q]), self.link[q], self.last_end[q])
+                while p != -1 and self.next[p].get(token) == q:
+                    changes.append((self.next[p], token, q))
+                    self.next[p][token] = clone
+                    p = self.link[p]
+                changes.append((self.link, q, self.link[q]))
+                self.link[q] = self.link[cur] = clone
+        changes.append((self, "last", self.last))
+        self.last = cur
+        self.matches.append(self._record_ends(self.link[cur], new_end, changes))
+        self.log.append(changes)
+
+    def _new_state(self, length, next_, link, last_end):
+        self.next.append(next_)
+        self.link.append(link)
+        self.length.append(length)
+        self.last_end.append(last_end)
+        return len(self.length) - 1
+
+    def _record_ends(self, state, new_end, changes):
+        """Give every state on the suffix links from `state` the new end; return the match read on the way."""
+        n = self.length[state] if self.max_ngram is None else min(self.length[state], self.max_ngram)
+        match = (0, 0)
+        while state > 0 and self.length[state] >= self.min_ngram:  # shorter states are never asked about
+            if n >= self.min_ngram and self.length[self.link[state]] < n <= self.length[state]:
+                match = (n, self.last_end[state])  # the suffix n long is one of this state's strings
+            changes.append((self.last_end, state, self.last_end[state]))
+            self.last_end[state] = new_end
+            state = self.link[state]
+        return match
+
+    def truncate(self, n):
+        """Take the text back to its first n tokens, undoing each later token's changes, newest first."""
+        while len(self.tokens) > n:
+            for target, key, old in reversed(self.log.pop()):
+                if target is self:
+                    self.last = old
+                elif old is None:
+                    del target[key]
+                else:
+                    target[key] = old
+            n_states = 2 if self.length[-1] != len(self.tokens) else 1  # the token's state, and its clone if any
+            for values in (self.next, self.link, self.length, self.last_end):
+                del values[len(values) - n_states :]
+            self.tokens.pop()
+            self.matches.pop()
+
+
 class PromptLookup:
-    """Prompt lookup decoding (Saxena 2023; Hugging Face's `prompt_lookup_num_tokens`; llama.cpp's lookup).
+    """Prompt lookup decoding (Saxena 2023; Hugging Face's `prompt_lookup_num_tokens`; llama.cpp's lookup),
+    with the longest match (as "SAM Decoding", Hu et al. 2024, finds it).
 
-    Take the last n tokens of x (n from max_ngram down to min_ngram), find where that n-gram occurred
-    before in x (prompt and generated tokens alike; the most recent occurrence wins), and propose the
-    tokens that followed it there, up to k. No model runs: cost 0. A looked-up token is not drawn from a
-    distribution, so its row is one-hot, and the round stays exact (sampling._verify: kept with probability
-    q(token)). No match: an empty proposal, and the round is a plain target step.
+    Find the longest suffix of x that occurred earlier in x (prompt and generated tokens alike), take its most
+    recent earlier occurrence, and propose the tokens that followed it there, up to k. No model runs: cost 0.
+    A looked-up token is not drawn from a distribution, so its row is one-hot, and the round stays exact
+    (sampling._verify: kept with probability q(token)). No match: an empty proposal, and the round is a plain
+    target step. The proposal carries the match's length (Proposal.match_length), and `match_length(x)` tells
+    it before proposing: K="auto" trusts a long match more than a short one (lookahead.AutoK).
 
-    Example, max_ngram=2: x = [5, 6, 7, 8, 5, 6]. The 2-gram (5, 6) ended at position 2 before, followed by
-    7, 8, 5, 6: with k = 3 the proposal is [7, 8, 5].
+    max_ngram: None (the default) for no cap; a whole number n makes a longer match count as n tokens long, so
+    the proposal follows the most recent occurrence of x's last n tokens (what the original prompt lookup
+    does with n = 3). min_ngram: a match shorter than this is no match.
 
-    The index: for each n, a dict {n-gram: the end of its most recent occurrence that has a token after it}.
-    Each call indexes only the tokens added since the last call, so a generation of L tokens costs O(L)
-    dictionary updates in all, not a rescan of x per round (that would be O(L^2)). A call whose x does not
-    extend the indexed tokens (a new prompt, or the guesses of a staged round thrown away) rebuilds it.
+    Example: x = [5, 6, 7, 8, 5, 6]. The longest suffix that occurred before is (5, 6), ending at position 2,
+    followed by 7, 8, 5, 6: with k = 3 the proposal is [7, 8, 5], match length 2. The copy may run into the
+    tokens it proposes: for x = [1, 2, 1, 2] the match (1, 2) ends at 2, and with k = 4 the proposal is
+    [1, 2, 1, 2] (the pattern of period 2 goes on).
+
+    The index is a SuffixAutomaton: each call appends only the tokens added since the last call, so the search
+    costs no rescan of x. A call whose x does not extend the indexed tokens (the guesses of a staged round
+    thrown away) takes the index back to the tokens they share and goes on from there.
     """
 
     name = "lookup"
     cost = 0.0  # no model pass
     passes = 0
 
-    def __init__(self, max_ngram=3, min_ngram=1):
+    def __init__(self, max_ngram=None, min_ngram=1):
         for value, what in ((max_ngram, "max_ngram"), (min_ngram, "min_ngram")):
+            if value is None and what == "max_ngram":
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{what} must be a whole number >= 1; got {value!r}")
-        if min_ngram > max_ngram:
-            raise ValueError(f"min_ngram={min_ngram} is more than max_ngram={max_ngram}: the search goes from "
-                             f"max_ngram down to min_ngram")
-        self.max_ngram, self.min_ngram = int(max_ngram), int(min_ngram)
-        self.tokens = []  # the tokens indexed so far (a prefix of the x of the last call)
-        self.last_end = {n: {} for n in range(self.min_ngram, self.max_ngram + 1)}  # n -> {n-gram: end}
+                raise ValueError(f"{what} must be a whole number >= 1 (max_ngram may be None: no cap); got {value!r}")
+        if max_ngram is not None and min_ngram > max_ngram:
+            raise ValueError(f"min_ngram={min_ngram} is more than max_ngram={max_ngram}: a match counts as at most "
+                             f"max_ngram tokens and must be at least min_ngram long")
+        self.max_ngram = None if max_ngram is None else int(max_ngram)
+        self.min_ngram = int(min_ngram)
+        self.index = SuffixAutomaton(self.max_ngram, self.min_ngram)
 
-    def index(self, x):
-        """Bring the index up to date with x: record every n-gram x[e - n : e] that has a token x[e] after it."""
-        if x[: len(self.tokens)] != self.tokens:  # not an extension of what was indexed: start again
-            self.tokens = []
-            self.last_end = {n: {} for n in self.last_end}
-        first_new_end = max(len(self.tokens), 1)  # ends e < len(self.tokens) are indexed already
-        self.tokens = list(x)
-        for end in range(first_new_end, len(x)):  # x[end] follows the n-gram that ends there
-            for n, last_end in self.last_end.items():
-                if end >= n:
-                    last_end[tuple(x[end - n : end])] = end  # later occurrences overwrite: the most recent wins
+    def match(self, x):
+        """(n, end) for x (SuffixAutomaton.match): the match's length and where it ended most recently."""
+        x, tokens = (x if isinstance(x, list) else list(x)), self.index.tokens
+        if len(x) < len(tokens) or x[: len(tokens)] != tokens:  # not an extension: back to what they share
+            self.index.truncate(_common_prefix_length(tokens, x))
+        for token in x[len(tokens) :]:  # the index's own list grows as it extends
+            self.index.extend(int(token))
+        return self.index.match
+
+    def match_length(self, x):
+        """How many of x's last tokens the proposal for x would follow (0: no match, nothing proposed)."""
+        return self.match(x)[0]
 
     def lookup(self, x, k):
-        """The (up to) k tokens that followed the most recent earlier occurrence of x's longest suffix n-gram."""
-        self.index(x)
-        for n in range(self.max_ngram, self.min_ngram - 1, -1):  # the longest suffix first
-            end = self.last_end[n].get(tuple(x[len(x) - n :])) if len(x) >= n else None
-            if end is not None:  # end < len(x): the suffix itself has no token after it, so it is not found
-                return list(x[end : end + k])
-        return []
+        """The (up to) k tokens that followed the most recent earlier occurrence of x's longest matched suffix."""
+        n, end = self.match(x)
+        if n == 0:
+            return []
+        period = len(x) - end  # past x's end, the copy continues with the tokens it copied
+        tokens = list(x[end : end + k])
+        while len(tokens) < k:
+            tokens.append(tokens[len(tokens) - period])
+        return [int(token) for token in tokens]
 
     def propose(self, x, k, rng, n_vocab):
-        """Proposal(looked-up tokens, a chain, one-hot rows); empty when nothing matches. rng is not used."""
-        tokens = self.lookup(list(x), k)
+        """Proposal(looked-up tokens, a chain, one-hot rows, the match length); empty when nothing matches.
+        rng is not used."""
+        tokens = self.lookup(x, k)
         rows = np.zeros((len(tokens), n_vocab))  # [m, n_vocab]
         rows[np.arange(len(tokens)), tokens] = 1.0  # deterministic: one-hot
-        return Proposal(tokens=tokens, parents=chain_parents(len(tokens)), rows=rows)
+        n = self.index.match[0] if tokens else 0
+        return Proposal(tokens=tokens, parents=chain_parents(len(tokens)), rows=rows, match_length=n)
 
 
-def prompt_lookup(max_ngram=3, min_ngram=1):
-    """A PromptLookup drafter: guesses copied from after the last earlier match of x's final n-gram."""
+def _common_prefix_length(a, b):
+    """How many leading tokens the lists a and b share: _common_prefix_length([1, 2, 3], [1, 2, 5]) == 2."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    return int(np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))[0])
+
+
+def prompt_lookup(max_ngram=None, min_ngram=1):
+    """A PromptLookup drafter: guesses copied from after the most recent earlier occurrence of x's longest
+    matched suffix. prompt_lookup(max_ngram=3, min_ngram=1) is the original prompt lookup: the last 3 tokens
+    at most."""
     return PromptLookup(max_ngram, min_ngram)
 
 
@@ -231,7 +368,7 @@ class Staged:
 
     name = "staged"
 
-    def __init__(self, draft_model, max_ngram=3):
+    def __init__(self, draft_model, max_ngram=None):
         self.model = draft_model
         self.lookup = PromptLookup(max_ngram)
         self.cost = getattr(draft_model, "cost", None)
@@ -250,7 +387,7 @@ class Staged:
         return Proposal(tokens=tokens, parents=chain_parents(len(tokens)), rows=np.array(rows))  # rows [k, n_vocab]
 
 
-def staged(draft_model, max_ngram=3):
+def staged(draft_model, max_ngram=None):
     """A Staged drafter: the draft model's guesses, drafted in turn by prompt lookup."""
     return Staged(draft_model, max_ngram)
 

@@ -4,6 +4,13 @@ Read sampling.py first (a round, its Steps 1-4); drafters.py after (where guesse
 policy here for each round's k when K is "auto" or "hf"; benchmark.py prints the same formulas as tables.
 """
 
+import json
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
 import numpy as np
 
 AUTO_K_MAX = 16  # K="auto" never proposes deeper than this (r(m) was measured up to m = 16 rows)
@@ -51,9 +58,18 @@ def break_even_alpha(K, c, r=1.0):
 # r(m): the time of a target pass over m new positions, in 1-position passes, measured with the KV cache on our
 # 2-core machines (NumPy's OpenBLAS; 124M, medians; m = 2..16 measured when the drafters were compared, with the
 # missing m filled in linearly). A multi-row product repacks each weight matrix, so r jumps at m = 2 and then
-# grows far more slowly than m, unevenly. tools/benchmark_forward.py measures it on your machine; set
-# `target_model.r_table` (a list, r_table[m - 1] = r(m)) to use your own figures.
+# grows far more slowly than m, unevenly. `calibrate` below measures it on your machine (main.py does, before its
+# timed runs; so does tools/benchmark_text.py); set `target_model.r_table` (a list, r_table[m - 1] = r(m)) to use
+# your own figures.
 R_TABLE = [1.0, 2.46, 2.74, 2.99, 3.24, 2.99, 2.73, 2.48, 2.92, 3.10, 3.29, 3.47, 3.46, 3.44, 3.43, 3.42]
+
+
+MATCH_BUCKETS = (1, 2, 4, 8, 16)  # the shortest match of each bucket: 1, 2-3, 4-7, 8-15, 16 and more tokens
+
+
+def match_bucket(n):
+    """The bucket of a match n >= 1 tokens long: 1 -> 0, 2-3 -> 1, 4-7 -> 2, 8-15 -> 3, 16 and more -> 4."""
+    return int(np.searchsorted(MATCH_BUCKETS, n, side="right")) - 1
 
 
 class AutoK:
@@ -64,26 +80,44 @@ class AutoK:
     token and k guesses) and writes on average 1 + a_1 + a_1 a_2 + ... + a_1 ... a_k tokens, where a_i is the
     chance that guess i is kept given guesses 1 .. i - 1 were (with one a for every position this is
     (1 - a^(k+1)) / (1 - a)). k = 0 is a plain step: 1 token for 1. So a proposal is made only when it is
-    expected to beat plain decoding, which is what keeps prompt lookup from losing on prose.
+    expected to beat plain decoding, which is what keeps prompt lookup from losing on prose. In one line:
 
-    Where the numbers come from (all fixed before the round, so the same seed gives the same tokens):
-    - a_i: kept / checked at draft position i over the rounds so far, with counts that decay by DECAY per
-      round (the text changes: a passage being copied, then free prose) and a Beta(1, 1) prior (a = 1/2
-      before anything is seen).
+        k* = argmax over k = 0 .. k_max of  (1 + sum_{j=1..k} a_1 a_2 ... a_j) / (c k + r(k + 1))
+
+    Where a_i comes from, by the drafter (all fixed before the round, so the same seed gives the same tokens):
+    - A drafter that tells its match (prompt lookup: `drafter.match_length(x)`, asked with this round's x):
+      by the match's length n. Guess i of a proposal that follows an n-token match is, if guesses 1 .. i - 1
+      were kept, the token after an (n + i - 1)-token match of the same earlier occurrence (the match grows
+      by one with each kept guess): what a lookup one token later would propose. So one table A by match
+      length serves every draft position:
+
+          a_i = A(n + i - 1),   A(l) = (kept_b + s mu_b) / (checked_b + s),   b = the bucket of l
+
+      with the buckets 1, 2-3, 4-7, 8-15, 16+ (MATCH_BUCKETS), kept_b / checked_b the guesses of bucket b
+      kept / checked so far, each older check's weight multiplied by MATCH_DECAY at every newer check of the
+      bucket (the text changes: a passage being copied, then free prose), and a prior worth s = PRIOR_WEIGHT
+      checks at Laplace's rule of succession mu_b = (l_b + 1) / (l_b + 2), l_b the bucket's shortest match (a
+      copy that has held for l tokens holds once more with chance (l + 1) / (l + 2), before any evidence):
+      2/3 for one token, 17/18 for 16. No match (n = 0): nothing to propose, k = 0. So a long match proposes
+      a long run, and a short one, once the text has shown that short matches are rarely followed, declines.
+    - Any other drafter (a draft model): by draft position alone, a_i = (kept_i + 1) / (checked_i + 2) (a
+      Beta(1, 1) prior), the counts multiplied by DECAY after every round.
     - c: the drafter's `cost` if it gives one (lookup: 0), else the ratio of the draft's and the target's
       weights (`n_params`; a decoding step is memory-bound, so its time goes with the bytes it reads), else 1/2.
-    - r(m): `target_model.r_table` if set, else R_TABLE above.
-    A drafter that proposes less than k (a lookup that found a short match, or none) costs only what it sent.
+    - r(m): `target_model.r_table` if set (r_table[m - 1] = r(m); `calibrate` measures one on this machine),
+      else R_TABLE above.
+    A drafter that proposes less than k costs only what it sent.
 
-    Exploration: a policy that never proposes never learns that proposing has become worth it (a passage
-    starts being copied). After PROBE_AFTER declined rounds in a row it proposes once, as a probe: k_max
-    guesses from a free drafter (lookup: only the target's pass is paid, and it shows several positions at
-    once), one guess from a drafter that runs a model (each guess costs c). Each probe that does not change
-    its mind doubles the wait (up to PROBE_AFTER_MAX), so on text where proposals never pay the probes cost a
-    vanishing share of the time.
+    Exploration, for the drafters without a match: a policy that never proposes never learns that proposing
+    has become worth it (a passage starts being copied). After PROBE_AFTER declined rounds in a row it proposes
+    once, as a probe: k_max guesses from a free drafter, one guess from a drafter that runs a model (each guess
+    costs c). Each probe that does not change its mind doubles the wait (up to PROBE_AFTER_MAX). A drafter
+    with a match needs no probes: a longer match is a new bucket, tried with its own (hopeful) prior.
     """
 
-    DECAY = 0.9
+    DECAY = 0.9  # by position: per round
+    MATCH_DECAY = 0.95  # by match length: per check of the same bucket (about the last 20 count)
+    PRIOR_WEIGHT = 2.0
     PROBE_AFTER = 4
     PROBE_AFTER_MAX = 64
 
@@ -91,25 +125,38 @@ class AutoK:
         if isinstance(k_max, bool) or not isinstance(k_max, (int, np.integer)) or k_max < 1:
             raise ValueError(f"k_max must be a whole number >= 1; got {k_max!r}")
         self.k_max = int(k_max)
+        self.drafter = drafter
+        self.by_match = hasattr(drafter, "match_length")
         self.c = draft_cost(drafter, target_model)
-        r_table = list(getattr(target_model, "r_table", R_TABLE))
+        r_table = list(getattr(target_model, "r_table", None) or R_TABLE)
         self.r = [r_table[min(m, len(r_table)) - 1] for m in range(1, self.k_max + 2)]  # self.r[m - 1] = r(m)
-        self.kept = np.zeros(self.k_max)  # decayed counts of kept guesses, by draft position 1 .. k_max
-        self.checked = np.zeros(self.k_max)  # decayed counts of checked guesses
+        n_cells = len(MATCH_BUCKETS) if self.by_match else self.k_max  # buckets of match length, or positions
+        self.kept = np.zeros(n_cells)  # decayed counts of kept guesses
+        self.checked = np.zeros(n_cells)  # decayed counts of checked guesses
+        self.prior = np.array([(n + 1) / (n + 2) for n in MATCH_BUCKETS]) if self.by_match else None  # mu_b
         self.declined_in_a_row = 0
         self.probe_after = self.PROBE_AFTER
 
-    def acceptance(self):
-        """[k_max]: a_i, the estimated chance that guess i is kept given the guesses before it were."""
-        return (self.kept + 1) / (self.checked + 2)  # Beta(1, 1) prior
+    def acceptance(self, n=None):
+        """[k_max]: a_i, the estimated chance that guess i is kept given the guesses before it were; n: the
+        match length of the proposal (for a drafter that tells it)."""
+        if not self.by_match:
+            return (self.kept + 1) / (self.checked + 2)  # Beta(1, 1) prior
+        by_bucket = (self.kept + self.PRIOR_WEIGHT * self.prior) / (self.checked + self.PRIOR_WEIGHT)  # A by bucket
+        return by_bucket[[match_bucket(n + i) for i in range(self.k_max)]]  # a_i = A(n + i - 1), i = 1 .. k_max
 
-    def expected_rate(self, k):
-        """Expected tokens per one-position target step of a round with lookahead k."""
-        expected_tokens = 1 + np.sum(np.cumprod(self.acceptance()[:k]))  # 1 + a_1 + a_1 a_2 + ...
+    def expected_rate(self, k, n=None):
+        """Expected tokens per one-position target step of a round with lookahead k (after an n-token match)."""
+        expected_tokens = 1 + np.sum(np.cumprod(self.acceptance(n)[:k]))  # 1 + a_1 + a_1 a_2 + ...
         return expected_tokens / (self.c * k + self.r[k])
 
-    def choose(self):
-        """This round's k: the best by the cost model, or k_max as a probe after a run of declined rounds."""
+    def choose(self, x=None):
+        """This round's k for the text x so far: the best by the cost model (see the class), or a probe."""
+        if self.by_match:
+            if x is None:
+                raise ValueError("AutoK.choose(x) needs the text x: the drafter's match length depends on it")
+            n = self.drafter.match_length(x)
+            return 0 if n == 0 else max(range(self.k_max + 1), key=lambda k: self.expected_rate(k, n))
         best = max(range(self.k_max + 1), key=self.expected_rate)
         if best > 0:
             self.declined_in_a_row, self.probe_after = 0, self.PROBE_AFTER
@@ -122,7 +169,14 @@ class AutoK:
         return 0
 
     def record(self, round_):
-        """Learn from a finished round (a sampling.Round): which draft positions were checked and kept."""
+        """Learn from a finished round (a sampling.Round): which guesses were checked and kept."""
+        if self.by_match:
+            n = getattr(round_.proposal, "match_length", 0)
+            for check in round_.checks if n > 0 else ():
+                b = match_bucket(n + check.depth - 1)  # the match a kept path had reached at this guess
+                self.kept[b] = self.MATCH_DECAY * self.kept[b] + check.kept
+                self.checked[b] = self.MATCH_DECAY * self.checked[b] + 1
+            return
         self.kept *= self.DECAY
         self.checked *= self.DECAY
         for check in round_.checks:
@@ -139,7 +193,7 @@ class HFSchedule:
     def __init__(self, drafter, target_model, k_max, k_start=5):
         self.k_max, self.k = k_max, min(k_start, k_max)
 
-    def choose(self):
+    def choose(self, x=None):
         return self.k
 
     def record(self, round_):
@@ -157,3 +211,139 @@ def draft_cost(drafter, target_model):
     if draft_params and target_params:
         return draft_params / target_params
     return 0.5
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The costs measured on the machine that runs: r(m) and c, before the timed runs
+# ------------------------------------------------------------------------------------------------------------
+
+CALIBRATION_MS = (1, 2, 3, 4, 5, 7, 9, 13, 17)  # the m whose r(m) is timed; the m between are interpolated
+COSTS_FILE = "r_table.json"  # the name of the costs file written next to a model
+
+
+@dataclass
+class MeasuredCosts:
+    """What `calibrate` measured: r(m) for m = 1 .. len(r_table), and c for a draft model (None without one).
+
+    r_table[m - 1] = r(m): the time of a target pass over m new positions over that of a 1-position pass
+    (medians), timed for the m of `measured` and interpolated linearly between them. c: one draft step over
+    one target step. target_step_ms: the median 1-position target pass. Set them on the models with `use`.
+    """
+
+    r_table: list
+    c: object = None  # float or None
+    measured: dict = field(default_factory=dict)  # {m: r(m)} as timed
+    target_step_ms: float = 0.0
+    target: str = ""  # the names of the models, for whoever reads the file
+    draft: str = ""
+    machine: str = ""
+
+    def use(self, target_model=None, draft_model=None):
+        """Give K="auto" these costs: target_model.r_table, and draft_model.cost if c was measured."""
+        if target_model is not None:
+            target_model.r_table = list(self.r_table)
+        if draft_model is not None and self.c is not None:
+            draft_model.cost = self.c
+
+    def summary(self):
+        """One line: 'r(m), m = 1..17: 1.00 2.61 ...; c = 0.36 (a 1-position target pass: 31.2 ms)'."""
+        r = " ".join(f"{value:.2f}" for value in self.r_table)
+        c = "" if self.c is None else f"; c = {self.c:.2f}"
+        return f"r(m), m = 1..{len(self.r_table)}: {r}{c} (a 1-position target pass: {self.target_step_ms:.1f} ms)"
+
+
+def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, prefix=None, ms=CALIBRATION_MS):
+    """Measure r(m) for m = 1 .. m_max (and c with a draft model) on this machine: a MeasuredCosts.
+
+    A few seconds, untimed by the callers: each of `ms` (those <= m_max, and m_max) is timed `repeats` times, in
+    turns, so that a burst of load on a shared machine hits them alike; r(m) is the median over the rounds of
+    turns of time(m) / time(1) in the same round, c the same for the draft's step. Each pass
+    comes after the same prefix (the model function rolls its cache back to it; default 16 tokens): the
+    target's pass over m positions, target_model(prefix + m tokens, m), as a round with m - 1 guesses makes it;
+    the draft's one-position step, draft_model(prefix + 1 token, 1). Any token ids do: the cost is the same.
+    The model functions' caches and statistics are changed: calibrate the warm-up models, not the timed ones.
+    """
+    if isinstance(m_max, bool) or not isinstance(m_max, (int, np.integer)) or m_max < 1:
+        raise ValueError(f"m_max must be a whole number >= 1; got {m_max!r}")
+    if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
+        raise ValueError(f"repeats must be a whole number >= 1; got {repeats!r}")
+    n_vocab = getattr(target_model, "n_vocab", None) or 50257
+    n_ctx = getattr(target_model, "n_ctx", None) or 1024
+    if prefix is None:  # 16 tokens, or fewer in a context too small for 16 + m_max
+        prefix = [i % n_vocab for i in range(max(1, min(16, n_ctx - m_max)))]
+    prefix = [int(token) for token in prefix]
+    tokens = prefix + [(7 * i + 3) % n_vocab for i in range(m_max)]
+    if len(tokens) > n_ctx:
+        raise ValueError(f"calibrating needs {len(prefix)} + {m_max} positions, more than n_ctx={n_ctx}")
+    ms = sorted({m for m in ms if 1 <= m <= m_max} | {1, m_max})
+    seconds = {m: [] for m in ms}
+    draft_seconds = []
+    target_model(tokens[: len(prefix) + 1], 1)  # the prefix into the cache: not timed
+    if draft_model is not None:
+        draft_model(tokens[: len(prefix) + 1], 1)
+    for _ in range(repeats):
+        for m in ms:
+            seconds[m].append(_seconds(lambda: target_model(tokens[: len(prefix) + m], m)))
+        if draft_model is not None:
+            draft_seconds.append(_seconds(lambda: draft_model(tokens[: len(prefix) + 1], 1)))
+    costs = costs_from_seconds(seconds, draft_seconds if draft_model is not None else None, m_max)
+    costs.machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor() or platform.system()}"
+    return costs
+
+
+def costs_from_seconds(seconds, draft_seconds=None, m_max=None):
+    """A MeasuredCosts from pass times: seconds[m][j] is the j-th time of an m-position target pass (m = 1 among
+    them), draft_seconds[j] of a one-position draft step, j counting rounds of turns. r(m) is the median over
+    the rounds of seconds[m][j] / seconds[1][j]; the m up to m_max (default: the largest) that were not timed
+    are interpolated linearly. tools/benchmark_forward.py's r(m) times (pass_seconds) are of this form."""
+    ms = sorted(seconds)
+    m_max = m_max or ms[-1]
+    # each ratio within one round of turns (a burst of load longer than a round slows both), then the median
+    measured = {m: float(np.median(np.divide(seconds[m], seconds[1]))) for m in ms}
+    r_table = np.interp(range(1, m_max + 1), ms, [measured[m] for m in ms])  # [m_max]
+    c = None if draft_seconds is None else float(np.median(np.divide(draft_seconds, seconds[1])))
+    return MeasuredCosts(
+        r_table=[round(float(r), 3) for r in r_table],
+        c=None if c is None else round(c, 4),
+        measured={m: round(r, 3) for m, r in measured.items()},
+        target_step_ms=round(1000 * float(np.median(seconds[1])), 3),
+    )
+
+
+def _seconds(fn):
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def save_costs(path, costs):
+    """Write a MeasuredCosts as a small JSON file (into NAME.part first, then renamed: never half a file)."""
+    path = Path(path)
+    data = asdict(costs)
+    data["measured"] = {str(m): r for m, r in costs.measured.items()}
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps(data, indent=1) + "\n")
+    part.replace(path)
+    return path
+
+
+def load_costs(path):
+    """The MeasuredCosts of a file that save_costs wrote, or a ValueError saying what is wrong with it."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"cannot read the costs file {path}: {error}; write one with lookahead.save_costs "
+                         f"(main.py writes {COSTS_FILE} next to the target model)") from None
+    r_table = data.get("r_table") if isinstance(data, dict) else None
+    c = data.get("c") if isinstance(data, dict) else None
+    good_r = isinstance(r_table, list) and r_table and all(_is_number(r) and r > 0 for r in r_table)
+    if not good_r or r_table[0] != 1 or not (c is None or (_is_number(c) and c >= 0)):
+        raise ValueError(f"the costs file {path} needs \"r_table\": [1.0, r(2), ...] (positive numbers, r(1) = 1) and "
+                         f"\"c\": a number >= 0 or null; got r_table={r_table!r}, c={c!r}")
+    known = {name: data[name] for name in ("target_step_ms", "target", "draft", "machine") if name in data}
+    measured = {int(m): r for m, r in data.get("measured", {}).items()}
+    return MeasuredCosts(r_table=[float(r) for r in r_table], c=c, measured=measured, **known)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)

@@ -51,11 +51,13 @@ import math
 import os
 import sys
 import time
+from pathlib import Path
 
 import fire
 import numpy as np
 
 import drafters
+import lookahead
 import sampling
 import show
 from cli import (
@@ -70,6 +72,7 @@ from cli import (
 )
 from sampling import AutoregressiveStats, SpeculativeStats
 from model_fn import create_model_fn
+from download import MODEL_SIZES
 from utils import load_model, resolve_model
 from weights import CheckpointError
 
@@ -258,6 +261,40 @@ def mean(values):
     return sum(values) / len(values) if values else 0.0
 
 
+def with_costs(model, costs, draft=False):
+    """The model function with the costs K=auto plans with set on it (a target's r_table, a draft's cost)."""
+    if costs is not None:
+        costs.use(None, model) if draft else costs.use(model)
+    return model
+
+
+def calibrated_costs(flags, target, draft):
+    """(MeasuredCosts, lines to print): the costs K=auto plans with, from --r_table, else measured now.
+
+    target, draft: the warm-up model functions (draft None without a draft model). A measured table is written
+    next to the target's folder (a released size's or a local one), so that --r_table can give it again.
+    """
+    if flags.r_table is not None:
+        return lookahead.load_costs(flags.r_table), [f"K=auto plans with the costs in {flags.r_table}"]
+    costs, seconds = timed(lambda: lookahead.calibrate(target, draft))
+    costs.target, costs.draft = flags.target_model_size, flags.draft_model_size or ""
+    lines = [f"K=auto plans with costs measured on this machine ({seconds:.1f} s, before the timed runs)"]
+    name = lookahead.COSTS_FILE if flags.kv_cache else lookahead.COSTS_FILE.replace(".json", "_no_cache.json")
+    size = flags.target_model_size
+    folder = Path(size) if Path(size).is_dir() else Path(flags.models_dir) / size if size in MODEL_SIZES else None
+    if folder is None:
+        lines.append(f"(not written to a file: {size} lives in the Hugging Face cache, which is not this project's "
+                     f"to write into)")
+        return costs, lines
+    try:
+        path = lookahead.save_costs(folder / name, costs)
+    except OSError as error:
+        lines.append(f"(not written to {folder / name}: {error.strerror or error})")
+    else:
+        lines.append(f"(written to {path}; --r_table {path} plans with them again: the same seed, the same tokens)")
+    return costs, lines
+
+
 def lookahead_text(flags):
     """'K=4', 'K=auto', 'K=hf', or 'tree 2,2,1 (10 nodes)'."""
     if flags.tree is not None:
@@ -268,7 +305,8 @@ def lookahead_text(flags):
 def drafter_text(flags):
     """The drafter in words, for the run's heading."""
     if flags.drafter == "lookup":
-        return f"drafter lookup (prompt lookup, n-grams of {flags.max_ngram} down to {flags.min_ngram} tokens)"
+        longest = "the longest match" if flags.max_ngram is None else f"matches counted up to {flags.max_ngram} tokens"
+        return f"drafter lookup (prompt lookup: {longest}, at least {flags.min_ngram} tokens)"
     if flags.drafter == "staged":
         return f"drafter staged (draft {flags.draft_model_size}, itself drafted by prompt lookup)"
     return f"draft {flags.draft_model_size}"
@@ -320,13 +358,14 @@ def main(
     base_url=None,
     download_retries=3,
     drafter="model",
-    max_ngram=3,
+    max_ngram=None,
     min_ngram=1,
     tree=None,
     color="auto",
     trace=False,
     plot=None,
     download_deadline=None,
+    r_table=None,
 ):
     """Generate the same continuation with autoregressive sampling (target alone) and speculative sampling.
 
@@ -349,13 +388,14 @@ def main(
         base_url: where to download from, http(s)://... (default: $GPT2_BASE_URL, else OpenAI's bucket).
         download_retries: how often a failed download is retried (waiting 1, 2, 4, ... s) before giving up (0 to 20).
         drafter: where the guesses come from: model (the draft model samples them), lookup (copied from earlier text after a repeated n-gram: prompt lookup, no draft model), staged (the draft model's own guesses drafted by prompt lookup).
-        max_ngram: prompt lookup (lookup, staged): the longest n-gram at the end of the text searched for earlier.
-        min_ngram: prompt lookup: the shortest n-gram tried before giving up (the round is then a plain target step).
+        max_ngram: prompt lookup (lookup, staged) follows the longest earlier match of the text's end; a number caps it: a longer match counts as max_ngram tokens, the most recent occurrence of the last max_ngram tokens wins (3: the original prompt lookup). Default: no cap.
+        min_ngram: prompt lookup: a match shorter than this is no match (the round is then a plain target step).
         tree: a tree of guesses checked in one target pass, its branching per depth, e.g. 2,2,1 (overrides K; needs --drafter model).
         color: color the speculative text by where each token came from: auto (on a terminal, unless NO_COLOR is set), always, never.
         trace: print one line per round: the drafted tokens, for each checked guess p, q, the uniform draw and kept or rejected, and the residual's or the bonus token.
         plot: write a picture of the rounds to this file, e.g. img/rounds.png (needs matplotlib).
         download_deadline: the most seconds one file's download may take, all retries together (default: $GPT2_DOWNLOAD_DEADLINE, else an hour); what arrived is kept, and the next run resumes it.
+        r_table: with --K auto, plan with the costs in this file (r(m) and c, as lookahead.save_costs writes them, e.g. models/355M/r_table.json) instead of measuring them before the timed runs; the same seed then gives the same tokens.
     """
     arguments = dict(locals())  # main()'s arguments, as given
     with errors_as_one_line():
@@ -387,9 +427,20 @@ def main(
     print(f"prompt ({len(prompt_ids)} tokens): {flags.prompt}\n", flush=True)
 
     with damage_as_one_line():
-        if draft is not None:
-            new_draft()(prompt_ids)  # warm-up, not timed: see the docstring
-        new_target()(prompt_ids)
+        warm_draft, warm_target = (new_draft() if draft is not None else None), new_target()
+        if warm_draft is not None:
+            warm_draft(prompt_ids)  # warm-up, not timed: see the docstring
+        warm_target(prompt_ids)
+        costs = None
+        if flags.K == "auto" and flags.tree is None:  # K=auto plans with r(m) and c: measured now, not timed
+            costs, lines = calibrated_costs(flags, warm_target, warm_draft)
+            print("\n".join(lines) + f"\n{costs.summary()}\n", flush=True)
+
+        def new_costed_target():
+            return with_costs(new_target(), costs)
+
+        def new_costed_draft():
+            return with_costs(new_draft(), costs, draft=True)
 
         print(f"autoregressive sampling, target {flags.target_model_size} alone:")
         print(flags.prompt, end="", flush=True)
@@ -403,8 +454,8 @@ def main(
         print(show.legend(color))
         print(flags.prompt, end="", flush=True)
         sp_ids, sp_time, sp_stats, rounds = run_speculative(
-            prompt_ids, make_drafter(flags, new_draft), new_target(), flags, show.TextStream(token_bytes, sys.stdout,
-                                                                                              color)
+            prompt_ids, make_drafter(flags, new_costed_draft), new_costed_target(), flags,
+            show.TextStream(token_bytes, sys.stdout, color)
         )
     draft_passes = f"{sp_stats.draft_passes} draft forward passes" if draft is not None else "no draft model"
     print(f"  {sp_stats.tokens} tokens in {sp_time:.2f} s = {sp_stats.tokens / sp_time:.2f} tokens/s; "

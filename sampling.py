@@ -129,6 +129,10 @@ and for each proposed token the distribution it was drawn from. A drafter gives 
     Proposal.rows     [m, n_vocab]: rows[i] is the distribution tokens[i] was drawn from, given x and the path
                       to its parent. A deterministic proposal (a token looked up, not sampled) has a one-hot
                       row: it was "drawn" from a distribution that is certain of it.
+    Proposal.match_length   optional (default 0): for guesses copied from earlier in x (prompt lookup), how
+                      many of x's last tokens matched where they were copied from. K="auto" trusts a long
+                      match more than a short one; such a drafter also has `match_length(x)`, which tells the
+                      length before proposing (lookahead.AutoK asks it when choosing the round's k).
 
 A round with no proposal (k = 0, or m = 0) is a plain target step: one target position, one token.
 Siblings (tokens with the same parent) must be drawn independently of each other given that parent.
@@ -175,6 +179,7 @@ class Proposal:
     tokens: list  # [m] token ids, parents first
     parents: list  # [m] index of each token's parent among `tokens`, or -1 for a child of x
     rows: np.ndarray  # [m, n_vocab] float64: the distribution each token was drawn from
+    match_length: int = 0  # prompt lookup: how many of x's last tokens the guesses follow (0: not a lookup)
 
     @staticmethod
     def empty(n_vocab):
@@ -409,7 +414,7 @@ def speculative_stream(x, draft, target_model, N, K, rng, stop_token=None, stats
     index = 0
     while len(x) < T:  # Chen: while n < T
         index += 1
-        k = min(policy.choose() if policy else K, T - len(x) - 1)  # writes <= k + 1 tokens, never past T
+        k = min(policy.choose(x) if policy else K, T - len(x) - 1)  # writes <= k + 1 tokens, never past T
         draft_passes_before = getattr(drafter, "passes", 0)
 
         # Step 1: the drafter proposes a chain (or a tree) of at most k tokens after x

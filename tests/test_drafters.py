@@ -6,6 +6,8 @@ Teeth: a wrong rule particular to deterministic proposals, "keep a looked-up tok
 it any probability" (instead of with probability q(token)), must fail the same check.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -52,7 +54,7 @@ def cheap_markov_draft():
 
 
 DRAFTERS = {
-    "lookup": lambda: drafters.prompt_lookup(max_ngram=2),
+    "lookup": lambda: drafters.prompt_lookup(),
     "staged": lambda: drafters.staged(cheap_markov_draft(), max_ngram=2),
 }
 
@@ -80,39 +82,80 @@ def test_the_exactness_test_fails_for_keeping_a_looked_up_token_the_target_merel
 # --- prompt lookup itself -------------------------------------------------------------------------------------
 
 
-def brute_force_lookup(x, k, max_ngram, min_ngram):
-    """The definition, by a full scan: the longest suffix n-gram's most recent earlier occurrence, what followed."""
-    for n in range(max_ngram, min_ngram - 1, -1):
-        if len(x) < n:
-            continue
+def brute_force_lookup(x, k, max_ngram=None, min_ngram=1):
+    """The definition, by a full scan: (the k tokens that followed the most recent earlier occurrence of x's
+    longest suffix that occurred earlier, counted as at most max_ngram long; that length). Past x's end the
+    copy goes on with the tokens it copied."""
+    longest = len(x) - 1 if max_ngram is None else min(max_ngram, len(x) - 1)
+    for n in range(longest, min_ngram - 1, -1):
         for end in range(len(x) - 1, n - 1, -1):  # ends before len(x): an occurrence with a token after it
             if x[end - n : end] == x[len(x) - n :]:
-                return x[end : end + k]
-    return []
+                text = list(x)
+                for i in range(k):
+                    text.append(text[end + i])
+                return text[len(x) :], n
+    return [], 0
 
 
-def test_the_incremental_index_finds_what_a_full_scan_finds_at_every_step_of_a_growing_text():
-    rng = np.random.default_rng(0)
-    for max_ngram, min_ngram in [(3, 1), (2, 2), (4, 2)]:
+@pytest.mark.parametrize("n_vocab", [2, 3, 6])
+def test_the_incremental_index_finds_what_a_full_scan_finds_at_every_step_of_a_growing_text(n_vocab):
+    """Small vocabularies make long matches and many ties; now and then the text is cut back (a staged round's
+    guesses thrown away) and the index must undo its tokens, not keep what it learned from them."""
+    rng = np.random.default_rng(n_vocab)
+    for max_ngram, min_ngram in [(None, 1), (3, 1), (2, 2), (4, 2), (None, 3)]:
         lookup = drafters.prompt_lookup(max_ngram, min_ngram)
-        x = list(rng.integers(0, 5, size=10))
-        for _ in range(200):
-            assert lookup.lookup(x, 4) == brute_force_lookup(x, 4, max_ngram, min_ngram)
-            x += list(rng.integers(0, 5, size=rng.integers(1, 4)))
-        x = x[:50]  # not an extension: the index starts again
-        assert lookup.lookup(x, 4) == brute_force_lookup(x, 4, max_ngram, min_ngram)
+        x = rng.integers(0, n_vocab, size=5).tolist()
+        for _ in range(250):
+            assert (lookup.lookup(x, 5), lookup.match_length(x)) == brute_force_lookup(x, 5, max_ngram, min_ngram)
+            if rng.random() < 0.15:
+                x = x[: rng.integers(0, len(x) + 1)]
+            x += rng.integers(0, n_vocab, size=rng.integers(1, 4)).tolist()
 
 
-def test_the_docstring_example_and_one_hot_rows():
-    lookup = drafters.prompt_lookup(max_ngram=2)
+def test_the_longest_match_beats_a_more_recent_short_one_and_ties_go_to_the_most_recent():
+    """Code repeats short contexts everywhere: after `1 2 3 4` the text went on with 7 the first time; a later
+    `5 2 3 4` went on with 8. Capped at 3 tokens (the original lookup), the suffix `2 3 4` last occurred before 8;
+    the longest match, `1 2 3 4`, before 7. Two earlier `1 2 3 4`, both after a 5 (followed by 7, then 9), and
+    the text now ends `6 1 2 3 4`: a tie at 4 tokens, and the most recent wins."""
+    x = [1, 2, 3, 4, 7, 0, 5, 2, 3, 4, 8, 0, 1, 2, 3, 4]
+    assert drafters.prompt_lookup().lookup(x, 2) == [7, 0] and drafters.prompt_lookup().match_length(x) == 4
+    assert drafters.prompt_lookup(max_ngram=3).lookup(x, 2) == [8, 0]
+    assert drafters.prompt_lookup(max_ngram=3).match_length(x) == 3
+    x = [5, 1, 2, 3, 4, 7, 5, 1, 2, 3, 4, 9, 6, 1, 2, 3, 4]
+    assert drafters.prompt_lookup().lookup(x, 1) == [9] and drafters.prompt_lookup().match_length(x) == 4
+
+
+def test_each_new_token_is_added_to_the_index_once_and_a_cut_back_index_is_the_one_built_afresh(monkeypatch):
+    """No rescan: lookups on a text that grows token by token extend the automaton once per token in all. And
+    truncate undoes exactly: the automaton of a text cut back equals the one built from the shorter text."""
+    extended = []
+    real_extend = drafters.SuffixAutomaton.extend
+    monkeypatch.setattr(drafters.SuffixAutomaton, "extend", lambda self, t: extended.append(t) or real_extend(self, t))
+    text = np.random.default_rng(0).integers(0, 3, size=200).tolist()
+    lookup = drafters.prompt_lookup()
+    for length in range(1, len(text) + 1):
+        lookup.lookup(text[:length], 4)
+    assert extended == text
+    lookup.index.truncate(120)
+    fresh = drafters.SuffixAutomaton()
+    for token in text[:120]:
+        fresh.extend(token)
+    for part in ("tokens", "next", "link", "length", "last_end", "last", "matches"):
+        assert getattr(lookup.index, part) == getattr(fresh, part), part
+
+
+def test_the_docstring_examples_one_hot_rows_and_the_match_length():
+    lookup = drafters.prompt_lookup()
     proposal = lookup.propose([5, 6, 7, 8, 5, 6], 3, np.random.default_rng(0), n_vocab=10)
-    assert proposal.tokens == [7, 8, 5] and proposal.parents == [-1, 0, 1]
+    assert proposal.tokens == [7, 8, 5] and proposal.parents == [-1, 0, 1] and proposal.match_length == 2
     assert proposal.rows.shape == (3, 10) and (proposal.rows.argmax(1) == [7, 8, 5]).all()
     assert proposal.rows.sum() == 3.0
-    assert lookup.propose([1, 2, 3], 3, np.random.default_rng(0), 10).tokens == []  # nothing matches
+    assert drafters.prompt_lookup().lookup([1, 2, 1, 2], 4) == [1, 2, 1, 2]  # the copy runs into itself
+    nothing = lookup.propose([1, 2, 3], 3, np.random.default_rng(0), 10)
+    assert nothing.tokens == [] and nothing.match_length == 0
 
 
-@pytest.mark.parametrize("kwargs, message", [({"max_ngram": 0}, "max_ngram"), ({"min_ngram": 4}, "min_ngram=4"),
+@pytest.mark.parametrize("kwargs, message", [({"max_ngram": 0}, "max_ngram"), ({"max_ngram": 3, "min_ngram": 4}, "min_ngram=4"),
                                              ({"max_ngram": 2.5}, "whole number")])
 def test_bad_ngram_settings_are_a_value_error(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -152,14 +195,20 @@ def round_with(checks):
                  [0], ["draft"])
 
 
-def test_auto_declines_a_free_lookup_when_guesses_are_rarely_kept_and_proposes_long_runs_when_they_are():
+def free_draft():
+    """A draft that claims to cost nothing and tells no match: K="auto" estimates its acceptance by position."""
+    draft = markov_model(DRAFT_TABLE)
+    draft.cost = 0.0
+    return draft
+
+
+def test_auto_by_position_declines_a_free_draft_when_guesses_are_rarely_kept_and_proposes_long_runs_when_they_are():
     """A free one-guess round pays when (1 + a) / r(2) > 1, i.e. a > 1.46: never. Longer ones pay only for a
     near 1: at the prior a = 1/2 even k = 7 gives (2 - 0.5^7) / r(8) = 0.80 < 1, so auto declines. After ten
     rounds that kept all 8 guesses (a ~ 0.9 at every position) the best k maximises (1 + a + ... + a^k) / r(k+1);
     with R_TABLE's dip at r(8) = 2.48 that is k = 7, not k_max = 8 (r(9) = 2.92). Thirty rejections later,
     a ~ 0 again and auto declines."""
-    target = markov_model(TARGET_TABLE)
-    auto = lookahead.AutoK(drafters.prompt_lookup(), target, k_max=8)
+    auto = lookahead.AutoK(free_draft(), markov_model(TARGET_TABLE), k_max=8)
     assert auto.choose() == 0  # the prior a = 1/2 does not pay for a multi-row pass
     for _ in range(10):
         auto.record(round_with([True] * 8))
@@ -169,10 +218,48 @@ def test_auto_declines_a_free_lookup_when_guesses_are_rarely_kept_and_proposes_l
     assert auto.choose() == 0
 
 
-def test_auto_probes_after_a_run_of_declined_rounds_and_waits_twice_as_long_each_time():
-    auto = lookahead.AutoK(drafters.prompt_lookup(), markov_model(TARGET_TABLE), k_max=4)
+def test_auto_by_position_probes_after_a_run_of_declined_rounds_and_waits_twice_as_long_each_time():
+    auto = lookahead.AutoK(free_draft(), markov_model(TARGET_TABLE), k_max=4)
     ks = [auto.choose() for _ in range(20)]
     assert ks == [0] * 4 + [4] + [0] * 8 + [4] + [0] * 6
+
+
+def lookup_round(match_length, checks):
+    """A Round of a lookup proposal after a match of match_length tokens, its guesses kept or not as `checks`."""
+    proposal = sampling.Proposal([0] * len(checks), sampling.chain_parents(len(checks)), None, match_length)
+    return dataclasses.replace(round_with(checks), proposal=proposal)
+
+
+def test_auto_with_lookup_trusts_a_long_match_and_learns_to_decline_a_short_one():
+    """By match length (lookahead.AutoK): a_i = A(n + i - 1), A of a bucket starting at Laplace's (l + 1)/(l + 2).
+    A 20-token match: a = 17/18 at every position, and (1 + a + ... + a^k) / r(k + 1) grows with k up to
+    k_max = 16 (11.2 / 3.42 = 3.3 there, R_TABLE's r(17) being its last entry). A 1-token match before any
+    evidence: a_1 = 2/3, a_2 = a_3 = 3/4, ..., best k = 7 at 1.42 (R_TABLE's dip at r(8)). After ten
+    1-token matches whose first guess was rejected, A(1) = (2 * 2/3) / (2 + sum of 0.95^j for j < 10 = 8.03) =
+    0.13, and every k is worse than a plain step: k = 0, while the 20-token match still proposes 16. No match:
+    nothing to propose, k = 0."""
+    lookup = drafters.prompt_lookup()
+    auto = lookahead.AutoK(lookup, markov_model(TARGET_TABLE), k_max=16)
+    long_match = list(range(30)) + list(range(20))
+    short_match = [7, 8, 9, 10, 11, 7]
+    assert lookup.match_length(long_match) == 20 and lookup.match_length(short_match) == 1
+    assert auto.choose(long_match) == 16 and auto.choose(short_match) == 7
+    for _ in range(10):
+        auto.record(lookup_round(1, [False]))
+    assert auto.acceptance(1)[0] == pytest.approx(4 / 3 / (2 + (1 - 0.95**10) / 0.05))
+    assert auto.choose(short_match) == 0 and auto.choose(long_match) == 16
+    assert auto.choose([1, 2, 3]) == 0
+    with pytest.raises(ValueError, match="needs the text x"):
+        auto.choose()
+
+
+def test_auto_files_each_checked_guess_under_the_match_its_path_had_reached():
+    """A proposal after 14 tokens whose guesses went kept, kept, rejected: the checks were made at matches of
+    14, 15 (bucket 8-15) and 16 (bucket 16+) tokens."""
+    auto = lookahead.AutoK(drafters.prompt_lookup(), markov_model(TARGET_TABLE), k_max=8)
+    auto.record(lookup_round(14, [True, True, False]))
+    assert auto.checked.tolist() == [0, 0, 0, 0.95 + 1, 1] and auto.kept.tolist() == [0, 0, 0, 0.95 + 1, 0]
+    assert [lookahead.match_bucket(n) for n in (1, 2, 3, 4, 7, 8, 15, 16, 500)] == [0, 1, 1, 2, 2, 3, 3, 4, 4]
 
 
 def test_auto_gives_a_model_draft_its_cost_and_hf_schedule_grows_by_2_and_shrinks_by_1():

@@ -279,6 +279,24 @@ def test_every_drafter_prints_the_greedy_text_its_rounds_and_one_trace_line_per_
         assert "the rounds are drawn in rounds.png" in out
 
 
+def test_k_auto_measures_its_costs_before_the_timed_runs_and_a_saved_table_gives_the_same_tokens_again(
+        tmp_path, target_dir):
+    """--K auto times r(m) on this machine first (untimed), prints it, and writes it next to the target's folder;
+    --r_table with that file plans with the same costs, so two runs with one seed at temperature 1 print the
+    same text (a fresh calibration could differ in its last digits, and so could its choice of k)."""
+    flags = ("--prompt", PROMPT + PROMPT, "--n_tokens_to_generate", 12, "--drafter", "lookup", "--K", "auto",
+             "--temperature", 1, "--seed", 3, "--target_model_size", target_dir)
+    first = run_main(*flags, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    table = Path(target_dir) / "r_table.json"
+    assert "K=auto plans with costs measured on this machine" in first.stdout and f"written to {table}" in first.stdout
+    assert re.search(r"^r\(m\), m = 1\.\.17: 1\.00( \d+\.\d\d){16} \(a 1-position target pass", first.stdout, re.M)
+    again = [run_main(*flags, "--r_table", table, cwd=tmp_path) for _ in range(2)]
+    assert all(run.returncode == 0 for run in again) and f"K=auto plans with the costs in {table}" in again[0].stdout
+    texts = [[line for line in run.stdout.splitlines() if line.startswith(PROMPT)] for run in again]
+    assert len(texts[0]) == 2 and texts[0] == texts[1]
+
+
 def masked(out):
     """The output without what changes from run to run: times, tokens/s and the speedup."""
     out = re.sub(r"\d+\.\d\d s = \d+\.\d\d tokens/s", "T s = R tokens/s", out)
@@ -422,7 +440,9 @@ BAD_FLAGS = [
     (("--base_url", 123), "--base_url must be a web address starting http:// or https://; got '123'"),
     (("--drafter", "lokup"), "--drafter must be one of model, lookup, staged; got 'lokup' (did you mean lookup?)"),
     (("--drafter", "lookup", "--max_ngram", 0), "--max_ngram must be a whole number >= 1; got 0"),
-    (("--drafter", "lookup", "--min_ngram", 4), "--min_ngram 4 is more than --max_ngram 3"),
+    (("--drafter", "lookup", "--max_ngram", 3, "--min_ngram", 4), "--min_ngram 4 is more than --max_ngram 3"),
+    (("--r_table", "r_table.json"), "--r_table gives the costs that --K auto plans with; got --K 4"),
+    (("--K", "auto", "--r_table", "no/such/r_table.json"), "cannot read the costs file no/such/r_table.json"),
     (("--tree", ""), "--tree is empty"),
     (("--tree", "2,0,1"), "--tree: every branching must be >= 1"),
     (("--tree", "2,x"), "--tree must be whole numbers separated by commas"),

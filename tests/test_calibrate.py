@@ -1,0 +1,92 @@
+"""lookahead.calibrate, save_costs, load_costs: the costs K="auto" plans with, measured on the machine that runs.
+
+No timing is asserted: the clock is replaced by one that the fake models advance by a known amount per call,
+so r(m) and c come out exactly as the fake costs say, and a wrong ratio (say, times not divided by the
+1-position pass) shows up as a wrong number.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+import drafters
+import lookahead
+from gpt2 import random_params
+from model_fn import create_model_fn
+from sampling import speculative_sampling
+
+TINY = {"n_vocab": 64, "n_ctx": 64, "n_embd": 8, "n_head": 2, "n_layer": 1}
+
+
+class FakeClock:
+    """time.perf_counter for lookahead: advanced only by the fake models."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def fake_model(clock, seconds_of_m, n_vocab=64):
+    """A model function that takes seconds_of_m(m) of the fake clock for a call with m rows."""
+
+    def model(x, n=1):
+        clock.now += seconds_of_m(n)
+        return np.full((n, n_vocab), 1 / n_vocab)
+
+    model.n_vocab, model.n_ctx = n_vocab, 64
+    return model
+
+
+def test_calibrate_gives_each_pass_over_the_one_position_pass_and_fills_the_rest_in_linearly(monkeypatch):
+    """A target whose m-row pass takes 2 + m/2 seconds: r(m) = (2 + m/2) / 2.5, measured at CALIBRATION_MS and
+    the same, being linear, in between; r(1) = 1. A draft step of 0.5 s: c = 0.5 / 2.5 = 0.2."""
+    clock = FakeClock()
+    monkeypatch.setattr(lookahead.time, "perf_counter", clock)
+    costs = lookahead.calibrate(fake_model(clock, lambda m: 2 + m / 2), fake_model(clock, lambda m: 0.5), m_max=17,
+                                repeats=3)
+    assert costs.r_table == pytest.approx([(2 + m / 2) / 2.5 for m in range(1, 18)], abs=1e-3)
+    assert sorted(costs.measured) == list(lookahead.CALIBRATION_MS) and costs.c == pytest.approx(0.2)
+    assert costs.target_step_ms == pytest.approx(2500)
+
+
+def test_costs_from_seconds_pairs_each_pass_with_the_one_position_pass_of_its_own_round():
+    """Three rounds of turns, the third slowed down by a burst of load: ratios 2/1, 3/1, 12/10, median 2 (the
+    ratio of the medians, 3/1, would count the burst against m = 2 only). m = 3: 4x in every round. An m_max
+    beyond the largest m timed keeps its last value (np.interp); the m between two timed ones are interpolated."""
+    costs = lookahead.costs_from_seconds({1: [1, 1, 10], 2: [2, 3, 12], 3: [4, 4, 40]}, draft_seconds=[0.5, 0.5, 5],
+                                         m_max=4)
+    assert costs.r_table == [1.0, 2.0, 4.0, 4.0] and costs.c == 0.5 and costs.target_step_ms == 1000
+    assert lookahead.costs_from_seconds({1: [1.0], 5: [3.0]}).r_table == [1.0, 1.5, 2.0, 2.5, 3.0]  # filled in
+
+
+def test_costs_survive_a_file_and_a_given_table_gives_the_same_tokens_for_a_seed(tmp_path):
+    """Calibrate a real (tiny) model, save, load: the same costs. Two runs of K="auto" with them and one seed
+    write the same tokens (the plan depends on the table and the rounds only, not on the clock)."""
+    params = random_params(TINY, np.random.default_rng(0))
+    costs = lookahead.calibrate(create_model_fn(params, TINY), m_max=9, repeats=1)
+    path = lookahead.save_costs(tmp_path / lookahead.COSTS_FILE, costs)
+    assert lookahead.load_costs(path) == costs and not (tmp_path / "r_table.json.part").exists()
+    texts = []
+    for _ in range(2):
+        target = create_model_fn(params, TINY)
+        lookahead.load_costs(path).use(target)
+        assert target.r_table == costs.r_table
+        prompt = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2]
+        texts.append(speculative_sampling(prompt, drafters.prompt_lookup(), target, 30, "auto", np.random.default_rng(5)))
+    assert texts[0] == texts[1]
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json", "cannot read the costs file"),
+    (json.dumps({"r_table": [2.0, 3.0]}), "r\\(1\\) = 1"),
+    (json.dumps({"r_table": [1.0, -1.0]}), "positive numbers"),
+    (json.dumps({"r_table": [1.0, 2.5], "c": "cheap"}), "c=.cheap."),
+])
+def test_a_bad_costs_file_is_a_value_error_saying_what_it_needs(tmp_path, content, message):
+    path = tmp_path / "r_table.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=message):
+        lookahead.load_costs(path)

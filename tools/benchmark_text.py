@@ -1,0 +1,349 @@
+"""Prompt lookup on real text: how much faster does it write prose, code, a rewrite with edits, a quoted answer?
+
+Read drafters.py (PromptLookup) and lookahead.py (AutoK, calibrate) first. A benchmark on random weights
+cannot say how often prompt lookup's guesses are kept: a random model's text is not a real one. Here the
+target is a model function that pays for a real cached forward pass of GPT-2's shapes (random weights, 124M
+by default: create_model_fn, the KV cache on), throws its answer away, and says that the next token is the
+real text's next token, with certainty. So decoding at temperature 0 writes the text, the guesses are kept
+exactly when the real text continues as they say, and the time is that of a real 124M-shaped model.
+
+The texts ship in tools/texts/ (written for this project): NAME.txt holds a prompt, a line `=== output ===`,
+and the output the target writes. prose (an essay continued), code (a module continued), rewrite (a 29-line
+function given back with two names changed and two lines added), quotes (an answer quoting meeting notes).
+They are tokenized with GPT-2's BPE from $GPT2_MODELS_DIR/124M (encoder.json, vocab.bpe) when it is there,
+else byte by byte.
+
+For each text, in turns (so that a burst of load on a shared machine hits every row alike), --repeats times:
+autoregressive decoding, then speculative sampling with prompt lookup (the longest match) for each --Ks (whole
+numbers, and "auto": lookahead.AutoK), and the original lookup (max_ngram=3) with K=auto for comparison. Each
+run gets a fresh model (an empty cache) and is timed in two parts: the prompt pass (prefill: model(prompt, 1))
+and the decoding after it. Before anything is timed, lookahead.calibrate measures r(m) on this machine (or
+--r_table reads one); K=auto plans with it. Reported per text and row:
+- tokens per target pass, mean k (the lookahead of each round, 0 for a plain step);
+- alpha by match length: the share of checked guesses kept, by the match their path had reached (the
+  proposal's match n plus the guesses kept before it: the same buckets as AutoK's);
+- speedup over autoregressive decoding in the same repeat, end to end (prefill + decoding) and decoding only:
+  the median over the repeats, and their range; and decoding only by the cost model (the tokens over the
+  rounds' sum of r(m) as calibrated: no clock, so no load on a shared machine in it).
+
+    python tools/benchmark_text.py                              # 124M shapes, 3 repeats (about 5 minutes)
+    python tools/benchmark_text.py --texts rewrite --repeats 5  # one text
+    python tools/benchmark_text.py --json text.json             # also write every measurement to a file
+    python tools/benchmark_text.py --r_table models/124M/r_table.json   # plan with a saved r(m), no calibration
+
+`markdown_table(from_json(data))` formats the table for the measured tables page.
+"""
+
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import fire
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's root: python tools/...
+
+import benchmark  # noqa: E402
+import drafters  # noqa: E402
+import lookahead  # noqa: E402
+from encoder import get_encoder  # noqa: E402
+from gpt2 import random_params  # noqa: E402
+from lookahead import MATCH_BUCKETS, match_bucket  # noqa: E402
+from model_fn import create_model_fn  # noqa: E402
+from sampling import SpeculativeStats, autoregressive_sampling, speculative_sampling  # noqa: E402
+from tools.benchmark_forward import machine_description  # noqa: E402
+
+TEXTS_DIR = Path(__file__).resolve().parent / "texts"
+TEXT_NAMES = ("prose", "code", "rewrite", "quotes")
+SEPARATOR = "\n=== output ===\n"
+BUCKET_NAMES = [f"{low}" if high == low else f"{low}-{high}" if high else f"{low}+"
+                for low, high in zip(MATCH_BUCKETS, [b - 1 for b in MATCH_BUCKETS[1:]] + [None])]  # 1, 2-3, .., 16+
+
+
+@dataclass
+class Text:
+    name: str
+    prompt: list  # token ids
+    output: list  # token ids: what the target writes
+
+
+@dataclass
+class Run:
+    """One timed run: the prompt pass and the decoding after it, in seconds, and what the decoding did."""
+
+    prefill: float
+    decode: float
+    target_passes: int = 0
+    ks: list = field(default_factory=list)
+    sizes: list = field(default_factory=list)  # the tokens each round proposed (the target read one more)
+    checked: list = field(default_factory=list)  # checked guesses by match bucket
+    kept: list = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The texts and the target that writes them
+# ------------------------------------------------------------------------------------------------------------
+
+
+def tokenizer(models_dir=None):
+    """(encode, description): GPT-2's BPE from models_dir/124M if its files are there, else UTF-8 bytes."""
+    models_dir = models_dir or os.environ.get("GPT2_MODELS_DIR", "models")
+    if (Path(models_dir) / "124M" / "encoder.json").exists() and (Path(models_dir) / "124M" / "vocab.bpe").exists():
+        return get_encoder("124M", models_dir).encode, "GPT-2's BPE"
+    return (lambda text: list(text.encode("utf-8"))), "UTF-8 bytes (GPT-2's BPE files were not found)"
+
+
+def read_texts(names, encode, texts_dir=TEXTS_DIR):
+    """The Texts called `names` (tools/texts/NAME.txt: the prompt, the separator line, the output), tokenized."""
+    texts = []
+    for name in names:
+        path = Path(texts_dir) / f"{name}.txt"
+        if not path.exists():
+            known = ", ".join(sorted(p.stem for p in Path(texts_dir).glob("*.txt")))
+            raise ValueError(f"no text called {name!r} in {texts_dir}: choose from {known}")
+        prompt, separator, output = path.read_text(encoding="utf-8").partition(SEPARATOR)
+        if not separator:
+            raise ValueError(f"{path} has no line {SEPARATOR.strip()!r} between its prompt and its output")
+        texts.append(Text(name, encode(prompt + "\n"), encode(output)))
+    return texts
+
+
+def text_target(model, text_ids):
+    """A model function that runs `model` (a real forward pass, its cost paid) but answers with certainty that
+    the next token is the text's: row i, after x[:len(x) - n + 1 + i], is one-hot at text_ids[len(x) - n + 1 + i].
+
+    `model` must be a greedy create_model_fn (temperature 0): its one-hot rows are reused, each moved to the
+    text's token, so the answer costs what the model's own does. Rows after a path that left the text (a
+    rejected guess) are never read by the sampler; they point at the text's token at that position all the same.
+    """
+    last = len(text_ids) - 1
+
+    def target(x, n=1, parents=None):
+        rows = model(x, n) if parents is None else model(x, n, parents)  # [n, n_vocab], one-hot at the argmax
+        positions = np.minimum(np.arange(len(x) - n + 1, len(x) + 1), last)  # [n]
+        rows[np.arange(n), rows.argmax(axis=1)] = 0.0
+        rows[np.arange(n), np.asarray(text_ids)[positions]] = 1.0
+        return rows
+
+    target.n_vocab, target.n_ctx, target.n_params = model.n_vocab, model.n_ctx, model.n_params
+    return target
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Runs
+# ------------------------------------------------------------------------------------------------------------
+
+
+def timed_run(text, new_model, sample):
+    """A Run: a fresh text target, its prompt pass timed, then sample(prompt, target) timed; the text is checked."""
+    target = text_target(new_model(), text.prompt + text.output)
+    start = time.perf_counter()
+    target(text.prompt, 1)  # the prompt pass
+    middle = time.perf_counter()
+    ids, stats = sample(text.prompt, target)
+    end = time.perf_counter()
+    if ids[len(text.prompt) :] != text.output:  # temperature 0: the sampler must write the text
+        raise SystemExit(f"{text.name}: the sampler did not write the text (a bug in the sampler or the drafter)")
+    return Run(middle - start, end - middle)
+
+
+def autoregressive_run(text, new_model):
+    def sample(prompt, target):
+        return autoregressive_sampling(prompt, target, len(text.output), np.random.default_rng(0)), None
+
+    run = timed_run(text, new_model, sample)
+    run.target_passes, run.ks = len(text.output), []
+    return run
+
+
+def lookup_run(text, new_model, K, max_ngram, costs):
+    """A Run of speculative sampling with prompt lookup (max_ngram None: the longest match) and lookahead K."""
+    stats = SpeculativeStats()
+
+    def sample(prompt, target):
+        costs.use(target)  # K="auto" plans with the calibrated r(m)
+        ids = speculative_sampling(prompt, drafters.prompt_lookup(max_ngram), target, len(text.output), K,
+                                   np.random.default_rng(0), stats=stats)
+        return ids, stats
+
+    run = timed_run(text, new_model, sample)
+    run.target_passes, run.ks = stats.target_passes, list(stats.ks)
+    run.sizes = [len(round_.proposal.tokens) for round_ in stats.round_log]
+    run.checked, run.kept = [0] * len(MATCH_BUCKETS), [0] * len(MATCH_BUCKETS)
+    for round_ in stats.round_log:
+        for check in round_.checks:
+            bucket = match_bucket(round_.proposal.match_length + check.depth - 1)
+            run.checked[bucket] += 1
+            run.kept[bucket] += int(check.kept)
+    return run
+
+
+def row_label(K, max_ngram):
+    return f"lookup{'' if max_ngram is None else f' (max_ngram={max_ngram})'}, K={K}"
+
+
+def measure(texts, params, hparams, Ks, repeats, costs, capped=True, progress=print, after_repeat=None):
+    """{text name: {"autoregressive": [Run per repeat], row label: [Run per repeat]}}; after_repeat(results) is
+    called after each repeat (the command line writes what it has so far)."""
+    rows = [(K, None) for K in Ks] + ([("auto", 3)] if capped else [])
+
+    def new_model():
+        return create_model_fn(params, hparams, temperature=0)
+
+    results = {text.name: {"autoregressive": []} | {row_label(*row): [] for row in rows} for text in texts}
+    for repeat in range(repeats):
+        for text in texts:
+            progress(f"repeat {repeat + 1} of {repeats}: {text.name}")
+            results[text.name]["autoregressive"].append(autoregressive_run(text, new_model))
+            for K, max_ngram in rows:
+                results[text.name][row_label(K, max_ngram)].append(lookup_run(text, new_model, K, max_ngram, costs))
+        if after_repeat is not None:
+            after_repeat(results)
+    return results
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The table
+# ------------------------------------------------------------------------------------------------------------
+
+
+def speedups(base_runs, runs, end_to_end):
+    """[per repeat]: the autoregressive run's time over this row's, end to end or decoding only."""
+    def seconds(run):
+        return run.prefill + run.decode if end_to_end else run.decode
+
+    return [seconds(base) / seconds(run) for base, run in zip(base_runs, runs)]
+
+
+def spread(values):
+    """'1.83x (1.79-1.90)': the median and the range."""
+    return f"{np.median(values):.2f}x ({min(values):.2f}-{max(values):.2f})"
+
+
+def modelled_speedup(n_tokens, sizes, r_table):
+    """Decoding only, by the cost model: n_tokens one-position steps over the rounds' sum of r(m), m = proposed
+    tokens + 1 (r_table[m - 1] = r(m), its last entry for larger m). No clock: what the plan is worth if
+    r(m) holds, free of the load on a shared machine."""
+    return n_tokens / sum(r_table[min(size + 1, len(r_table)) - 1] for size in sizes)
+
+
+def table_rows(results, r_table=None):
+    """The table's rows of strings, header first. r_table (the costs planned with): a column of the speedup by
+    the cost model (modelled_speedup)."""
+    header = ["text", "row", "tokens/pass", "mean k", "alpha by match " + ", ".join(BUCKET_NAMES),
+              "speedup end to end", "decoding only"] + (["by the cost model"] if r_table else [])
+    rows = [header]
+    for name, by_row in results.items():
+        base = by_row["autoregressive"]
+        ms = np.median([run.decode for run in base]) / base[0].target_passes * 1000
+        rows.append([name, f"autoregressive ({ms:.1f} ms/token, prefill {np.median([r.prefill for r in base]):.2f} s)",
+                     "1.00", "-", "-", "1.00x", "1.00x"] + (["1.00x"] if r_table else []))
+        n_tokens = base[0].target_passes
+        for label, runs in by_row.items():
+            if label == "autoregressive":
+                continue
+            run = runs[0]  # the counts are the same in every repeat (temperature 0, a fixed r(m))
+            alphas = ", ".join(f"{kept / checked:.2f}" if checked else "-" for kept, checked in zip(run.kept, run.checked))
+            rows.append([name, label, f"{n_tokens / run.target_passes:.2f}", f"{np.mean(run.ks):.1f}", alphas,
+                         spread(speedups(base, runs, True)), spread(speedups(base, runs, False))]
+                        + ([f"{modelled_speedup(n_tokens, run.sizes, r_table):.2f}x"] if r_table else []))
+    return rows
+
+
+def markdown_table(data):
+    """The results (from_json(data) or measure's) as a markdown table, with a line on how they were measured."""
+    results, info = (from_json(data) if isinstance(data, dict) and "results" in data else (data, {}))
+    lines = [benchmark.format_table(table_rows(results, info.get("costs", {}).get("r_table")), markdown=True)]
+    if info:
+        repeats = len(next(iter(results.values()))["autoregressive"])
+        lines.append(f"\n{info.get('model', '')} on {info.get('machine', 'an unknown machine')}; "
+                     f"{repeats} repeats (median and range); r(m) as calibrated: "
+                     f"{info.get('costs_summary', '')}")
+    return "\n".join(lines)
+
+
+def to_json(results, info):
+    return {"info": info, "results": {name: {label: [asdict(run) for run in runs] for label, runs in by_row.items()}
+                                      for name, by_row in results.items()}}
+
+
+def write_json(path, data):
+    """data into the file path, as JSON text (a function of its own: main's flag --json hides the module)."""
+    Path(path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
+def from_json(data):
+    """(results, info) from what to_json made."""
+    results = {name: {label: [Run(**run) for run in runs] for label, runs in by_row.items()}
+               for name, by_row in data["results"].items()}
+    return results, data.get("info", {})
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The command line
+# ------------------------------------------------------------------------------------------------------------
+
+
+def run(texts=TEXT_NAMES, Ks=(4, 8, 16, "auto"), size="124M", repeats=3, capped=True, r_table=None,
+        calibrate_repeats=5, models_dir=None, hparams=None, max_tokens=None, seed=0, progress=print,
+        after_repeat=None):
+    """Measure and return (results, info): see the module docstring. hparams (a dict) overrides size's shapes and
+    max_tokens cuts each prompt and output to that many tokens (the tests run a tiny model this way)."""
+    encode, tokenizer_name = tokenizer(models_dir)
+    texts = read_texts(texts, encode)
+    if max_tokens:
+        texts = [Text(t.name, t.prompt[-max_tokens:], t.output[:max_tokens]) for t in texts]
+    hparams = dict(hparams or benchmark.hparams_of(size))
+    params = random_params(hparams, np.random.default_rng(seed))
+    for text in texts:
+        if len(text.prompt) + len(text.output) > hparams["n_ctx"]:
+            raise ValueError(f"{text.name}: {len(text.prompt)} + {len(text.output)} tokens do not fit in n_ctx="
+                             f"{hparams['n_ctx']}")
+    if r_table is not None:
+        costs = lookahead.load_costs(r_table)
+    else:
+        progress("calibrating r(m) (not timed)")
+        costs = lookahead.calibrate(create_model_fn(params, hparams, temperature=0), repeats=calibrate_repeats)
+    progress(costs.summary())
+    info = {"model": f"{size} shapes ({hparams['n_layer']} layers, {hparams['n_embd']} wide), random weights, the "
+                     f"KV cache on; {tokenizer_name}",
+            "machine": machine_description(), "repeats": repeats, "costs": asdict(costs),
+            "costs_summary": costs.summary(), "texts": {t.name: [len(t.prompt), len(t.output)] for t in texts}}
+    results = measure(texts, params, hparams, list(Ks), repeats, costs, capped, progress,
+                      after_repeat and (lambda results: after_repeat(results, info)))
+    return results, info
+
+
+def main(texts="prose,code,rewrite,quotes", Ks="4,8,16,auto", size="124M", repeats=3, capped=True, r_table=None,
+         calibrate_repeats=5, json=None, seed=0):
+    """Run the benchmark and print its table (see the module docstring).
+
+    Args:
+        texts: comma-separated names of tools/texts/*.txt.
+        Ks: the lookahead of each lookup row: whole numbers and "auto".
+        size: the shapes of the target (124M, 355M, 774M, 1558M, or a model folder); random weights.
+        repeats: how many times each run is made (in turns); the table shows medians and ranges.
+        capped: also run the original lookup (max_ngram=3) with K=auto, for comparison.
+        r_table: a costs file (lookahead.save_costs) to plan with, instead of calibrating.
+        calibrate_repeats: how many times each r(m) is timed when calibrating.
+        json: also write the results to this JSON file (--json text.json).
+        seed: the random weights' seed.
+    """
+    names = [name.strip() for name in benchmark.as_list(texts, "texts", str) for name in name.split(",")]
+    Ks = [K if K == "auto" else int(K) for K in benchmark.as_list(Ks, "Ks", str) for K in K.split(",")]
+
+    def show(results, info):  # after each repeat: the table so far (and the file), in case the run is cut short
+        print(f"\n{info['model']}\n{info['machine']}\n{info['costs_summary']}\n", flush=True)
+        print(benchmark.format_table(table_rows(results, info["costs"]["r_table"])), flush=True)
+        if json:
+            write_json(json, to_json(results, info))
+            print(f"\nwrote {json}", flush=True)
+
+    run(names, Ks, size, repeats, capped, r_table, calibrate_repeats, seed=seed, after_repeat=show)
+
+
+if __name__ == "__main__":
+    fire.Fire(main)
