@@ -403,7 +403,7 @@ def main(
     drafters=None,
     drafter_Ks=(2, 4, "auto", "hf"),
     trees=None,
-    max_ngram=3,
+    max_ngram=None,
     k_max=AUTO_K_MAX,
     copy_prompts=COPY_PROMPTS,
     free_prompts=FREE_PROMPTS,
@@ -430,7 +430,7 @@ def main(
         drafters: also compare drafters, comma-separated: model,lookup,staged (see drafters.py), in both cache settings, on prompts that invite copying and prompts that do not.
         drafter_Ks: the K of each drafter row: whole numbers, "auto" (lookahead.AutoK) and "hf" (Hugging Face's schedule).
         trees: also compare token trees with the chains that send as many rows to the target, e.g. "2,1,1;2,2,1".
-        max_ngram: the longest n-gram prompt lookup searches for (lookup and staged).
+        max_ngram: the longest match prompt lookup uses (lookup and staged); None: no cap, the longest match.
         k_max: r(m) is measured up to m = k_max + 1 rows (and no more than the tokens per run need) for the predictions; lookahead.AUTO_K_MAX caps what "auto" and "hf" propose.
         copy_prompts: the prompts that invite copying, for the drafter and tree tables (random ids with --random_weights).
         free_prompts: the prompts with nothing to copy.
@@ -441,7 +441,7 @@ def main(
 def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6, 7, 8), prompts=DEFAULT_PROMPTS,
         n_tokens_to_generate=40, temperature=0.0, top_k=None, top_p=None, seed=0, kv_cache=True,
         random_weights=False, alphas=DEFAULT_ALPHAS, prefix_length=32, repeats=5, models_dir="models", img_dir="img",
-        drafters=None, drafter_Ks=(2, 4, "auto", "hf"), trees=None, max_ngram=3, k_max=AUTO_K_MAX,
+        drafters=None, drafter_Ks=(2, 4, "auto", "hf"), trees=None, max_ngram=None, k_max=AUTO_K_MAX,
         copy_prompts=COPY_PROMPTS, free_prompts=FREE_PROMPTS):
     """`main` (same arguments), returning what it measured: {"costs": [Costs per cache setting, --kv_cache's
     first], "autoregressive": Run, "speculative": {K: Run}, "drafter_rows": [[str]], "tree_rows": [[str]]}

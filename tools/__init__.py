@@ -13,4 +13,5 @@ BENCHMARKS.md or a figure in img/ was made. Each script runs from the repository
     measure_hf_speed.py      Hugging Face transformers on the same machine, for scale (needs torch)
     compare_drafters.py      the drafter and tree tables of `python benchmark.py --drafters ... --trees ...`
     benchmark_plots.py       benchmark.py's pictures, and the plotting helpers the tools share
+    benchmark_text.py        prompt lookup on real text (tools/texts/): tokens per pass, alpha by match, speedup
 """

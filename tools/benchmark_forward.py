@@ -70,6 +70,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import benchmark  # noqa: E402
+import lookahead  # noqa: E402
 from benchmark import model_name  # noqa: E402
 from gpt2 import HPARAMS, random_params  # noqa: E402
 from main import timed  # noqa: E402
@@ -510,7 +511,7 @@ def from_json(data) -> tuple:
 def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 7, no_cache_sizes="124M,355M",
          breakdown_rounds: int = 15, r_max: int = 16, r_repeats: int = 5, context_size="124M",
          context_lengths="16,64,128,256,384,512,640,768,896,1000", context_steps: int = 4, context_rounds: int = 6,
-         img_dir="img", seed: int = 0, json=None):
+         img_dir="img", seed: int = 0, json=None, r_table_dir=None):
     """Print the table, the breakdown of a step, r(m) and ms/token against the context (see the docstring).
 
     sizes: comma-separated model sizes (124M, 355M, 774M, 1558M) or model folders; "" for none (then only
@@ -524,6 +525,8 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
         lengths; context_steps: steps timed per length per round; context_rounds: rounds over all lengths.
     img_dir: where the plots go (None: no plots).
     json: a file to write every measurement into (see to_json), for make_readme_figures.py.
+    r_table_dir: a folder to write each size's r(m) into as the costs file K="auto" plans with
+        (DIR/r_table_SIZE.json, lookahead.save_costs' format: `python main.py --K auto --r_table FILE`).
     """
     sizes = parse_list(sizes) if sizes else []
     no_cache_sizes = parse_list(no_cache_sizes) if no_cache_sizes else []
@@ -555,6 +558,10 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
         print("\nr(m) = time of an m-position pass / time of a 1-position pass, after the prompt (the cache rolled "
               "back to it each time):\n")
         print(r_table(results))
+        for res in results if r_table_dir else ():
+            costs = lookahead.costs_from_seconds(res.pass_seconds)  # medians of the same ratios, as calibrate takes
+            path = lookahead.save_costs(Path(r_table_dir) / f"r_table_{res.size}.json", costs)
+            print(f"wrote {path}: {costs.summary()}")
 
     context = None
     if context_size:

@@ -55,7 +55,8 @@ def check_drafter_flags(drafter_names, drafter_Ks, trees, max_ngram):
     for tree in trees:
         if not tree or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in tree):
             raise ValueError(f"--trees takes shapes like 2,1,1;2,2,1 (whole numbers >= 1); got {tree!r}")
-    check_whole_number(max_ngram, "--max_ngram", 1)
+    if max_ngram is not None:  # None: no cap (the longest match)
+        check_whole_number(max_ngram, "--max_ngram", 1)
 
 
 def parse_trees(value):

@@ -44,6 +44,8 @@ BENCHMARKS: the measured tables):
     lookup-timing, bpe-timing, sampler-timing, design-timing
                       BENCHMARKS: small timings: prompt lookup's index against a full scan, a very long word
                       through encoder.py, the sampler's float64 work, gpt2.py's small design choices
+    text-benchmark    BENCHMARKS: tools/benchmark_text.py: prompt lookup (fixed K and K=auto) on the texts of
+                      tools/texts/, a target that pays a real 124M-shaped cached pass but writes the text
     hf-agreement, unicode-count
                       README and BENCHMARKS: how closely gpt2 matches Hugging Face's fixtures, and how many code
                       points encoder.py and tiktoken encode differently (the installed regex and tiktoken)
@@ -96,6 +98,7 @@ from tools.measured_parts import (  # noqa: E402
     peer_block,
     plot_forward,
     run_json_script,
+    text_benchmark_block,
 )
 from tools.pages import fix_line_links, fmt_alpha, span, wrap, write_parts  # noqa: E402
 from tools.random_models import SAMPLE_RUN_SEED, write_random_models  # noqa: E402
@@ -323,7 +326,7 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
          forward_sizes=FORWARD_SIZES, forward_no_cache_sizes="124M", forward_repeats=7, forward_n_new=32,
          forward_breakdown_rounds=15, forward_r_repeats=5, forward_context_size="124M",
          forward_context_lengths=CONTEXT_LENGTHS, forward_context_rounds=6, peer_sizes="124M,355M",
-         loading_sizes="124M,1558M", loading_repeats=2, timings=True, agreement=True, only=None):
+         loading_sizes="124M,1558M", loading_repeats=2, text_repeats=3, timings=True, agreement=True, only=None):
     """Regenerate the numbers, tables and plots of README.md and BENCHMARKS.md (see the module docstring) from one run.
 
     Args:
@@ -347,11 +350,14 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
             installed (of those benchmark_forward.py measured).
         loading_sizes, loading_repeats: tools/measure_loading.py's --sizes and --repeats ("": leave the
             loading table as it is).
+        text_repeats: tools/benchmark_text.py's --repeats (prompt lookup on real text; 0 leaves its table as it
+            is).
         timings: False leaves the small timings (prompt lookup, the BPE, the sampler, gpt2.py's details) as
             they are.
         agreement: False leaves the agreement with the peers (HF's logits, tiktoken's Unicode) as it is.
         only: some of the small parts alone, comma-separated (of SMALL_PARTS: lookup-timing, bpe-timing,
-            sampler-timing, design-timing, hf-agreement, unicode-count), each marked as measured alone.
+            sampler-timing, design-timing, hf-agreement, unicode-count; or text-benchmark, which takes some
+            minutes), each marked as measured alone.
     """
     started = time.time()
     flags = " --random_weights" if random_weights else ""
@@ -367,14 +373,15 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
             texts[REPO / page] = (REPO / page).read_text(encoding="utf-8")
         if only:
             names = benchmark.as_list(only.split(",") if isinstance(only, str) else only, "only", str)
-            unknown = [name for name in names if name not in SMALL_PARTS]
+            alone = {**SMALL_PARTS, "text-benchmark": lambda forward, tokenizer: text_benchmark_block(text_repeats)}
+            unknown = [name for name in names if name not in alone]
             if unknown:
-                raise ValueError(f"--only takes some of {', '.join(SMALL_PARTS)}; got {', '.join(unknown)}")
+                raise ValueError(f"--only takes some of {', '.join(alone)}; got {', '.join(unknown)}")
     if only:
         command = f"python tools/make_readme_figures.py --only {','.join(names)}"
         note = (f"(Measured alone, not in the run the other numbers come from: `{command}` on "
                 f"{machine_description()}, {time.strftime('%Y-%m-%d', time.gmtime())}.)")
-        blocks = {name: SMALL_PARTS[name]({"results": []}, tokenizer_parent() / "124M") + "\n\n" + wrap(note)
+        blocks = {name: alone[name]({"results": []}, tokenizer_parent() / "124M") + "\n\n" + wrap(note)
                   for name in names}
         return write_or_print(texts, blocks, command, dry_run, started)
     blocks = {}
@@ -428,6 +435,8 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
                                      ",".join(benchmark_forward.parse_list(loading_sizes)), "--repeats",
                                      loading_repeats, "--folder", Path(tmp) / "gpt2-load"])["loads"]
         blocks["loading-table"] = loading_table(loads)
+    if text_repeats:
+        blocks["text-benchmark"] = text_benchmark_block(text_repeats)
     for name, part in SMALL_PARTS.items():
         if timings if name.endswith("-timing") else agreement:
             blocks[name] = part(forward, tokenizer_parent() / "124M")

@@ -1,7 +1,7 @@
 """The parts measured by scripts run as processes of their own: the forward pass, Hugging Face for scale, loading.
 
 Read tools/make_readme_figures.py first (it calls these), then the scripts they run: tools/benchmark_forward.py,
-tools/measure_hf_speed.py and tools/measure_loading.py. Each runs as a process of its own, because OpenBLAS reads
+tools/measure_hf_speed.py, tools/measure_loading.py and tools/benchmark_text.py. Each runs as a process of its own, because OpenBLAS reads
 its thread count (OPENBLAS_NUM_THREADS) once, when NumPy loads, and a load's peak memory must be measured in a
 fresh process; each writes what it measured with --json, and the functions here turn that into BENCHMARKS.md's
 tables and the sentences that read them.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tools import benchmark_forward
+from tools import benchmark_forward, benchmark_text
 from tools.benchmark_forward import r_of_m
 from tools.pages import REPO, bytes_text, ratio_text, sizes_text, span, wrap
 
@@ -252,3 +252,15 @@ def loading_table(loads):
                        f"by {sum(time_met)} of {len(loads)}. Copying the file's bytes into one fresh array, with no "
                        f"check and no reordering, took {span(copies, '{:.1f}')}× the `cat` by itself.")]
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Prompt lookup on real text (tools/benchmark_text.py)
+# ------------------------------------------------------------------------------------------------------------
+
+
+def text_benchmark_block(repeats):
+    """tools/benchmark_text.py's table, measured as a process of its own with OpenBLAS's default threads: prompt
+    lookup (fixed K and K="auto") on the texts of tools/texts/, against autoregressive decoding in the same
+    repeat."""
+    return benchmark_text.markdown_table(run_json_script(["tools/benchmark_text.py", "--repeats", repeats]))
