@@ -22,6 +22,8 @@ MISTAKES = {
     "same row for every sibling": "every sibling is tried against the target's row q; only the replacement token "
     "comes from a residual (the last sibling's, against q): right for a chain, wrong for a tree",
     "twice the acceptance ratio": "a candidate is kept when u < 2 q/p",
+    "a looked-up token kept when merely allowed": "a deterministic (one-hot) candidate is kept whenever "
+    "q(token) > 0, not with probability q(token)",
     "Check.q from the node's own row": "the Check records q(token) from the target's row before the earlier "
     "siblings' residual updates",
     "Check.p from the target's row": "the Check records the target's probability of the token as p",
@@ -71,6 +73,8 @@ def verifier(mistake=None):
                 u = rng.random()
                 ratio = tried[token] / p_row[token] * (2 if mistake == "twice the acceptance ratio" else 1)
                 kept = bool(u < ratio)
+                if mistake == "a looked-up token kept when merely allowed" and p_row[token] == 1.0:
+                    kept = bool(tried[token] > 0)
                 checks.append(Check(
                     depth=len(checks) + 1 if mistake == "Check.depth counts checks" else depths[c],
                     token=token,
