@@ -1,5 +1,7 @@
 """Write the corpus of bad inputs in tests/fixtures/bad_inputs/ (run from the repository root):
 
+Read weights.py, tf_checkpoint.py and hf_folder.py first: the readers these files attack.
+
     python tests/make_bad_inputs.py
 
 Each file is well formed where a quick check would look (a TF index with valid block checksums, a

@@ -1,5 +1,7 @@
 """benchmark.py: the cost model's formulas by hand, what the cost measurement times, and the tables end to end.
 
+Read lookahead.py (the cost model) and benchmark.py first: these tests are its specification.
+
 The end-to-end runs use the tiny random models of tests/test_main.py (Hugging Face folders with the real
 50257-token tokenizer). No test asserts a timing: the machine is shared and has 2 cores. What the tests
 check is what does not depend on the clock: with a draft equal to the target, every guess is accepted, so

@@ -1,4 +1,7 @@
 """tools/benchmark_forward.py: its small helpers by hand, and one whole run on a tiny model (no timing is asserted:
+
+Read tools/benchmark_forward.py first: these tests are its specification.
+
 the machine is shared; what is checked is what does not depend on the clock)."""
 
 import numpy as np

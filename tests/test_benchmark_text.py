@@ -1,4 +1,7 @@
 """tools/benchmark_text.py on a tiny model, in seconds: the target writes the text, every row reproduces it, and
+
+Read drafters.py's PromptLookup and tools/benchmark_text.py first: these tests are its specification.
+
 the table and its JSON say what was measured (no timing is asserted: only that times were taken)."""
 
 import json

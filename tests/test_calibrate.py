@@ -1,5 +1,7 @@
 """lookahead.calibrate, save_costs, load_costs: the costs K="auto" plans with, measured on the machine that runs.
 
+Read lookahead.py (calibrate, the costs file) first: these tests are its specification.
+
 No timing is asserted: the clock is replaced by one that the fake models advance by a known amount per call,
 so r(m) and c come out exactly as the fake costs say, and a wrong ratio (say, times not divided by the
 1-position pass) shows up as a wrong number.

@@ -1,5 +1,7 @@
 """The downloader against a real HTTP server on 127.0.0.1 that drops connections, fails, and resumes.
 
+Read download.py first: these tests are its specification.
+
 The server (`FlakyFileServer`) serves small random files under /124M/ the way OpenAI's bucket serves the
 release, honours `Range: bytes=N-` with a 206, and can be told to misbehave: cut a file's body halfway after
 announcing its full Content-Length, answer 500, ignore Range. It records every request, so the tests can

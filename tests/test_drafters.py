@@ -1,5 +1,7 @@
 """drafters.py as an executable specification: prompt lookup, staged drafting, K="auto", each exact.
 
+Read sampling.py (the drafter contract) and drafters.py first: these tests are its specification.
+
 Exactness is checked as for the chain (tests/test_speculative_exactness.py derives the TV bound): N = 5 tokens
 from the Markov target of tests/markov.py, against enumeration. The prompt repeats itself, so lookups fire.
 Teeth: a wrong rule particular to deterministic proposals, "keep a looked-up token whenever the target gives

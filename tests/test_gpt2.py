@@ -1,5 +1,7 @@
 """gpt2.py is GPT-2: its logits match Hugging Face's GPT2LMHeadModel, and its KV cache changes nothing.
 
+Read gpt2.py first: these tests are its specification.
+
 The reference is a real, independent implementation: tests/make_hf_fixture.py built random-weight
 `transformers.GPT2LMHeadModel`s of four shapes (1, 3, 4 and 8 heads; 1 to 3 layers), with random biases and
 layer-norm gains/shifts so that no term hides, ran a few inputs through them in PyTorch, and saved the weights

@@ -1,4 +1,7 @@
 """A hostile Hub, a damaged cache: nothing wrong is ever loaded, nothing is written outside the cache, every
+
+Read hub.py and download.py first: these tests are its specification.
+
 failure is one line.
 
 Each test plays one way a flaky network, a crashed download, a hand-edited cache or a hostile mirror

@@ -1,4 +1,7 @@
 """The Hugging Face cache in detail: resume, sizes, offline mode, agreement on blob names with the real client.
+
+Read hub.py first: these tests are its specification.
+
 tests/test_hub.py has the both-ways tests and main.py's errors, tests/test_hostile_hub.py a hostile Hub and a
 damaged cache; this file holds the server they use.
 

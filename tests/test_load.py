@@ -1,5 +1,7 @@
 """Loading weights from a Hugging Face folder (safetensors, by hand) and through the main entry point.
 
+Read utils.py and weights.py first: these tests are its specification.
+
 The safetensors files here are written by the test itself (`write_safetensors`, following the format's
 spec: 8-byte little-endian header length, JSON header, raw bytes), from random parameters in OpenAI's
 names, so the expected values are known exactly; so are TensorFlow checkpoints (`write_tf_checkpoint`, a

@@ -1,5 +1,7 @@
 """The per-step float64 work of sampling.py, as a specification: what its shortcuts must not change.
 
+Read model_fn.py (logits_to_probs) and sampling.py (_sample) first: these tests are its specification.
+
 `logits_to_probs` and `_sample` run once per decoding step over a whole row of 50257 values, so they take
 shortcuts (no softmax at temperature 0, in-place float64 arrays, top_p sorting only what top_k left, a
 two-level inverse-CDF search). These tests hold them to the plain formulas, written out here, and check

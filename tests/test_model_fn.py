@@ -1,5 +1,7 @@
 """create_model_fn's model function with token trees: `model(x, n=1, parents=None) -> probs [n, n_vocab]`.
 
+Read model_fn.py (and gpt2.py's cache) first: these tests are its specification.
+
 The contract (sampling.py's module docstring): with parents = a list of m ints, the last m tokens of x are the
 nodes of a tree hanging after the prefix x[:-m]; the m + 1 "prefixes" are the prefix itself, then the prefix +
 the path root .. node i for each node; the result is the rows of the LAST n of them. So the reference for a

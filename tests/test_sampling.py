@@ -1,5 +1,7 @@
 """sampling.py as an executable specification: the model function, greedy exactness, cost, stats, errors.
 
+Read sampling.py first: these tests are its specification.
+
 The statistical proof that speculative sampling has the target's distribution is in
 test_speculative_exactness.py; here the models are tiny random GPT-2s (gpt2.random_params) and, for the
 error cases, hand-built tables.

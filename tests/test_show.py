@@ -1,5 +1,7 @@
 """show.py: the colored stream, the trace lines and the picture, on Round records made by hand.
 
+Read show.py first: these tests are its specification.
+
 The rounds below are written out from Algorithm 2 by hand, with a 6-token vocabulary whose tokens stand for
 the bytes in TOKEN_BYTES (tokens 4 and 5 are the two halves of the UTF-8 character "é" = C3 A9).
 """
