@@ -518,3 +518,21 @@ def test_with_torch_installed_the_peer_runs_with_this_runs_sizes_prompt_tokens_a
     assert ran == [["tools/measure_hf_speed.py", "--sizes", "124M", "--n_prompt", 16, "--n_new", 16, "--threads", 2]]
     check_peer_speed(block)
     assert "| 124M | 36.0 | 18.0 | 2.00× |" in block
+
+
+def test_the_figures_command_writes_into_the_pages_as_they_are_when_it_ends_not_as_they_were(tmp_path, capsys):
+    """A run takes minutes, and the prose may be edited meanwhile: the parts go into the page as it is when the
+    run writes, and a page whose parts did not change is not written at all."""
+    import time
+
+    from tools.make_readme_figures import write_or_print
+
+    page, other = tmp_path / "PAGE.md", tmp_path / "OTHER.md"
+    page.write_text("old prose\n<!-- part: begin (cmd) -->\nold\n<!-- part: end -->\n", encoding="utf-8")
+    other.write_text("no parts here\n", encoding="utf-8")
+    stale = {page: page.read_text(encoding="utf-8"), other: other.read_text(encoding="utf-8")}
+    page.write_text(stale[page].replace("old prose", "prose edited during the run"), encoding="utf-8")
+    other.write_text("edited too\n", encoding="utf-8")
+    write_or_print(stale, {"part": "new"}, "cmd", dry_run=False, started=time.time())
+    assert page.read_text(encoding="utf-8").startswith("prose edited during the run\n")
+    assert "\nnew\n" in page.read_text(encoding="utf-8") and other.read_text(encoding="utf-8") == "edited too\n"

@@ -314,8 +314,12 @@ def write_or_print(texts, blocks, command, dry_run, started):
         for name, content in blocks.items():
             print(f"--- {name}\n{content}\n")
         return
+    # the pages as they are now, not as they were when the run began (a run takes minutes: the prose may have been
+    # edited meanwhile); a page none of whose parts changed is left alone
+    texts = {page: page.read_text(encoding="utf-8") for page in texts}
     for page, text in write_parts(texts, blocks, command).items():
-        page.write_text(fix_line_links(text), encoding="utf-8")
+        if fix_line_links(text) != texts[page]:
+            page.write_text(fix_line_links(text), encoding="utf-8")
     print(f"wrote {', '.join(map(str, texts))} ({', '.join(blocks)}) in {minutes:.1f} minutes")
 
 
