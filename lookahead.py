@@ -4,6 +4,7 @@ Read sampling.py first (a round, its Steps 1-4); drafters.py after (where guesse
 policy here for each round's k when K is "auto" or "hf"; benchmark.py prints the same formulas as tables.
 """
 
+import bisect
 import json
 import os
 import platform
@@ -69,7 +70,7 @@ MATCH_BUCKETS = (1, 2, 4, 8, 16)  # the shortest match of each bucket: 1, 2-3, 4
 
 def match_bucket(n):
     """The bucket of a match n >= 1 tokens long: 1 -> 0, 2-3 -> 1, 4-7 -> 2, 8-15 -> 3, 16 and more -> 4."""
-    return int(np.searchsorted(MATCH_BUCKETS, n, side="right")) - 1
+    return bisect.bisect_right(MATCH_BUCKETS, n) - 1
 
 
 class AutoK:
@@ -143,12 +144,18 @@ class AutoK:
         if not self.by_match:
             return (self.kept + 1) / (self.checked + 2)  # Beta(1, 1) prior
         by_bucket = (self.kept + self.PRIOR_WEIGHT * self.prior) / (self.checked + self.PRIOR_WEIGHT)  # A by bucket
-        return by_bucket[[match_bucket(n + i) for i in range(self.k_max)]]  # a_i = A(n + i - 1), i = 1 .. k_max
+        buckets = np.searchsorted(MATCH_BUCKETS, n + np.arange(self.k_max), side="right") - 1  # match_bucket(n + i)
+        return by_bucket[buckets]  # [k_max]: a_i = A(n + i - 1), i = 1 .. k_max
+
+    def expected_rates(self, n=None):
+        """[k_max + 1]: the expected tokens per one-position target step of a round with lookahead k = 0 .. k_max
+        (after an n-token match), all at once: (1 + a_1 + a_1 a_2 + ... + a_1 ... a_k) / (c k + r(k + 1))."""
+        expected_tokens = 1 + np.concatenate(([0.0], np.cumsum(np.cumprod(self.acceptance(n)))))  # [k_max + 1]
+        return expected_tokens / (self.c * np.arange(self.k_max + 1) + np.asarray(self.r))
 
     def expected_rate(self, k, n=None):
         """Expected tokens per one-position target step of a round with lookahead k (after an n-token match)."""
-        expected_tokens = 1 + np.sum(np.cumprod(self.acceptance(n)[:k]))  # 1 + a_1 + a_1 a_2 + ...
-        return expected_tokens / (self.c * k + self.r[k])
+        return float(self.expected_rates(n)[k])
 
     def choose(self, x=None):
         """This round's k for the text x so far: the best by the cost model (see the class), or a probe."""
@@ -156,8 +163,8 @@ class AutoK:
             if x is None:
                 raise ValueError("AutoK.choose(x) needs the text x: the drafter's match length depends on it")
             n = self.drafter.match_length(x)
-            return 0 if n == 0 else max(range(self.k_max + 1), key=lambda k: self.expected_rate(k, n))
-        best = max(range(self.k_max + 1), key=self.expected_rate)
+            return 0 if n == 0 else int(np.argmax(self.expected_rates(n)))  # the first best k, as max() takes it
+        best = int(np.argmax(self.expected_rates()))
         if best > 0:
             self.declined_in_a_row, self.probe_after = 0, self.PROBE_AFTER
             return best
