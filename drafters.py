@@ -17,6 +17,7 @@ guesses each round asks for is lookahead.py's business (K="auto").
 import numpy as np
 
 import sampling
+from model_fn import common_prefix_length
 from sampling import Proposal, chain_parents
 
 
@@ -305,7 +306,7 @@ class PromptLookup:
         """(n, end) for x (SuffixAutomaton.match): the match's length and where it ended most recently."""
         x, tokens = (x if isinstance(x, list) else list(x)), self.index.tokens
         if len(x) < len(tokens) or x[: len(tokens)] != tokens:  # not an extension: back to what they share
-            self.index.truncate(_common_prefix_length(tokens, x))
+            self.index.truncate(common_prefix_length(tokens, x))
         for token in x[len(tokens) :]:  # the index's own list grows as it extends
             self.index.extend(int(token))
         return self.index.match
@@ -333,14 +334,6 @@ class PromptLookup:
         rows[np.arange(len(tokens)), tokens] = 1.0  # deterministic: one-hot
         n = self.index.match[0] if tokens else 0
         return Proposal(tokens=tokens, parents=chain_parents(len(tokens)), rows=rows, match_length=n)
-
-
-def _common_prefix_length(a, b):
-    """How many leading tokens the lists a and b share: _common_prefix_length([1, 2, 3], [1, 2, 5]) == 2."""
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    return int(np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))[0])
 
 
 def prompt_lookup(max_ngram=None, min_ngram=1):

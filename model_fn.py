@@ -249,10 +249,10 @@ def _reusable_cache(cache, cached_tokens, x, follows):
     n_prefix, tree = cache.n_prefix, cache.parents
     n_chain = len(x) if follows is None else _chain_length(follows)  # x's leading plain sequence
     n_same = 0 if follows is None else min(  # the same tokens, each following the same position
-        _common_prefix_length(cached_tokens, x), _common_prefix_length(_follows(cache.length, tree), follows)
+        common_prefix_length(cached_tokens, x), common_prefix_length(_follows(cache.length, tree), follows)
     )
 
-    n_seq = _common_prefix_length(cached_tokens[:n_prefix], x[:n_chain])  # along the cached prefix
+    n_seq = common_prefix_length(cached_tokens[:n_prefix], x[:n_chain])  # along the cached prefix
     path = []
     if n_seq == n_prefix:  # then down the tree, as long as x's tokens are one of the children
         children = {(p, cached_tokens[n_prefix + i]): i for i, p in reversed(list(enumerate(tree)))}  # first wins
@@ -280,8 +280,8 @@ def _n_weights(params):
     return int(params.size)
 
 
-def _common_prefix_length(a, b):
-    """How many leading tokens the lists a and b share: _common_prefix_length([1, 2, 3], [1, 2, 5, 6]) == 2."""
+def common_prefix_length(a, b):
+    """How many leading tokens the lists a and b share: common_prefix_length([1, 2, 3], [1, 2, 5, 6]) == 2."""
     n = min(len(a), len(b))
     if a[:n] == b[:n]:  # the usual case (x only grew since the last call): one fast list comparison
         return n
