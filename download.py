@@ -336,6 +336,8 @@ def exchange(method, url, deadline, timeout_seconds, **kwargs):
     wait = min(timeout_seconds, remaining)
     try:
         with http_request(method, url, session=session, timeout=(wait, wait), **kwargs) as response:
+            if time.monotonic() >= deadline:  # cut by the watchdog: the headers read so far may look complete
+                raise _DeadlinePassed()
             yield response
     except (*_RETRYABLE_ERRORS, urllib3.exceptions.HTTPError, OSError):
         if time.monotonic() >= deadline:
