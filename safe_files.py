@@ -1,7 +1,8 @@
 """Writing files safely: a fresh file renamed into place (never through a link), and a lock between two runs.
 
-Read download.py after this file (it writes every download with these two tools); lookahead.py's costs file, the
-Hub cache (hub.py), and the figures and tables of benchmark.py, show.py and tools/ use them too.
+Nothing to read before it (it needs only Python's os); read it before download.py, which writes every download
+with these two tools. lookahead.py's costs file, the Hub cache (hub.py), and the figures and tables of show.py and
+tools/ are written with them too.
 
 1. `written_atomically(path)`: what is written goes into a new file that this run creates (O_CREAT | O_EXCL: the
    name did not exist, so there is no link to follow) in the folder of `path`, and is renamed over `path` once
@@ -19,6 +20,7 @@ import json
 import os
 import secrets
 import socket
+import stat
 import sys
 import time
 from contextlib import contextmanager
@@ -27,6 +29,8 @@ from pathlib import Path
 # Open a new file for writing: fails if the name exists (even as a dangling link), so nothing is followed.
 # O_BINARY: Windows would otherwise translate "\n" in what os.fdopen(..., "wb") writes.
 CREATE_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0)
+# Open to read, never through a link, and without waiting for a writer if a named pipe stands there
+READ_NO_LINK = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
 def create_fresh_file(folder, name):
@@ -108,14 +112,18 @@ def process_is_alive(pid):
 
 
 def read_lock(lock):
-    """The owner a lock file names ({"pid", "host", "until"}), or None if it says nothing readable (a lock
-    being written this instant, or not one of ours)."""
+    """The owner a lock file names ({"pid": int, "host": str, "until": seconds since the epoch}), or None if it
+    says nothing readable (a lock being written this instant, a link, a pipe, not one of ours)."""
     try:
-        with open(lock, "rb") as file:
+        with os.fdopen(os.open(lock, READ_NO_LINK), "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                return None
             owner = json.loads(file.read(1000))
-        return owner if isinstance(owner, dict) and {"pid", "host", "until"} <= set(owner) else None
     except (OSError, ValueError):
         return None
+    kinds = {"pid": int, "host": str, "until": (int, float)}
+    good = isinstance(owner, dict) and all(isinstance(owner.get(key), kind) for key, kind in kinds.items())
+    return owner if good and 0 < owner["pid"] < 2**31 else None
 
 
 def lock_is_stale(lock, owner):
@@ -126,9 +134,9 @@ def lock_is_stale(lock, owner):
             return time.time() - os.lstat(lock).st_mtime > 10
         except OSError:
             return False
-    if owner["host"] == socket.gethostname() and not process_is_alive(int(owner["pid"])):
+    if owner["host"] == socket.gethostname() and not process_is_alive(owner["pid"]):
         return True
-    return time.time() > float(owner["until"])
+    return time.time() > owner["until"]
 
 
 def remove_stale_lock(lock, owner):

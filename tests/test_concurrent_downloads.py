@@ -125,7 +125,8 @@ def dead_pid():
     return int(process.stdout)
 
 
-@pytest.mark.parametrize("lock", ["killed_run", "other_host_past_its_time", "unreadable_for_a_minute"])
+@pytest.mark.parametrize("lock", ["killed_run", "other_host_past_its_time", "unreadable_for_a_minute",
+                                  "named_pipe_for_a_minute"])
 def test_a_stale_lock_never_blocks(release, tmp_path, lock):
     """A run killed mid-download leaves its lock; so may a run on another machine sharing the folder, or one
     killed while writing the lock. None of them makes the next run wait: the download proceeds at once."""
@@ -134,9 +135,9 @@ def test_a_stale_lock_never_blocks(release, tmp_path, lock):
         write_lock(model_dir / "hparams.json", dead_pid())
     elif lock == "other_host_past_its_time":
         write_lock(model_dir / "hparams.json", 1, host="another-machine", until=time.time() - 1)
-    else:
-        (model_dir).mkdir(parents=True)
-        (model_dir / "hparams.json.lock").write_text("")
+    else:  # a pipe would make a plain open() wait for a writer for ever
+        model_dir.mkdir(parents=True)
+        os.mkfifo(model_dir / "hparams.json.lock") if "pipe" in lock else (model_dir / "hparams.json.lock").write_text("")
         os.utime(model_dir / "hparams.json.lock", (time.time() - 60, time.time() - 60))
     with ScriptedServer({f"/124M/{name}": data for name, data in release.items()}) as server:
         started = time.monotonic()
