@@ -45,17 +45,18 @@ def create_fresh_file(folder, name):
 
 
 @contextmanager
-def written_atomically(path, mode="wb", encoding=None):
-    """Inside: a file object to write `path`'s new contents into. On a normal exit it is renamed over `path`
-    (atomic; a link at `path` is replaced, not followed); on an error it is removed and `path` stays as it was.
+def written_atomically(path, mode="wb", encoding=None, newline=None):
+    """Inside: a file object to write `path`'s new contents into (mode, encoding and newline as for open). On a
+    normal exit it is renamed over `path` (atomic; a link at `path` is replaced, not followed); on an error it
+    is removed and `path` stays as it was.
 
-        with written_atomically("r_table.json", "w", encoding="utf-8") as file:
-            file.write(text)
+        with written_atomically("grades.csv", "w", encoding="utf-8", newline="") as file:
+            csv.writer(file).writerows(rows)
     """
     path = Path(path)
     descriptor, temporary = create_fresh_file(path.parent, path.name)
     try:
-        with os.fdopen(descriptor, mode, encoding=encoding) as file:
+        with os.fdopen(descriptor, mode, encoding=encoding, newline=newline) as file:
             yield file
         os.replace(temporary, path)
     except BaseException:
