@@ -191,8 +191,9 @@ def download_gpt2_files(model_size, model_dir, base_url=None, retries=5, backoff
     bucket. Retries wait backoff_seconds * 1, 2, 4, ... between attempts. Raises DownloadError when a file
     still fails after `retries` retries. The weights come last, after hparams.json and the index have been
     checked, so a release with absurd sizes is refused before its largest file is fetched. The size is not
-    checked here: resolve_model is the one place that understands model names. Each file is downloaded under
-    its lock (download_lock): a run that finds another downloading it waits, then finds it there.
+    checked here: resolve_model is the one place that understands model names. Each missing file is downloaded
+    under its lock (download_lock): a run that finds another downloading it waits, then finds it there. A
+    complete folder is only read (it may be read-only).
     """
     where = "base_url" if base_url else "GPT2_BASE_URL" if os.environ.get("GPT2_BASE_URL") else "OPENAI_BASE_URL"
     base_url = check_url(base_url or os.environ.get("GPT2_BASE_URL") or OPENAI_BASE_URL, where)
@@ -204,10 +205,12 @@ def download_gpt2_files(model_size, model_dir, base_url=None, retries=5, backoff
         path, url = model_dir / filename, f"{base_url}/{model_size}/{filename}"
         check = (lambda part, path=path, url=url: check_release_hparams(part, path, model_size, url)) \
             if filename == "hparams.json" else None
-        with writing_into(model_dir), download_lock(path, deadline_seconds, url):
-            if not path.is_file():  # a file under its final name was renamed there after its checks: complete
-                download_file(url, path, retries, backoff_seconds, timeout_seconds, deadline_seconds,
-                              size=release_file_size(filename, model_dir), max_bytes=size_cap(filename), check=check)
+        if not path.is_file():  # a file under its final name was renamed there after its checks: complete
+            with writing_into(model_dir), download_lock(path, deadline_seconds, url):
+                if not path.is_file():  # unless another run put it there while we waited for its lock
+                    download_file(url, path, retries, backoff_seconds, timeout_seconds, deadline_seconds,
+                                  size=release_file_size(filename, model_dir), max_bytes=size_cap(filename),
+                                  check=check)
         if filename == "hparams.json":
             read_openai_hparams(path)  # CheckpointError for absurd sizes, before the weights are downloaded
 

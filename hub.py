@@ -339,8 +339,10 @@ def fetch_blob(url, blob, size, max_bytes, retries, backoff_seconds, timeout_sec
     """Make `blob` (blobs/<id>) hold the bytes that hash to its name: kept if it already does, else downloaded
     (resuming blobs/<id>.part). A resumed download that does not hash right is fetched once more from scratch:
     the part left by an earlier run may hold bytes a crash never wrote."""
+    if blob_matches_its_name(blob):
+        return
     with writing_into(blob.parent, CACHE_HELP), download_lock(blob, deadline_seconds, url):
-        if blob_matches_its_name(blob):  # there already, or put there by the run whose lock we waited for
+        if os.path.lexists(blob) and blob_matches_its_name(blob):  # put there by the run whose lock we waited for
             return
         if os.path.lexists(blob):
             os.unlink(blob)  # damaged, or a link: a blob is always a file of our own

@@ -9,6 +9,7 @@ test kills a real process. No network.
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from test_hostile_exchanges import ScriptedServer
 from test_hostile_hub import gpt2_files, repo_folder, sha256
 from test_load import GPT2_VOCAB, random_flat_params, write_tf_checkpoint
 
+import download
 import gpt2
 from download import DownloadError, download_gpt2_files, download_lock
 from utils import resolve_model
@@ -152,3 +154,18 @@ def test_a_lock_on_another_host_within_its_time_is_not_taken(tmp_path):
     with pytest.raises(DownloadError, match="process 1 on another-machine is still working on"):
         with download_lock(tmp_path / "file", deadline_seconds=0.3):
             pass
+
+
+def test_a_complete_release_folder_is_only_read_no_lock_is_taken(release_124M_dir, tmp_path, monkeypatch):
+    """A complete folder may be read-only (a shared copy of the release): nothing is written into it, not even a
+    lock, and no request is made."""
+    folder = tmp_path / "124M"
+    shutil.copytree(release_124M_dir, folder)
+    for name in ("model.ckpt.meta", DATA_FILE):
+        (folder / name).touch()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a lock was taken in a complete folder")
+
+    monkeypatch.setattr(download, "file_lock", refuse)
+    download_gpt2_files("124M", folder, base_url="http://127.0.0.1:9", **FAST)
