@@ -14,7 +14,7 @@ A file is downloaded as blobs/<etag>.part and renamed once complete (download.do
 blobs/<etag>.lock (download.download_lock): a second run downloading the same blob waits, then finds it there.
 Read as huggingface_hub reads it, offline too: the repository folder or its blobs/ may be a link to a folder
 (on another disk: kept, and written through), and a snapshot may hold plain files instead of links (the layout
-huggingface_hub writes where links are not available, e.g. Windows without developer mode).
+huggingface_hub writes where links are not available, e.g. Windows without developer mode; so do we, there).
 
 The cache is shared and the Hub (or a mirror in $HF_ENDPOINT) is another party, so nothing is taken on trust:
 - a blob is used only if its bytes hash to its name (sha256 for large files, git's blob id for small ones),
@@ -276,7 +276,11 @@ def replace_with_link(link, target):
     descriptor, temporary = create_fresh_file(link.parent, link.name)  # a fresh name, no other run's
     os.close(descriptor)
     os.unlink(temporary)
-    os.symlink(target, temporary)
+    try:
+        os.symlink(target, temporary)
+    except OSError:  # no links here (Windows without developer mode): huggingface_hub's layout then, is_plain_file
+        os.replace(link.parent / target, link)  # the blob moves into the snapshot, as huggingface_hub moves it
+        return
     os.replace(temporary, link)  # atomic, and replaces a link rather than following it
 
 

@@ -106,3 +106,23 @@ def test_a_linked_folder_whose_disk_is_gone_is_one_error_and_the_link_stays(hub,
     with pytest.raises(DownloadError, match=f"{link} is a link to .*, which is not a folder .*not mounted"):
         resolve_model("gpt2", tmp_path / "models")
     assert link.is_symlink()
+
+
+def test_where_links_cannot_be_made_the_snapshot_holds_plain_files_as_huggingface_hub_makes_it(hub, repos, tmp_path,
+                                                                                                monkeypatch):
+    """Windows without developer mode refuses links: the blob is moved into the snapshot, and that cache is read
+    again without a request, by this project and by huggingface_hub."""
+    def no_links(*args, **kwargs):
+        raise OSError(1314, "A required privilege is not held by the client")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "symlink", no_links)
+        snapshot = resolve_model("gpt2", tmp_path / "models")
+    assert all(os.path.isfile(snapshot / name) and not os.path.islink(snapshot / name) for name in HUB_FILES)
+    hub.requests.clear()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert resolve_model("gpt2", tmp_path / "models") == snapshot and hub.requests == []
+    for name in HUB_FILES:
+        path = huggingface_hub.hf_hub_download("openai-community/gpt2", name, cache_dir=tmp_path / "hf-cache")
+        with open(path, "rb") as file:
+            assert file.read() == gpt2_files(repos)[name]
