@@ -96,7 +96,7 @@ class _TransientError(Exception):
     """A failure worth retrying: a 5xx answer, or a body shorter than announced."""
 
 
-class _DeadlinePassed(Exception):
+class DeadlinePassed(Exception):
     """The file's overall deadline passed; download_file says so with the file and the deadline."""
 
 
@@ -241,7 +241,7 @@ def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.
                 if attempt > 0:
                     wait = backoff_seconds * 2 ** (attempt - 1)  # exponential backoff: 1, 2, 4, ... x backoff
                     if time.monotonic() + wait > deadline:
-                        raise _DeadlinePassed()
+                        raise DeadlinePassed()
                     time.sleep(wait)
                 try:
                     fetch_into_part_file(url, part_path, timeout_seconds, size if size is not None else max_bytes,
@@ -262,7 +262,7 @@ def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.
                         raise
                 part_path.replace(path)  # complete: give it its final name (replacing a link, never following it)
                 return
-    except _DeadlinePassed:
+    except DeadlinePassed:
         raise DownloadError(f"{url} took longer than the deadline of {seconds:g} seconds for one file (raise it "
                             f"with --download_deadline or GPT2_DOWNLOAD_DEADLINE=seconds); {part_path} is kept: run "
                             f"again to resume") from None
@@ -322,14 +322,14 @@ class _WatchedAdapter(requests.adapters.HTTPAdapter):
 @contextmanager
 def exchange(method, url, deadline, timeout_seconds, **kwargs):
     """Inside: the answer to one request (http_request), the whole exchange (connecting, the headers, redirects,
-    the body read inside) ending by `deadline` (a time.monotonic()), else _DeadlinePassed.
+    the body read inside) ending by `deadline` (a time.monotonic()), else DeadlinePassed.
 
     requests' timeouts bound each wait for the server, not their sum: a server that sends its headers one byte
     every half second never trips them. So a watchdog thread closes the connection when the deadline passes, and
     each wait is also at most the time left. (A name lookup that hangs is the one wait this cannot cut.)"""
     remaining = deadline - time.monotonic()
     if remaining <= 0:
-        raise _DeadlinePassed()
+        raise DeadlinePassed()
     adapter, session = _WatchedAdapter(), requests.Session()
     session.mount("http://", adapter)
     session.mount("https://", adapter)
@@ -340,11 +340,11 @@ def exchange(method, url, deadline, timeout_seconds, **kwargs):
     try:
         with http_request(method, url, session=session, timeout=(wait, wait), **kwargs) as response:
             if time.monotonic() >= deadline:  # cut by the watchdog: the headers read so far may look complete
-                raise _DeadlinePassed()
+                raise DeadlinePassed()
             yield response
     except (*_RETRYABLE_ERRORS, urllib3.exceptions.HTTPError, OSError):
         if time.monotonic() >= deadline:
-            raise _DeadlinePassed() from None
+            raise DeadlinePassed() from None
         raise
     finally:
         watchdog.cancel()
@@ -399,7 +399,7 @@ def fetch_into_part_file(url, part_path, timeout_seconds, max_bytes=MAX_WEIGHTS_
     We ask for the bytes as they are (Accept-Encoding: identity). A server that compresses anyway has its
     body decompressed here, its Content-Length counting the compressed bytes, and is never resumed (a range
     of compressed bytes is not a range of the file). Raises _TransientError (or a requests error) for anything
-    worth retrying, _DeadlinePassed, DownloadError otherwise.
+    worth retrying, DeadlinePassed, DownloadError otherwise.
     """
     have = resumable_size(part_path)
     if have > max_bytes:
@@ -463,7 +463,7 @@ def write_body(response, part_path, mode, have, total, desc=None, max_bytes=MAX_
     ) as progress:
         while True:
             if deadline is not None and time.monotonic() > deadline:
-                raise _DeadlinePassed()
+                raise DeadlinePassed()
             try:
                 raw = read(CHUNK_BYTES, decode_content=False)
             except (urllib3.exceptions.HTTPError, OSError) as error:  # a dropped connection, a read timeout

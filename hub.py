@@ -39,8 +39,8 @@ from tqdm import tqdm
 
 from download import (
     MODEL_SIZES,
+    DeadlinePassed,
     DownloadError,
-    _DeadlinePassed,
     check_url,
     download_deadline,
     download_file,
@@ -392,7 +392,7 @@ def hub_file_metadata(url, cache_folder, timeout_seconds, deadline=None):
         with exchange("HEAD", url, deadline, timeout_seconds, allow_redirects=False,
                       headers={"Accept-Encoding": "identity"}) as response:
             pass
-    except _DeadlinePassed:
+    except DeadlinePassed:
         raise DownloadError(f"{url} did not answer within the deadline of one file (raise it with "
                             f"--download_deadline or GPT2_DOWNLOAD_DEADLINE=seconds)") from None
     except OSError as error:  # what requests raises for a refused connection or a timeout is an OSError
