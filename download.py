@@ -97,7 +97,7 @@ class _TransientError(Exception):
 
 
 class DeadlinePassed(Exception):
-    """The file's overall deadline passed; download_file says so with the file and the deadline."""
+    """The overall deadline of a file passed; download_file and hub.hub_file_metadata say so, with the URL."""
 
 
 # What requests raises for a dropped connection, a body cut short, or a server that does not answer in time.
