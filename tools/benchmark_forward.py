@@ -75,6 +75,7 @@ from benchmark import model_name  # noqa: E402
 from gpt2 import HPARAMS, random_params  # noqa: E402
 from main import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
+from safe_files import write_atomically  # noqa: E402
 from sampling import _check_probs, _sample, autoregressive_sampling  # noqa: E402
 from tools.benchmark_plots import import_pyplot, save  # noqa: E402
 
@@ -489,7 +490,7 @@ def to_json(results, context, run) -> dict:
 
 def write_json(path, data):
     """data into the file path, as JSON text (a function of its own: main's flag --json hides the module)."""
-    Path(path).write_text(json.dumps(data, indent=1), encoding="utf-8")
+    write_atomically(path, json.dumps(data, indent=1))
 
 
 def from_json(data) -> tuple:

@@ -33,6 +33,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import gpt2  # noqa: E402
 from benchmark import hparams_of, model_name  # noqa: E402
+from safe_files import write_atomically  # noqa: E402
 from test_load import hf_name, write_safetensors, write_tf_checkpoint  # noqa: E402
 
 
@@ -85,7 +86,7 @@ def measure_size(size, root, repeats):
     hf.mkdir(parents=True, exist_ok=True)
     config = {"model_type": "gpt2", "vocab_size": hparams["n_vocab"], "n_positions": hparams["n_ctx"],
               "n_embd": hparams["n_embd"], "n_head": hparams["n_head"], "n_layer": hparams["n_layer"]}
-    (hf / "config.json").write_text(json.dumps(config))
+    write_atomically(hf / "config.json", json.dumps(config))
     write_safetensors(hf / "model.safetensors", {hf_name(n, "transformer."): a for n, a in arrays.items()}, "F32")
     del arrays
     empty_python, _ = measure("pass")
@@ -138,7 +139,7 @@ def main():
                   f"{row['fresh_copy'] / row['cat']:.2f}x")
         rows += size_rows
     if args.json:
-        Path(args.json).write_text(json.dumps({"loads": rows, "repeats": args.repeats}, indent=1))
+        write_atomically(args.json, json.dumps({"loads": rows, "repeats": args.repeats}, indent=1))
 
 
 if __name__ == "__main__":

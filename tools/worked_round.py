@@ -30,6 +30,7 @@ try:  # the sampler helper moves the tables into tests/markov.py; the exactness 
     from markov import DRAFT_TABLE, TARGET_TABLE
 except ImportError:
     from test_speculative_exactness import DRAFT_TABLE, TARGET_TABLE
+from safe_files import save_figure  # noqa: E402
 
 PROMPT = [0, 0, 0]  # ends in (0, 0), where p = [0.2, 0.3, 0.5] and q = [0.6, 0.4, 0.0] overlap only partly
 SEED = 65
@@ -206,7 +207,7 @@ def plot_caches(plt, path):
 def save(plt, fig, path):
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
     print(f"wrote {path}")
 
