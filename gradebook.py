@@ -1,0 +1,172 @@
+"""Grade many submissions, each step in its own process with a time limit and a memory cap, into one CSV file.
+
+Read exercises.py first (the steps, the student copy, one step's checks run and read back).
+
+A submission is a folder holding a learner's versions of the files they write (exercises.STUDENT_FILES). It is
+never trusted: only those files are taken from it, into a fresh copy of the teacher's own student copy (the
+teacher's clean tests, fixtures and kit; never the submission's tests, conftest.py, fixtures or copy of the
+kit). A file it lacks stays blank (NotImplementedError). Each step then runs in a child process that:
+- has a time limit: at the limit the child is stopped WITH every process it started. On POSIX it is started
+  in a new session (its own process group), and the whole group is killed; on Windows in a new process
+  group, and `taskkill /T` ends its tree (a grandchild that detached itself from the tree escapes there);
+- has a memory cap: on POSIX `resource.setrlimit(RLIMIT_AS)` in the child before it starts Python (the
+  module `resource` exists on POSIX only and is imported there only). On Windows no cap is set (a Job Object
+  would do it; not done yet): the gradebook says so in its output;
+- has its output read up to a cap: a child that prints more than OUTPUT_CAP bytes is stopped.
+A step scores 1 when every check passed, else 0 with a one-line reason; grading goes on either way.
+"""
+
+import csv
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+import exercises
+
+TIME_LIMIT_SECONDS = 120.0
+MEMORY_CAP_BYTES = 2 * 1024**3
+OUTPUT_CAP = 1024**2  # bytes of output a step may print before it is stopped
+KEPT_OUTPUT = 16 * 1024  # bytes of that output kept to explain a crash
+ON_WINDOWS = os.name == "nt"
+
+
+def posix_memory_cap(memory_bytes):
+    """A function for Popen's preexec_fn: caps the child's address space. POSIX only."""
+    def cap():
+        import resource  # POSIX only: imported in the child, never on Windows
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+
+    return cap
+
+
+def start(command, cwd, memory_bytes):
+    """The child, in its own process group (session on POSIX), with the memory cap where one can be set."""
+    common = dict(cwd=cwd, env=exercises.child_environment(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                  stderr=subprocess.STDOUT)
+    if ON_WINDOWS:
+        return subprocess.Popen(command, creationflags=subprocess.CREATE_NEW_PROCESS_GROUP, **common)
+    return subprocess.Popen(command, start_new_session=True, preexec_fn=posix_memory_cap(memory_bytes), **common)
+
+
+def stop_all(process):
+    """Kill the child and every process it started (its process group; its tree on Windows)."""
+    if ON_WINDOWS:
+        subprocess.run(["taskkill", "/F", "/T", "/PID", str(process.pid)], capture_output=True)
+    else:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # the group's id is the child's pid (start_new_session)
+        except (ProcessLookupError, PermissionError):
+            pass  # every process of the group has ended already
+    process.kill()
+    process.wait()
+
+
+def run_limited(command, cwd, time_limit, memory_bytes, output_cap=OUTPUT_CAP):
+    """(return code, the output's first KEPT_OUTPUT bytes, why it was stopped or ""), running `command` under
+    the limits. Whatever happens, no process it started is left running."""
+    process = start(command, cwd, memory_bytes)
+    kept, total, flooded = bytearray(), [0], threading.Event()
+
+    def read():
+        for chunk in iter(lambda: process.stdout.read(65536), b""):
+            total[0] += len(chunk)
+            if len(kept) < KEPT_OUTPUT:
+                kept.extend(chunk[: KEPT_OUTPUT - len(kept)])
+            if total[0] > output_cap:
+                flooded.set()
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline, stopped = time.monotonic() + time_limit, ""
+    while process.poll() is None:
+        if flooded.is_set():
+            stopped = f"printed more than {output_cap // 1024} kB"
+            break
+        if time.monotonic() > deadline:
+            stopped = f"ran past its time limit of {time_limit:g} s"
+            break
+        time.sleep(0.05)
+    returncode = process.returncode
+    stop_all(process)  # also when it ended by itself: a process it started may still run
+    reader.join(timeout=5)
+    process.stdout.close()
+    return returncode, bytes(kept).decode("utf-8", errors="replace"), stopped
+
+
+def grade_step(tree, number, time_limit, memory_bytes):
+    """(score 0 or 1, reason) of step `number` in the folder `tree`."""
+    with tempfile.TemporaryDirectory(prefix="gradebook-report-") as scratch:
+        report = Path(scratch) / "report.xml"
+        returncode, output, stopped = run_limited(exercises.pytest_command(number, report), tree, time_limit,
+                                                  memory_bytes)
+        if stopped:
+            return 0, stopped
+        checks = exercises.checks_or_crash(report, returncode, output)
+    failed = [check for check in checks if not check.passed]
+    if failed:
+        return 0, f"{failed[0].name}: {failed[0].reason}" + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else "")
+    return 1, ""
+
+
+def submission_tree(template, submission, folder):
+    """A copy of the teacher's student copy `template` in `folder`, with the submission's own STUDENT_FILES."""
+    shutil.copytree(template, folder)
+    for file in exercises.STUDENT_FILES:
+        if (Path(submission) / file).is_file():
+            shutil.copyfile(Path(submission) / file, Path(folder) / file)
+    return folder
+
+
+def write_csv_atomically(path, rows):
+    """Write the CSV into a temporary file in the destination folder, then rename it over `path` (a reader never
+    sees half a file)."""
+    path = Path(path).resolve()
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", newline="", encoding="utf-8") as out:
+            csv.writer(out).writerows(rows)
+        os.replace(temporary, path)
+    except BaseException:
+        os.remove(temporary)
+        raise
+
+
+def gradebook(submissions, csv_path, steps=exercises.GRADED, time_limit=TIME_LIMIT_SECONDS,
+              memory_bytes=MEMORY_CAP_BYTES, repo=exercises.HERE):
+    """Grade every submission folder on `steps` with the teacher's repository `repo`; write the CSV (a row per
+    submission: its folder, a column per step, the total, the reasons); return the rows."""
+    for number in steps:
+        exercises.graded_step(number)
+    missing = [str(s) for s in submissions if not Path(s).is_dir()]
+    if missing:
+        raise ValueError(f"not a folder: {', '.join(missing)}; a submission is a folder holding the learner's files")
+    rows = [["submission", *(f"step{n}" for n in steps), "total", "reasons"]]
+    scratch = Path(tempfile.mkdtemp(prefix="gradebook-"))
+    try:
+        template = exercises.write_student_copy(repo, scratch / "template")
+        with tqdm(total=len(submissions) * len(steps), desc="grading", unit="step") as bar:
+            for i, submission in enumerate(submissions):
+                tree = submission_tree(template, submission, scratch / f"submission-{i}")
+                scores, reasons = [], []
+                for number in steps:
+                    bar.set_postfix_str(f"{Path(submission).name} step {number}")
+                    score, reason = grade_step(tree, number, time_limit, memory_bytes)
+                    scores.append(score)
+                    if reason:
+                        reasons.append(f"step {number}: {reason}")
+                    bar.update()
+                rows.append([str(submission), *scores, sum(scores), "; ".join(reasons)])
+                exercises.remove_tree(tree)
+        write_csv_atomically(csv_path, rows)
+    finally:
+        exercises.remove_tree(scratch)
+    return rows
