@@ -135,8 +135,8 @@ def exercise_ranges(source, file, keep=()):
             has_docstring = isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
             first = node.body[0].end_lineno + 1 if has_docstring else node.body[0].lineno
             last = node.end_lineno
-        what = f"the `{part}` block of {dotted}" if part else dotted
-        label = " and ".join(f"Step {n}" for n in numbers)
+        what = f"this block of {dotted}" if part else dotted
+        label = f"Step {numbers[0]}" if len(numbers) == 1 else f"Steps {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
         ranges.append((first, last, node.body[0].col_offset, f"{label}: write {what} (see EXERCISES.md)"))
     return sorted(ranges)
 
