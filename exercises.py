@@ -79,6 +79,7 @@ TEACHER_ONLY = (
     "tests/test_classroom.py",
     "tests/test_gradebook.py",
     "tests/test_readme.py",  # reads tools/worked_round.py
+    "tests/test_learning_path.py",  # reads tests/test_readme.py
     "tools/worked_round.py",  # a round's rules written out again
     "tools/make_readme_figures.py",  # imports both
 )
