@@ -59,7 +59,7 @@ STEPS = (
     Step(10, "Measure alpha against K", "lookahead.py", ("tokens_per_round", "predicted_speedup"), 60,
          ("tests/test_benchmark.py",)),
     Step(11, "Draft with the target's first layers", "", (), 120, ()),
-    Step(12, "Tree drafting (graded in part), batched drafting", "gpt2.py", ("tree_mask", "gpt2"), 120,
+    Step(12, "Tree and batched drafting", "gpt2.py", ("tree_mask", "gpt2"), 120,
          ("tests/test_steps_forward.py",)),
     Step(13, "Prompt lookup, a draft with no model", "drafters.py",
          ("SuffixAutomaton._record_ends", "PromptLookup.lookup"), 60, ("tests/test_steps_rounds.py",)),
@@ -196,10 +196,10 @@ class Check(NamedTuple):
     reason: str  # one line: why it failed or was skipped ("" when it passed)
 
 
-def pytest_command(number, report):
+def pytest_command(number, report, *extra):
     """The child's command line: step N's marker on the step's test files, a JUnit report into `report`."""
     return [sys.executable, "-m", "pytest", "-m", f"step{number}", *graded_step(number).tests, "-q",
-            "-p", "no:cacheprovider", PER_TEST_TIMEOUT, f"--junitxml={report}"]
+            "-p", "no:cacheprovider", PER_TEST_TIMEOUT, f"--junitxml={report}", *extra]
 
 
 def child_environment():

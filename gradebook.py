@@ -106,8 +106,9 @@ def grade_step(tree, number, time_limit, memory_bytes):
     """(score 0 or 1, reason) of step `number` in the folder `tree`."""
     with tempfile.TemporaryDirectory(prefix="gradebook-report-") as scratch:
         report = Path(scratch) / "report.xml"
-        returncode, output, stopped = run_limited(exercises.pytest_command(number, report), tree, time_limit,
-                                                  memory_bytes)
+        # --capture=no: what the checks print comes to the gradebook, which reads it up to OUTPUT_CAP
+        command = exercises.pytest_command(number, report, "--capture=no")
+        returncode, output, stopped = run_limited(command, tree, time_limit, memory_bytes)
         if stopped:
             return 0, stopped
         checks = exercises.checks_or_crash(report, returncode, output)
