@@ -10,6 +10,7 @@ Read EXERCISES.md, then exercises.py (the steps as data, the student copy, one s
     python classroom.py gradebook SUB1 SUB2 --csv grades.csv     each folder graded in a fresh copy, under limits
     python classroom.py hint 7                      step 7's next hint (a counter in the working copy)
     python classroom.py hint 7 --level 2            step 7's hint 2
+    python classroom.py tokenizer                   only the four small 124M files step 5 needs, into models/124M
 
 Every command works the same in PowerShell, cmd and a POSIX shell. A bad argument is one line `error: ...` and
 exit code 2.
@@ -22,14 +23,17 @@ working copy (git ignores it).
 import argparse
 import base64
 import json
+import os
 import sys
 from pathlib import Path
 
+import download
 import exercises
 import gradebook
 
 HINTS_FILE = exercises.HERE / "classroom_hints.json"
 SEEN_FILE = ".classroom_hints_seen.json"
+TOKENIZER_FILES = ("encoder.json", "vocab.bpe", "hparams.json", "model.ckpt.index")  # 1.5 MB: no weights
 
 
 def list_steps():
@@ -61,6 +65,17 @@ def hint(number, level=None, repo=exercises.HERE):
     return f"Step {number}, hint {level} of {len(texts)}{more}:\n\n{texts[level - 1]}"
 
 
+def fetch_tokenizer_files(models_dir, base_url=None):
+    """Download 124M's TOKENIZER_FILES (what step 5's checks read) into models_dir/124M, without the weights."""
+    base_url = download.check_url(base_url or os.environ.get("GPT2_BASE_URL") or download.OPENAI_BASE_URL, "base_url")
+    folder = Path(models_dir) / "124M"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in TOKENIZER_FILES:
+        if not (folder / name).is_file():  # a file under its final name is complete (download.py)
+            download.download_file(f"{base_url}/124M/{name}", folder / name)
+    return folder
+
+
 def print_grade(number, repo):
     """Print step `number`'s checks in `repo`; return the exit code (0 only if every check passed)."""
     checks = exercises.grade(number, repo)
@@ -89,6 +104,8 @@ def parser():
     hint_command = commands.add_parser("hint", help="one step's hints, one at a time")
     hint_command.add_argument("step", type=int)
     hint_command.add_argument("--level", type=int, default=None, help="show this hint (1 = the first)")
+    tokenizer = commands.add_parser("tokenizer", help="download only the small 124M files step 5 needs")
+    tokenizer.add_argument("--models_dir", default=str(exercises.HERE / "models"))
     return main
 
 
@@ -113,13 +130,15 @@ def run(argv):
         print(f"wrote {arguments.csv}: {len(rows) - 1} submissions, {len(steps)} steps each")
     elif arguments.command == "hint":
         print(hint(arguments.step, arguments.level))
+    elif arguments.command == "tokenizer":
+        print(f"the tokenizer files are in {fetch_tokenizer_files(arguments.models_dir)}")
     return 0
 
 
 def main():
     try:
         sys.exit(run(sys.argv[1:]))
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, FileNotFoundError, download.DownloadError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
 

@@ -20,6 +20,7 @@ import pytest
 import classroom
 import exercises
 from conftest import REPO_ROOT
+from test_download import release, server  # noqa: F401 (fixtures: a local server with release files)
 
 EVERY_STEP = " or ".join(f"step{n}" for n in exercises.GRADED)
 
@@ -39,7 +40,7 @@ def test_list_prints_a_tab_separated_line_per_step():
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert len(lines) == 13 and lines[6] == "7\tThe acceptance rule\tsampling.py\t_accept"
-    assert lines[10] == "11\tDraft with the target's first layers\t\t"  # open: no file, no function
+    assert lines[10] == "11\tA draft made of the target's first layers\t\t"  # open: no file, no function
     assert [line.split("\t")[0] for line in lines] == [str(n) for n in range(1, 14)]
 
 
@@ -155,3 +156,11 @@ def test_hints_come_one_at_a_time_and_are_not_in_the_plain_text_of_exercises(tmp
     assert classroom.hint(3, level=1, repo=tmp_path).startswith("Step 3, hint 1 of 3")
     with pytest.raises(ValueError, match="hints 1 to 3"):
         classroom.hint(3, level=4, repo=tmp_path)
+
+
+def test_the_tokenizer_command_fetches_the_four_small_files_and_never_the_weights(server, release, tmp_path):
+    """Step 5 without the 500 MB: from a local server standing in for OpenAI's bucket (tests/test_download.py)."""
+    folder = classroom.fetch_tokenizer_files(tmp_path / "models", base_url=server.url)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(classroom.TOKENIZER_FILES)
+    assert all((folder / name).read_bytes() == release[name] for name in classroom.TOKENIZER_FILES)
+    assert [r["path"] for r in server.requests] == [f"/124M/{name}" for name in classroom.TOKENIZER_FILES]
