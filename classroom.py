@@ -12,8 +12,8 @@ Read EXERCISES.md, then exercises.py (the steps as data, the student copy, one s
     python classroom.py hint 7 --level 2            step 7's hint 2
     python classroom.py tokenizer                   only the four small 124M files step 5 needs, into models/124M
 
-Every command works the same in PowerShell, cmd and a POSIX shell. A bad argument is one line `error: ...` and
-exit code 2.
+Every command works the same in PowerShell, cmd and a POSIX shell (quote a list: --steps "1,2,3"). A bad
+argument is one line `error: ...` and exit code 2.
 
 The hints live in classroom_hints.json, base64-encoded so that a glance at the file spoils nothing (EXERCISES.md
 says where to get them, not what they are). The counter of hints seen is .classroom_hints_seen.json in the
@@ -98,7 +98,8 @@ def parser():
     book = commands.add_parser("gradebook", help="grade submission folders into a CSV file")
     book.add_argument("submissions", nargs="+")
     book.add_argument("--csv", required=True, help="the CSV file to write")
-    book.add_argument("--steps", default=",".join(map(str, exercises.GRADED)), help="e.g. 1,2,3 (default: all)")
+    book.add_argument("--steps", default=",".join(map(str, exercises.GRADED)),
+                      help='e.g. "1,2,3", quoted (default: all)')
     book.add_argument("--time_limit", type=float, default=gradebook.TIME_LIMIT_SECONDS, help="seconds per step")
     book.add_argument("--memory_limit_mb", type=int, default=gradebook.MEMORY_CAP_BYTES // 1024**2)
     hint_command = commands.add_parser("hint", help="one step's hints, one at a time")

@@ -145,13 +145,15 @@ def commands(text):
 
 def test_every_command_works_in_powershell_too():
     """No `&&` (PowerShell 5 has none), no `VAR=value command` prefix, no `export`, no `$VAR`, no bash-only
-    syntax; grading commands name no path with a slash the shells read differently."""
+    syntax (a line continued by a backslash, /dev/null), and a comma list quoted (PowerShell passes `1,2,4`
+    unquoted as three arguments)."""
     found = commands(EXERCISES)
     assert len(found) > 20
     for command in found:
         assert "&&" not in command and not re.match(r"^[A-Z_]+=\S* ", command), command
         assert not command.startswith("export ") and not re.search(r"\$[A-Z_{(]", command), command
         assert "\\\n" not in command and not re.search(r"[<>] ?/dev/", command), command
+        assert not re.search(r"\s--?\w+ [\w.]+,[\w.]", command), f"quote a comma list (PowerShell splits it): {command}"
 
 
 def test_a_test_that_never_ends_stops_the_whole_run(tmp_path):
