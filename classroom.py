@@ -123,9 +123,6 @@ def run(argv):
         return print_grade(arguments.step, Path(arguments.repo))
     elif arguments.command == "gradebook":
         steps = [int(n) for n in arguments.steps.split(",") if n.strip()]
-        if gradebook.ON_WINDOWS:
-            print("note: on Windows the gradebook sets no memory cap (only the time and output limits)",
-                  file=sys.stderr)
         rows = gradebook.gradebook(arguments.submissions, arguments.csv, steps, arguments.time_limit,
                                    arguments.memory_limit_mb * 1024**2)
         print(f"wrote {arguments.csv}: {len(rows) - 1} submissions, {len(steps)} steps each")

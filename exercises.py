@@ -251,4 +251,7 @@ def remove_tree(folder):
         os.chmod(path, 0o700)
         function(path)
 
-    shutil.rmtree(folder, onerror=make_writable_and_retry)
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(folder, onexc=make_writable_and_retry)
+    else:  # the same handler, under its old name
+        shutil.rmtree(folder, onerror=make_writable_and_retry)

@@ -7,20 +7,25 @@ never trusted: only those files are taken from it, into a fresh copy of the teac
 teacher's clean tests, fixtures and kit; never the submission's tests, conftest.py, fixtures or copy of the
 kit). A file it lacks stays blank (NotImplementedError). Each step then runs in a child process that:
 - has a time limit: at the limit the child is stopped WITH every process it started. On POSIX it is started
-  in a new session (its own process group), and the whole group is killed; on Windows in a new process
-  group, and `taskkill /T` ends its tree (a grandchild that detached itself from the tree escapes there);
+  in a new session (its own process group), and the whole group is killed (a process that starts a session
+  of its own escapes it); on Windows its Job Object is closed;
 - has a memory cap: on POSIX `resource.setrlimit(RLIMIT_AS)` in the child before it starts Python (the
-  module `resource` exists on POSIX only and is imported there only). On Windows no cap is set (a Job Object
-  would do it; not done yet): the gradebook says so in its output;
+  module `resource` exists on POSIX only and is imported there only). On Windows the child is put in a Job
+  Object (through ctypes) with a memory limit for the whole job and "kill on close": closing the job ends
+  every process in it. The child runs a few moments before it joins the job (Popen cannot start it
+  suspended), too early to have started anything; if Windows refuses the job, the gradebook says so and
+  grades without a memory cap, ending the child's tree with `taskkill /T`;
 - has its output read up to a cap: a child that prints more than OUTPUT_CAP bytes is stopped.
 A step scores 1 when every check passed, else 0 with a one-line reason; grading goes on either way.
 """
 
 import csv
+import ctypes
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -47,18 +52,63 @@ def posix_memory_cap(memory_bytes):
     return cap
 
 
+class BasicLimits(ctypes.Structure):
+    """JOBOBJECT_BASIC_LIMIT_INFORMATION, with fixed-width fields (a DWORD is 4 bytes on every platform)."""
+
+    _fields_ = [("PerProcessUserTimeLimit", ctypes.c_int64), ("PerJobUserTimeLimit", ctypes.c_int64),
+                ("LimitFlags", ctypes.c_uint32), ("MinimumWorkingSetSize", ctypes.c_size_t),
+                ("MaximumWorkingSetSize", ctypes.c_size_t), ("ActiveProcessLimit", ctypes.c_uint32),
+                ("Affinity", ctypes.c_size_t), ("PriorityClass", ctypes.c_uint32), ("SchedulingClass", ctypes.c_uint32)]
+
+
+class ExtendedLimits(ctypes.Structure):
+    """JOBOBJECT_EXTENDED_LIMIT_INFORMATION: the basic limits, I/O counters (6 counts), the memory limits."""
+
+    _fields_ = [("BasicLimitInformation", BasicLimits), ("IoInfo", ctypes.c_uint64 * 6),
+                ("ProcessMemoryLimit", ctypes.c_size_t), ("JobMemoryLimit", ctypes.c_size_t),
+                ("PeakProcessMemoryUsed", ctypes.c_size_t), ("PeakJobMemoryUsed", ctypes.c_size_t)]
+
+
+JOB_OBJECT_LIMIT_JOB_MEMORY, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE = 0x200, 0x2000
+JOB_OBJECT_EXTENDED_LIMIT_INFORMATION = 9  # the JOBOBJECTINFOCLASS of ExtendedLimits
+
+
+def windows_job(process, memory_bytes):
+    """A Job Object holding `process`, with a memory limit and kill-on-close; None if Windows refuses one."""
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+    kernel32.CreateJobObjectW.restype = ctypes.c_void_p
+    kernel32.SetInformationJobObject.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32]
+    kernel32.AssignProcessToJobObject.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    job = kernel32.CreateJobObjectW(None, None)
+    limits = ExtendedLimits()
+    limits.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_JOB_MEMORY | JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
+    limits.JobMemoryLimit = memory_bytes
+    if job and kernel32.SetInformationJobObject(job, JOB_OBJECT_EXTENDED_LIMIT_INFORMATION, ctypes.byref(limits),
+                                                ctypes.sizeof(limits)) \
+            and kernel32.AssignProcessToJobObject(job, int(process._handle)):
+        return job
+    print(f"note: Windows refused a Job Object (error {ctypes.get_last_error()}): this step runs without a memory "
+          f"cap", file=sys.stderr)
+    return None
+
+
 def start(command, cwd, memory_bytes):
-    """The child, in its own process group (session on POSIX), with the memory cap where one can be set."""
+    """(the child, its Windows Job Object or None): in its own process group (a session on POSIX), under the
+    memory cap."""
     common = dict(cwd=cwd, env=exercises.child_environment(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                   stderr=subprocess.STDOUT)
     if ON_WINDOWS:
-        return subprocess.Popen(command, creationflags=subprocess.CREATE_NEW_PROCESS_GROUP, **common)
-    return subprocess.Popen(command, start_new_session=True, preexec_fn=posix_memory_cap(memory_bytes), **common)
+        process = subprocess.Popen(command, creationflags=subprocess.CREATE_NEW_PROCESS_GROUP, **common)
+        return process, windows_job(process, memory_bytes)
+    return subprocess.Popen(command, start_new_session=True, preexec_fn=posix_memory_cap(memory_bytes), **common), None
 
 
-def stop_all(process):
-    """Kill the child and every process it started (its process group; its tree on Windows)."""
-    if ON_WINDOWS:
+def stop_all(process, job=None):
+    """Kill the child and every process it started (its process group on POSIX; its Job Object, or its tree,
+    on Windows)."""
+    if ON_WINDOWS and job is not None:
+        ctypes.WinDLL("kernel32").CloseHandle(ctypes.c_void_p(job))  # kill-on-close: every process of the job
+    elif ON_WINDOWS:
         subprocess.run(["taskkill", "/F", "/T", "/PID", str(process.pid)], capture_output=True)
     else:
         try:
@@ -72,7 +122,7 @@ def stop_all(process):
 def run_limited(command, cwd, time_limit, memory_bytes, output_cap=OUTPUT_CAP):
     """(return code, the output's first KEPT_OUTPUT bytes, why it was stopped or ""), running `command` under
     the limits. Whatever happens, no process it started is left running."""
-    process = start(command, cwd, memory_bytes)
+    process, job = start(command, cwd, memory_bytes)
     kept, total, flooded = bytearray(), [0], threading.Event()
 
     def read():
@@ -96,7 +146,7 @@ def run_limited(command, cwd, time_limit, memory_bytes, output_cap=OUTPUT_CAP):
             break
         time.sleep(0.05)
     returncode = process.returncode
-    stop_all(process)  # also when it ended by itself: a process it started may still run
+    stop_all(process, job)  # also when it ended by itself: a process it started may still run
     reader.join(timeout=5)
     process.stdout.close()
     return returncode, bytes(kept).decode("utf-8", errors="replace"), stopped

@@ -9,6 +9,7 @@ short: 8 seconds a step, 1 GB of memory.
 """
 
 import csv
+import ctypes
 import os
 import sys
 
@@ -58,7 +59,6 @@ def running(pid):
     return True
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="on Windows the gradebook sets no memory cap (gradebook.py)")
 def test_each_misbehaving_step_scores_0_with_its_reason_and_the_rest_is_graded(tmp_path):
     pid_file = tmp_path / "grandchild.pid"
     submissions = [
@@ -95,3 +95,11 @@ def test_a_submission_that_is_not_a_folder_is_refused_before_anything_runs(tmp_p
     with pytest.raises(ValueError, match="not a folder"):
         gradebook.gradebook([tmp_path / "missing"], tmp_path / "grades.csv", steps=(7,))
     assert not (tmp_path / "grades.csv").exists()
+
+
+@pytest.mark.skipif(sys.maxsize < 2**32, reason="the sizes below are those of a 64-bit Windows")
+def test_the_job_object_limits_have_the_layout_of_windows_own_structures():
+    """Windows reads the bytes as JOBOBJECT_BASIC_LIMIT_INFORMATION (64 bytes on x64) inside
+    JOBOBJECT_EXTENDED_LIMIT_INFORMATION (144 bytes), the memory limit for the whole job at offset 120."""
+    assert ctypes.sizeof(gradebook.BasicLimits) == 64 and ctypes.sizeof(gradebook.ExtendedLimits) == 144
+    assert gradebook.ExtendedLimits.JobMemoryLimit.offset == 120
