@@ -49,10 +49,12 @@ def test_a_layer_norm_with_the_unbiased_variance_or_without_eps_fails_step_1():
 
 
 def test_an_mha_that_writes_its_keys_at_position_0_fails_step_3(monkeypatch):
+    """The reference's mha handed the cache from position 0 on and told n_past = 0: the new keys land at 0."""
     def keys_at_zero(x, c_attn, c_proj, n_head, kv, n_past, mask):
-        return gpt2.mha(x, c_attn, c_proj, n_head, kv[:, :, n_past:], 0, mask) if n_past == 0 else np.zeros_like(x)
+        return gpt2.mha(x, c_attn, c_proj, n_head, kv, 0, mask[:, n_past:])
 
-    assert mha_errors(keys_at_zero, monkeypatch)
+    errors = mha_errors(keys_at_zero, monkeypatch)
+    assert errors and not any("n_past 0)" in error for error in errors)
 
 
 @pytest.mark.parametrize("wrong", ["drawing twice", "upside down", "reporting another u"])
@@ -96,7 +98,6 @@ def test_a_lookup_that_skips_the_token_after_the_match_fails_step_13(monkeypatch
 def test_the_stand_ins_replay_the_reference_and_refuse_what_it_never_did(monkeypatch):
     """A stand-in that answered anything would let a wrong caller pass: asked about rows the reference never
     used, it raises, and the check reports it."""
-    monkeypatch.setattr(sampling, "_verify", verifiers.verifier(None))
     errors = verify_errors(lambda q, proposal, rng, depths: sampling._residual(q[0] * 0 + 1, q[0]), monkeypatch,
                            trees=False)
     assert errors and any("never" in error for error in errors)
