@@ -137,7 +137,8 @@ def exercise_ranges(source, file, keep=()):
             first = node.body[0].end_lineno + 1 if has_docstring else node.body[0].lineno
             last = node.end_lineno
         what = f"this block of {dotted}" if part else dotted
-        label = f"Step {numbers[0]}" if len(numbers) == 1 else f"Steps {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
+        earlier = ", ".join(str(n) for n in numbers[:-1])
+        label = f"Step {numbers[0]}" if len(numbers) == 1 else f"Steps {earlier} and {numbers[-1]}"
         ranges.append((first, last, node.body[0].col_offset, f"{label}: write {what} (see EXERCISES.md)"))
     return sorted(ranges)
 
@@ -160,7 +161,8 @@ def tracked_files(repo):
         if run.returncode != 0:
             raise ValueError(f"git archive HEAD failed in {repo}: {run.stderr.decode(errors='replace').strip()}")
         with tarfile.open(fileobj=io.BytesIO(run.stdout)) as archive:
-            return {member.name: archive.extractfile(member).read() for member in archive.getmembers() if member.isfile()}
+            members = [member for member in archive.getmembers() if member.isfile()]
+            return {member.name: archive.extractfile(member).read() for member in members}
     skip = {".git", "__pycache__", ".pytest_cache", "models"}
     return {path.relative_to(repo).as_posix(): path.read_bytes() for path in sorted(repo.rglob("*"))
             if path.is_file() and not skip & set(path.relative_to(repo).parts)}

@@ -164,7 +164,8 @@ def grade_step(tree, number, time_limit, memory_bytes):
         checks = exercises.checks_or_crash(report, returncode, output)
     failed = [check for check in checks if not check.passed]
     if failed:
-        return 0, f"{failed[0].name}: {failed[0].reason}" + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else "")
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        return 0, f"{failed[0].name}: {failed[0].reason}{more}"
     return 1, ""
 
 

@@ -85,7 +85,8 @@ def forward_part():
             logits, present = result if past is not None else (result, None)
             calls["passes"].append({
                 "name": name, "inputs": list(inputs), "kwargs": kwargs,
-                "past_kv": None if past is None else past.kv.copy(), "past_parents": [] if past is None else list(past.parents),
+                "past_kv": None if past is None else past.kv.copy(),
+                "past_parents": [] if past is None else list(past.parents),
                 "logits": logits, "present_kv": None if present is None else present.kv.copy(),
                 "present_parents": None if present is None else list(present.parents)})
             return present
@@ -153,7 +154,8 @@ def rounds_part():
             sampling._accept, sampling._residual = accept, residual
             try:
                 proposal = sampling.Proposal(tokens=tokens, parents=list(parents), rows=rows)
-                written, origins, checks, target_rows = sampling._verify(q, proposal, np.random.default_rng(seed), depths)
+                rng_of_the_round = np.random.default_rng(seed)
+                written, origins, checks, target_rows = sampling._verify(q, proposal, rng_of_the_round, depths)
             finally:
                 sampling._accept, sampling._residual = original_accept, original_residual
             verify_cases.append({

@@ -1,4 +1,4 @@
-"""EXERCISES.md, the kit's list of steps (exercises.STEPS) and the tests' step markers agree, and the page keeps its promises.
+"""EXERCISES.md, the kit's steps (exercises.STEPS) and the tests' step markers agree; the page keeps its promises.
 
 Read EXERCISES.md and exercises.py first. A step's "**Passing** means N passed" is the number of checks its
 marker selects (`python -m pytest -m stepN`, counted by pytest's own collection in one subprocess), and those

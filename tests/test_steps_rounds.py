@@ -73,7 +73,8 @@ def verify_errors(verify, monkeypatch, trees):
         if len(got["checks"]) != len(expected["checks"]) or not all(
                 g[:2] == e[:2] and np.allclose(g[2:5], e[2:5]) and g[5] == e[5]
                 for g, e in zip(got["checks"], expected["checks"])):
-            errors.append(f"{where}: checks (depth, token, p, q, u, kept) {got['checks']}, expected {expected['checks']}")
+            errors.append(f"{where}: checks (depth, token, p, q, u, kept) {got['checks']}, "
+                          f"expected {expected['checks']}")
     return errors
 
 
