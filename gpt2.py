@@ -234,11 +234,11 @@ def tree_mask(ancestors, n_prefix: int):
 def causal_mask(n_seq: int, n_past: int):
     """[n_seq, n_past + n_seq]: the mask of a chain, new position i sees keys 0 .. n_past + i (-1e10 after).
 
-    A chain is the tree in which each node's parent is the node before, so this is tree_mask of that tree:
-    causal_mask(2, 1) == [[0, 0, -1e10], [0, 0, 0]] (the queries are positions 1 and 2).
+    A chain is the tree in which each node's parent is the node before, so this equals tree_mask of that tree
+    (the tests check it): causal_mask(2, 1) == [[0, 0, -1e10], [0, 0, 0]] (the queries are positions 1 and 2).
     """
-    chain = [i - 1 for i in range(n_seq)]  # [-1, 0, 1, ..., n_seq - 2]
-    return tree_mask(tree_ancestors(chain), n_past)  # [n_seq, n_past + n_seq]
+    hidden = np.full((n_seq, n_past + n_seq), -1e10, dtype=np.float32)  # [n_seq, n_past + n_seq]
+    return np.triu(hidden, k=n_past + 1)  # key j is hidden from new position i when j > n_past + i
 
 
 def attention(q, k, v, mask):
