@@ -34,6 +34,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 import exercises
+import safe_files
 
 TIME_LIMIT_SECONDS = 120.0
 MEMORY_CAP_BYTES = 2 * 1024**3
@@ -178,20 +179,6 @@ def submission_tree(template, submission, folder):
     return folder
 
 
-def write_csv_atomically(path, rows):
-    """Write the CSV into a temporary file in the destination folder, then rename it over `path` (a reader never
-    sees half a file)."""
-    path = Path(path).resolve()
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", newline="", encoding="utf-8") as out:
-            csv.writer(out).writerows(rows)
-        os.replace(temporary, path)
-    except BaseException:
-        os.remove(temporary)
-        raise
-
-
 def gradebook(submissions, csv_path, steps=exercises.GRADED, time_limit=TIME_LIMIT_SECONDS,
               memory_bytes=MEMORY_CAP_BYTES, repo=exercises.HERE):
     """Grade every submission folder on `steps` with the teacher's repository `repo`; write the CSV (a row per
@@ -218,7 +205,8 @@ def gradebook(submissions, csv_path, steps=exercises.GRADED, time_limit=TIME_LIM
                     bar.update()
                 rows.append([str(submission), *scores, sum(scores), "; ".join(reasons)])
                 exercises.remove_tree(tree)
-        write_csv_atomically(csv_path, rows)
+        with safe_files.written_atomically(Path(csv_path), "w", encoding="utf-8", newline="") as out:
+            csv.writer(out).writerows(rows)  # a fresh file renamed into place: never half a file, never through a link
     finally:
         exercises.remove_tree(scratch)
     return rows
