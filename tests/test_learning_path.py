@@ -126,19 +126,44 @@ def exercise_functions():
     return found
 
 
-def test_no_readme_link_lands_inside_an_exercises_answer():
-    """The README comes first: a line link into `_verify`'s body shows Step 9's answer before the step. Every
-    line link must land outside the functions EXERCISES.md asks the learner to write."""
+def links_below_an_answer(links, answers):
+    """[(link, the exercise function it lands in or below)] of line links [(name, path, line)], given the
+    exercise functions {(path, name)}."""
     import ast
 
-    answers = exercise_functions()
-    assert ("sampling.py", "_verify") in answers, "EXERCISES.md's table no longer names _verify's file"
-    for name, path, line in line_links(README):
+    found = []
+    for name, path, line in links:
         tree = ast.parse((REPO_ROOT / path).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and (path, node.name) in answers:
-                assert not node.lineno <= line <= node.end_lineno, (
-                    f"[`{name}`]({path}#L{line}) lands inside {node.name}, an answer in EXERCISES.md: link the step")
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and (path, node.name) in answers \
+                    and node.lineno <= line:
+                found.append((f"[`{name}`]({path}#L{line})", node.name))
+    return found
+
+
+def test_no_readme_link_lands_inside_or_below_an_exercises_answer():
+    """The README comes first: a line link into `_verify`'s body shows Step 9's answer before the step. And a
+    learner's answer is as long as it is: a link below an answer in the same file would move with it, so a
+    correct solution would fail the line-link check. Every line link lands above every function EXERCISES.md
+    asks the learner to write in its file; code further down is named with its file (`AutoK` in lookahead.py)."""
+    answers = exercise_functions()
+    assert ("sampling.py", "_verify") in answers, "EXERCISES.md's table no longer names _verify's file"
+    found = links_below_an_answer(line_links(README) + line_links(BENCHMARKS), answers)
+    assert not found, "; ".join(f"{link} lands in or below {name}, an answer in EXERCISES.md: name its file, "
+                                f"or link the step" for link, name in found)
+
+
+def test_the_link_below_an_answer_check_has_teeth():
+    """A link to `_sample`, below `_accept` in sampling.py, is caught; one to `as_drafter`, above it, is not."""
+    answers = {("sampling.py", "_accept")}
+    sample, as_drafter = (next(i for i, line in enumerate(SAMPLING_LINES, 1) if line.startswith(f"def {name}("))
+                          for name in ("_sample", "as_drafter"))
+    assert links_below_an_answer([("def _sample", "sampling.py", sample)], answers) == [
+        (f"[`def _sample`](sampling.py#L{sample})", "_accept")]
+    assert links_below_an_answer([("def as_drafter", "sampling.py", as_drafter)], answers) == []
+
+
+SAMPLING_LINES = (REPO_ROOT / "sampling.py").read_text(encoding="utf-8").splitlines()
 
 
 def test_the_trace_excerpts_p_and_q_are_the_range_the_text_gives():
