@@ -73,6 +73,18 @@ def test_the_worked_rounds_are_what_speculative_sampling_writes_with_the_same_se
     assert out[len(worked_round.PROMPT) :] == written
 
 
+def test_running_the_worked_round_leaves_the_repositorys_pictures_alone(tmp_path, monkeypatch, capsys):
+    """`python tools/worked_round.py` is for a learner to run: it draws into a new temporary folder, and only
+    the figures command (which passes --out img) rewrites the README's pictures in img/."""
+    pytest.importorskip("matplotlib")
+    pictures = {path: path.stat().st_mtime_ns for path in (REPO_ROOT / "img").iterdir()}
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    worked_round.main()
+    assert {path: path.stat().st_mtime_ns for path in (REPO_ROOT / "img").iterdir()} == pictures
+    drawn = sorted(path.name for path in tmp_path.rglob("*.png"))
+    assert drawn == ["kv_caches_round.png", "worked_round_overlap.png"], drawn
+
+
 def test_the_worked_round_uses_the_exactness_tests_tables():
     try:
         from markov import DRAFT_TABLE, TARGET_TABLE
