@@ -20,7 +20,7 @@ def test_the_readme_stays_a_short_learning_path():
 
 def project_texts():
     """{path: text} of the pages and every .py file of the project (top level, tools/, tests/)."""
-    paths = [REPO_ROOT / name for name in ("README.md", "BENCHMARKS.md", "EXERCISES.md")]
+    paths = [REPO_ROOT / name for name in ("README.md", "BENCHMARKS.md", "EXERCISES.md", "GLOSSARY.md")]
     paths += sorted(path for folder in ("", "tools", "tests") for path in (REPO_ROOT / folder).glob("*.py"))
     return {path.relative_to(REPO_ROOT): path.read_text(encoding="utf-8") for path in paths}
 
@@ -59,6 +59,18 @@ TERMS = {  # term: (its first use must be at or after this definition, a regex f
     "c": ("**c**", letter("c")),
     "β": ("**β**", r"β"),
     "the floor": ("**the floor**", r"\bthe floor\b"),
+    "target": ("the big model (the **target**)", r"\btarget\b"),
+    "draft": ("a small **draft** model", r"\bdraft\b"),
+    "drafter": ("a **drafter** is", r"\bdrafter"),
+    "BPE": ("the **BPE** (byte-pair encoding", r"\bBPE\b"),
+    "tiktoken": ("**tiktoken** (OpenAI's", r"\btiktoken\b"),
+    "K": ("**K** is the number of guesses per round", letter("K")),
+    "top-k and top-p": ("**top-k** and **top-p**", r"\btop-[kp]\b"),
+    "picoGPT": ("(**picoGPT**'s way:", r"picoGPT"),
+    "total variation": ("**total variation**", r"total.variation"),
+    "McDiarmid": ("**McDiarmid's inequality**", r"McDiarmid"),
+    "suffix automaton": ("**suffix automaton**", r"suffix automaton"),
+    "OpenBLAS": ("**OpenBLAS**", r"OpenBLAS"),
 }
 
 
@@ -83,7 +95,7 @@ def test_every_term_is_defined_before_its_first_use_or_links_to_its_definition(t
         assert links_to_a_definition(line), f"{term!r} is used before it is defined: {line.strip()!r}"
 
 
-DEFINING_SECTIONS = ("(#glossary)", "(#how-a-round-works-with-numbers)", "(#drafters-and-trees)",
+DEFINING_SECTIONS = ("(GLOSSARY.md)", "(#how-a-round-works-with-numbers)", "(#drafters-and-trees)",
                      "(#when-does-it-pay-off-on-a-cpu)")
 
 

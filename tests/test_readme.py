@@ -112,8 +112,11 @@ def test_line_links_land_on_the_code_their_text_names():
 
 
 def test_the_glossary_defines_the_terms_a_learner_meets():
-    glossary = README.split("## Glossary", 1)[1].split("\n## ", 1)[0]
-    for term in ("α (alpha)", "KV cache", "memory-bound", "the floor", "OpenBLAS repacking", '"never"'):
+    glossary = (REPO_ROOT / "GLOSSARY.md").read_text(encoding="utf-8")
+    assert "(GLOSSARY.md)" in README.split("\n## ", 1)[0], "the README's opening links the glossary"
+    for term in ("α (alpha)", "KV cache", "memory-bound", "the floor", "OpenBLAS repacking", '"never"', "BPE",
+                 "tiktoken", "drafter", "target", "top-k, top-p", "picoGPT", "total variation", "McDiarmid",
+                 "suffix automaton", "**OpenBLAS:**"):
         assert term in glossary, term
 
 
@@ -483,7 +486,8 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
         assert any(f"<!-- {name}: begin (" in page for page in PAGES.values()), f"no page has marks for {name}"
     for name, check in CHECKS.items():
         check(parts[name])
-    assert "OPENBLAS_NUM_THREADS=1 python tools/benchmark_forward.py --sizes ''" in parts["forward-run"]
+    assert "`python tools/benchmark_forward.py --sizes ''" in parts["forward-run"]
+    assert "with `OPENBLAS_NUM_THREADS=1` in the environment" in parts["forward-run"]
     labels = [row[0] for row in markdown_rows(parts["context-table"])[1:]]
     assert "ms/token, median, 1 thread" in labels and len(labels) == 4, labels  # two rows per thread count
     assert "skipped" in parts["peer-speed"]

@@ -2,17 +2,23 @@
 
 Read gpt2.py's `random_params` (the weights) and hf_folder.py (the Hugging Face folder the demo loads) first.
 
-    python tools/random_models.py                                 # writes /tmp/random-124M and /tmp/random-355M
-    python tools/random_models.py --sizes 124M --folder /tmp/gpt2  # writes /tmp/gpt2/random-124M
+    python tools/random_models.py                          # writes random-124M and random-355M
+    python tools/random_models.py --sizes 124M --folder gpt2  # writes gpt2/random-124M
+    python tools/random_models.py --trace                  # writes random-tiny-near and random-tiny-target
+
+The folders go into --folder, by default the system's temporary folder (tempfile.gettempdir(): /tmp on Linux);
+the command prints each path it wrote. --trace writes the tiny models of the README's trace excerpt instead
+(n_embd 8, tests/test_main.py's: a target, and a draft that is the target plus noise).
 
 Each folder is a Hugging Face GPT-2 folder (config.json, model.safetensors) with OpenAI's tokenizer files
-(encoder.json, vocab.bpe) copied in, so `python main.py --draft_model_size /tmp/random-124M ...` loads it like
+(encoder.json, vocab.bpe) copied in, so `python main.py --draft_model_size /tmp/random-124M` loads it like
 any other. The weights come from np.random.default_rng(--seed), one generator for all the sizes in order, as
 make_readme_figures.py's sample run draws them: with the default seed these are the sample run's models. The
 tokenizer files are read from $GPT2_MODELS_DIR/124M, else models/124M (`python main.py` downloads them there).
 """
 
 import sys
+import tempfile
 from pathlib import Path
 
 import fire
@@ -56,11 +62,30 @@ def write_random_models(sizes, folder, seed=SAMPLE_RUN_SEED, tokenizer_dir=None)
     return targets
 
 
-def main(sizes="124M,355M", folder="/tmp", seed=SAMPLE_RUN_SEED):
-    """Write folder/random-SIZE for each of the comma-separated sizes (see the module docstring)."""
+def write_trace_models(folder, tokenizer_dir=None):
+    """[folder/random-tiny-near, folder/random-tiny-target]: the README's trace run's models, as
+    tests/test_main.py makes them (the target tiny_params(seed=1); the draft it plus noise of scale 0.2)."""
+    from conftest import models_dir
+    from test_main import TINY_HPARAMS, near_params, tiny_params, write_hf_folder
+
+    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else models_dir() / "124M"
+    near, target = Path(folder) / "random-tiny-near", Path(folder) / "random-tiny-target"
+    for path in (near, target):
+        if path.exists():
+            raise ValueError(f"{path} exists already: delete it, or write elsewhere with --folder")
+    params = tiny_params(seed=1)
+    write_hf_folder(near, near_params(params, np.random.default_rng(5), 0.2), TINY_HPARAMS, tokenizer_dir)
+    write_hf_folder(target, params, TINY_HPARAMS, tokenizer_dir)
+    return [near, target]
+
+
+def main(sizes="124M,355M", folder=None, seed=SAMPLE_RUN_SEED, trace=False):
+    """Write folder/random-SIZE for each of the comma-separated sizes, or with --trace the trace run's two tiny
+    models (see the module docstring). folder: by default the system's temporary folder."""
     sizes = sizes.split(",") if isinstance(sizes, str) else [str(size) for size in sizes]
+    folder = tempfile.gettempdir() if folder is None else folder
     with errors_as_one_line():  # a missing tokenizer or an existing folder: one line, exit code 2
-        paths = write_random_models(sizes, folder, seed)
+        paths = write_trace_models(folder) if trace else write_random_models(sizes, folder, seed)
     for path in paths:
         print(f"wrote {path}")
 
