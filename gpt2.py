@@ -387,10 +387,10 @@ def column_major(params: dict) -> dict:
     Shapes and values do not change: w is still [n_in, n_out] and `x @ w` is the same product; only the order
     of the numbers in memory does. A decoding step multiplies ONE row x by each w. With w stored column by
     column, each output x @ w[:, j] is a dot product over contiguous memory, which OpenBLAS streams faster
-    than scaling and adding whole rows (the design table in BENCHMARKS.md's "Speed of the
-    forward pass" times both layouts on 124M's 48 block matrices, in the same run as its other figures). (The LM head, x @ wte.T, gets this layout for free:
-    wte.T is wte read column by column.) The loaders in utils.py and `random_params` return parameters in
-    this layout.
+    than scaling and adding whole rows (the design table in BENCHMARKS.md's "Speed of the forward pass" times
+    both layouts on 124M's 48 block matrices, in the same run as its other figures). (The LM head, x @ wte.T,
+    gets this layout for free: wte.T is wte read column by column.) The loaders in utils.py and `random_params`
+    return parameters in this layout.
     """
 
     def convert(tree):

@@ -70,7 +70,8 @@ def stale_pointers(texts):
                     stale.append(f"{where}:{line}: {match.group(0)!r} ({path} defines no {name})")
         for match in MODULE_NAME.finditer(text):
             module, name = (group for group in match.groups() if group)
-            if name not in FILE_EXTENSIONS and find_file(f"{module}.py") and not defines(find_file(f"{module}.py").read_text("utf-8"), name):
+            found = find_file(f"{module}.py")
+            if name not in FILE_EXTENSIONS and found and not defines(found.read_text(encoding="utf-8"), name):
                 line = text[: match.start()].count("\n") + 1
                 stale.append(f"{where}:{line}: {match.group(0)!r} ({module}.py defines no {name})")
         for match in SECTION_OF_PAGE.finditer(text):

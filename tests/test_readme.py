@@ -254,6 +254,26 @@ def test_random_models_writes_loadable_folders_of_the_given_shapes_and_never_ove
         write_random_models([str(tiny)], tmp_path / "a", seed=5, tokenizer_dir=release_124M_dir)
 
 
+def test_the_readmes_trace_command_runs_on_the_models_random_models_trace_writes(tmp_path, release_124M_dir):
+    """The README shows the trace excerpt's run whole: `tools/random_models.py --trace` writes the models of
+    tests/test_main.py's trace run (whose output the test there compares with the excerpt), and main.py's
+    command names them with the same flags."""
+    from test_main import PROMPT, TINY_HPARAMS, near_params, tiny_params
+    from tools.random_models import write_trace_models
+    from utils import load_model
+
+    near, target = write_trace_models(tmp_path, tokenizer_dir=release_124M_dir)
+    (_, _, near_loaded), (_, _, target_loaded) = load_model(near), load_model(target)
+    params = tiny_params(seed=1)
+    assert np.array_equal(target_loaded["wte"], params["wte"])
+    assert np.array_equal(near_loaded["wte"], near_params(params, np.random.default_rng(5), 0.2)["wte"])
+    assert load_model(near)[1]["n_embd"] == TINY_HPARAMS["n_embd"]
+    command = README.split("python tools/random_models.py --trace --folder models\n", 1)[1].split("\n", 1)[0]
+    assert command == (f'python main.py --prompt "{PROMPT}" --n_tokens_to_generate 30 --K 4 --temperature 1 '
+                       f"--trace --draft_model_size models/{near.name} --target_model_size models/{target.name} "
+                       f"--plot rounds.png")
+
+
 # ------------------------------------------------------------------------------------------------------------
 # The parts from tools/benchmark_forward.py, tools/measure_loading.py and the small timings: each table agrees with
 # itself (a ratio is the quotient of the cells it names, to their rounding), whatever the run measured

@@ -11,9 +11,10 @@ can take: `cat` reuses one small buffer, a load must fault in fresh pages for ev
     python tools/measure_loading.py --sizes 124M --json loading.json        # also write the numbers
 
 Linux only: the peak comes from /proc, and the file is read by `cat`. A size is a released one or a model
-folder (its shapes; the weights are random). Each size's files are deleted before the next size is written. Of --repeats loads of each file, the peak is the largest (the memory
-a load may need) and the time the best (noise only ever adds time). Not a test (it takes minutes and
-gigabytes); tools/make_readme_figures.py runs it with --json and writes BENCHMARKS.md's "Loading weights" table.
+folder (its shapes; the weights are random). Each size's files are deleted before the next size is written. Of
+--repeats loads of each file, the peak is the largest (the memory a load may need) and the time the best (noise
+only ever adds time). Not a test (it takes minutes and gigabytes); tools/make_readme_figures.py runs it with
+--json and writes BENCHMARKS.md's "Loading weights" table.
 """
 
 import argparse

@@ -36,25 +36,33 @@ from cli import errors_as_one_line  # noqa: E402
 SAMPLE_RUN_SEED = 123  # the seed of the README's sample run (make_readme_figures.py: its seed 0 + 123)
 
 
-def write_random_models(sizes, folder, seed=SAMPLE_RUN_SEED, tokenizer_dir=None):
-    """[the folders written]: folder/random-NAME for each size (a released size, a Hugging Face name or a model
-    folder, whose shapes are used), random weights from one np.random.default_rng(seed). Two equal names
-    become random-NAME-draft and random-NAME-target."""
+def checked_folders(names, folder, tokenizer_dir=None):
+    """(tokenizer folder, [folder/random-NAME for each name]), or a ValueError if the tokenizer files are missing
+    or a folder exists already (a second run must not silently mix two models)."""
     from conftest import models_dir  # $GPT2_MODELS_DIR, else models/
-    from test_main import write_hf_folder
 
     tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else models_dir() / "124M"
     missing = [name for name in ("encoder.json", "vocab.bpe") if not (tokenizer_dir / name).is_file()]
     if missing:
         raise ValueError(f"OpenAI's tokenizer files {missing} are not in {tokenizer_dir}: run `python main.py` once "
                          f"(it downloads them into models/124M), or set GPT2_MODELS_DIR to a folder holding 124M/")
-    names = [model_name(size) for size in sizes]
-    if len(names) == 2 and names[0] == names[1]:
-        names = [f"{names[0]}-draft", f"{names[1]}-target"]
     targets = [Path(folder) / f"random-{name}" for name in names]
     for target in targets:
         if target.exists():
             raise ValueError(f"{target} exists already: delete it, or write elsewhere with --folder")
+    return tokenizer_dir, targets
+
+
+def write_random_models(sizes, folder, seed=SAMPLE_RUN_SEED, tokenizer_dir=None):
+    """[the folders written]: folder/random-NAME for each size (a released size, a Hugging Face name or a model
+    folder, whose shapes are used), random weights from one np.random.default_rng(seed). Two equal names
+    become random-NAME-draft and random-NAME-target."""
+    from test_main import write_hf_folder
+
+    names = [model_name(size) for size in sizes]
+    if len(names) == 2 and names[0] == names[1]:
+        names = [f"{names[0]}-draft", f"{names[1]}-target"]
+    tokenizer_dir, targets = checked_folders(names, folder, tokenizer_dir)
     rng = np.random.default_rng(seed)
     for size, target in zip(sizes, targets):
         hparams = hparams_of(size)
@@ -65,14 +73,9 @@ def write_random_models(sizes, folder, seed=SAMPLE_RUN_SEED, tokenizer_dir=None)
 def write_trace_models(folder, tokenizer_dir=None):
     """[folder/random-tiny-near, folder/random-tiny-target]: the README's trace run's models, as
     tests/test_main.py makes them (the target tiny_params(seed=1); the draft it plus noise of scale 0.2)."""
-    from conftest import models_dir
     from test_main import TINY_HPARAMS, near_params, tiny_params, write_hf_folder
 
-    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else models_dir() / "124M"
-    near, target = Path(folder) / "random-tiny-near", Path(folder) / "random-tiny-target"
-    for path in (near, target):
-        if path.exists():
-            raise ValueError(f"{path} exists already: delete it, or write elsewhere with --folder")
+    tokenizer_dir, (near, target) = checked_folders(["tiny-near", "tiny-target"], folder, tokenizer_dir)
     params = tiny_params(seed=1)
     write_hf_folder(near, near_params(params, np.random.default_rng(5), 0.2), TINY_HPARAMS, tokenizer_dir)
     write_hf_folder(target, params, TINY_HPARAMS, tokenizer_dir)
