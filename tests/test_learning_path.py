@@ -207,7 +207,7 @@ def requirement_names(path):
         if line.startswith("-r "):
             names += requirement_names(path.parent / line[3:].strip())
         elif line:
-            names.append(re.split(r"[<>=!~ \[]", line, 1)[0])
+            names.append(re.split(r"[<>=!~ \[]", line, maxsplit=1)[0])
     return names
 
 
