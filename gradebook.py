@@ -44,7 +44,11 @@ ON_WINDOWS = os.name == "nt"
 
 
 def posix_memory_cap(memory_bytes):
-    """A function for Popen's preexec_fn: caps the child's address space. POSIX only."""
+    """A function for Popen's preexec_fn: caps the child's address space. POSIX only (None on Windows, where
+    the Job Object caps memory)."""
+    if ON_WINDOWS:
+        return None
+
     def cap():
         import resource  # POSIX only: imported in the child, never on Windows
 

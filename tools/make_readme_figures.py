@@ -395,7 +395,7 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
     if exactness:
         blocks["exactness-table"] = exactness_table()
     if not dry_run:
-        worked_round.main(img_dir)
+        worked_round.main(out=img_dir)
 
     quiet = io.StringIO()
     with contextlib.redirect_stdout(quiet):  # benchmark.py's own tables: the README gets markdown instead

@@ -7,13 +7,14 @@ the time of reading the file's bytes (`cat`) from the same warm page cache, and 
 one fresh array in a fresh process (the least that any loader which copies the weights into its own memory
 can take: `cat` reuses one small buffer, a load must fault in fresh pages for every byte).
 
-    python tools/measure_loading.py --sizes 124M,1558M --folder /tmp/gpt2-load   # ~13 GB of disk at a time
-    python tools/measure_loading.py --sizes 124M --json loading.json             # also write the numbers
+    python tools/measure_loading.py --sizes 124M,1558M --folder gpt2-load   # ~13 GB of disk at a time
+    python tools/measure_loading.py --sizes 124M --json loading.json        # also write the numbers
 
-A size is a released one or a model folder (its shapes; the weights are random). Each size's files are
-deleted before the next size is written. Of --repeats loads of each file, the peak is the largest (the memory
-a load may need) and the time the best (noise only ever adds time). Not a test (it takes minutes and
-gigabytes); tools/make_readme_figures.py runs it with --json and writes BENCHMARKS.md's "Loading weights" table.
+Linux only: the peak comes from /proc, and the file is read by `cat`. A size is a released one or a model
+folder (its shapes; the weights are random). Each size's files are deleted before the next size is written. Of
+--repeats loads of each file, the peak is the largest (the memory a load may need) and the time the best (noise
+only ever adds time). Not a test (it takes minutes and gigabytes); tools/make_readme_figures.py runs it with
+--json and writes BENCHMARKS.md's "Loading weights" table.
 """
 
 import argparse
@@ -21,6 +22,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -113,10 +115,13 @@ def measure_size(size, root, repeats):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="124M", help="comma-separated sizes or model folders")
-    parser.add_argument("--folder", default="/tmp/gpt2-load", help="where the files are written (then deleted)")
+    parser.add_argument("--folder", default=str(Path(tempfile.gettempdir()) / "gpt2-load"),
+                        help="where the files are written (then deleted); default: gpt2-load in the temporary folder")
     parser.add_argument("--repeats", type=int, default=2, help="loads of each file, each in a fresh process")
     parser.add_argument("--json", help="a file to write the rows into, for make_readme_figures.py")
     args = parser.parse_args()
+    if not Path("/proc/self/status").is_file():
+        raise SystemExit("tools/measure_loading.py measures on Linux only: it reads a process's peak memory from /proc")
     sizes = [size for size in args.sizes.split(",") if size.strip()]
     try:
         for size in sizes:
