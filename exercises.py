@@ -80,6 +80,8 @@ TEACHER_ONLY = (
     "tests/test_gradebook.py",
     "tests/test_readme.py",  # reads tools/worked_round.py
     "tests/test_learning_path.py",  # reads tests/test_readme.py
+    "tests/test_pointers.py",  # imports tests/test_learning_path.py
+    "tests/test_portability.py",  # likewise
     "tools/worked_round.py",  # a round's rules written out again
     "tools/make_readme_figures.py",  # imports both
 )
