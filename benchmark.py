@@ -76,7 +76,6 @@ Plots (written into --img_dir if matplotlib is installed: `pip install -r requir
 (`nocache` instead of `cache` with --kv_cache False.)
 """
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,6 +91,7 @@ from sampling import AutoregressiveStats, SpeculativeStats, autoregressive_sampl
 from model_fn import create_model_fn
 from download import MODEL_SIZES
 from hf_folder import read_hf_hparams
+from weights import read_openai_hparams
 from hub import DISTILGPT2_HPARAMS, HUB_MODELS
 from tools.benchmark_plots import import_pyplot, plot_drafters, plot_measured, plot_random
 from tools.compare_drafters import (
@@ -342,7 +342,7 @@ def hparams_of(name):
         return HPARAMS[sizes[name]] if sizes[name] else DISTILGPT2_HPARAMS
     folder = Path(name)
     if (folder / "hparams.json").is_file():
-        return json.loads((folder / "hparams.json").read_text())
+        return read_openai_hparams(folder / "hparams.json")  # checked as the loaders check it
     if (folder / "config.json").is_file():
         return read_hf_hparams(folder / "config.json")
     raise ValueError(f"{name!r} is neither one of {', '.join(MODEL_SIZES + tuple(HUB_MODELS))} nor a folder with GPT-2 "

@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from encoder import MAX_VOCABULARY_FILE_BYTES
 from tf_checkpoint import MAX_INDEX_BYTES
-from weights import MAX_CONFIG_BYTES, read_openai_hparams, shown
+from weights import MAX_CONFIG_BYTES, os_error_text, read_openai_hparams, shown
 
 MODEL_SIZES = ("124M", "355M", "774M", "1558M")
 
@@ -128,7 +128,7 @@ def writing_into(folder, hint=""):
     except IsADirectoryError as error:  # a folder where a file belongs: only its owner should delete a folder
         raise DownloadError(f"{error.filename} is a folder where a file belongs: delete it and run again") from None
     except OSError as error:
-        raise DownloadError(f"cannot write into {folder}: {error.strerror or error} ({error.filename}){hint}") from None
+        raise DownloadError(f"cannot write into {folder}: {os_error_text(error)}{hint}") from None
 
 
 def download_gpt2_files(model_size, model_dir, base_url=None, retries=5, backoff_seconds=1.0, timeout_seconds=30.0,
