@@ -15,7 +15,6 @@ tokenizer files are read from $GPT2_MODELS_DIR/124M, else models/124M (`python m
 import sys
 from pathlib import Path
 
-import fire
 import numpy as np
 
 # `python tools/random_models.py` puts tools/ first on the path: put the repository's root there too, and
@@ -25,7 +24,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from benchmark import hparams_of, model_name  # noqa: E402
 from gpt2 import random_params  # noqa: E402
-from cli import errors_as_one_line  # noqa: E402
+from cli import MAX_SEED, as_whole_number, errors_as_one_line  # noqa: E402
+from commands import as_names, check_output_folder, run_script  # noqa: E402
 
 SAMPLE_RUN_SEED = 123  # the seed of the README's sample run (make_readme_figures.py: its seed 0 + 123)
 
@@ -58,12 +58,15 @@ def write_random_models(sizes, folder, seed=SAMPLE_RUN_SEED, tokenizer_dir=None)
 
 def main(sizes="124M,355M", folder="/tmp", seed=SAMPLE_RUN_SEED):
     """Write folder/random-SIZE for each of the comma-separated sizes (see the module docstring)."""
-    sizes = sizes.split(",") if isinstance(sizes, str) else [str(size) for size in sizes]
-    with errors_as_one_line():  # a missing tokenizer or an existing folder: one line, exit code 2
-        paths = write_random_models(sizes, folder, seed)
+    with errors_as_one_line():  # a bad flag, a missing tokenizer or an existing folder: one line, exit code 2
+        sizes = as_names(sizes, "--sizes")
+        for size in sizes:
+            hparams_of(size)
+        folder = check_output_folder(folder, "--folder")
+        paths = write_random_models(sizes, folder, as_whole_number(seed, "--seed", 0, MAX_SEED))
     for path in paths:
         print(f"wrote {path}")
 
 
 if __name__ == "__main__":
-    fire.Fire(main)
+    run_script(main, sys.argv[1:], "tools/random_models.py")

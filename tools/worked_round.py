@@ -30,6 +30,8 @@ try:  # the sampler helper moves the tables into tests/markov.py; the exactness 
     from markov import DRAFT_TABLE, TARGET_TABLE
 except ImportError:
     from test_speculative_exactness import DRAFT_TABLE, TARGET_TABLE
+from cli import errors_as_one_line  # noqa: E402
+from commands import check_output_folder, run_script  # noqa: E402
 
 PROMPT = [0, 0, 0]  # ends in (0, 0), where p = [0.2, 0.3, 0.5] and q = [0.6, 0.4, 0.0] overlap only partly
 SEED = 65
@@ -212,6 +214,9 @@ def save(plt, fig, path):
 
 
 def main(img_dir=REPO / "img"):
+    """Print the worked rounds and draw their two pictures into img_dir."""
+    with errors_as_one_line():
+        img_dir = check_output_folder(img_dir, "--img_dir")
     rounds = worked_rounds()
     print(report(rounds))
     import matplotlib
@@ -226,4 +231,4 @@ def main(img_dir=REPO / "img"):
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main, sys.argv[1:], "tools/worked_round.py")
