@@ -12,6 +12,7 @@ make_readme_figures.py's sample run draws them: with the default seed these are 
 tokenizer files are read from $GPT2_MODELS_DIR/124M, else models/124M (`python main.py` downloads them there).
 """
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -52,7 +53,11 @@ def write_random_models(sizes, folder, seed=SAMPLE_RUN_SEED, tokenizer_dir=None)
     rng = np.random.default_rng(seed)
     for size, target in zip(sizes, targets):
         hparams = hparams_of(size)
-        write_hf_folder(target, random_params(hparams, rng), hparams, tokenizer_dir)
+        try:
+            write_hf_folder(target, random_params(hparams, rng), hparams, tokenizer_dir)
+        except OSError as error:  # a full disk, say: no half-written model is left to be loaded later
+            shutil.rmtree(target, ignore_errors=True)
+            raise OSError(error.errno, error.strerror, str(target)) from None
     return targets
 
 
