@@ -76,22 +76,24 @@ Plots (written into --img_dir if matplotlib is installed: `pip install -r requir
 (`nocache` instead of `cache` with --kv_cache False.)
 """
 
-import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import fire
 import numpy as np
 from tqdm import tqdm
 
 from gpt2 import HPARAMS, random_params
 from lookahead import AUTO_K_MAX, break_even_alpha, predicted_speedup
-from cli import check_model_names, check_sampling_flags, check_whole_number, errors_as_one_line
+from cli import MAX_SEED, as_bool, as_text, as_whole_number, check_model_names, check_models_dir, check_sampling_flags
+from cli import check_whole_number, errors_as_one_line
+from commands import as_fractions, as_whole_numbers, check_output_folder, run_script
 from main import check_same_tokenizer, download_and_load, timed
 from sampling import AutoregressiveStats, SpeculativeStats, autoregressive_sampling, speculative_sampling
 from model_fn import create_model_fn
 from download import MODEL_SIZES
 from hf_folder import read_hf_hparams
+from weights import read_openai_hparams
 from hub import DISTILGPT2_HPARAMS, HUB_MODELS
 from tools.benchmark_plots import import_pyplot, plot_drafters, plot_measured, plot_random
 from tools.compare_drafters import (
@@ -342,7 +344,7 @@ def hparams_of(name):
         return HPARAMS[sizes[name]] if sizes[name] else DISTILGPT2_HPARAMS
     folder = Path(name)
     if (folder / "hparams.json").is_file():
-        return json.loads((folder / "hparams.json").read_text())
+        return read_openai_hparams(folder / "hparams.json")  # checked as the loaders check it
     if (folder / "config.json").is_file():
         return read_hf_hparams(folder / "config.json")
     raise ValueError(f"{name!r} is neither one of {', '.join(MODEL_SIZES + tuple(HUB_MODELS))} nor a folder with GPT-2 "
@@ -446,8 +448,12 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
     """`main` (same arguments), returning what it measured: {"costs": [Costs per cache setting, --kv_cache's
     first], "autoregressive": Run, "speculative": {K: Run}, "drafter_rows": [[str]], "tree_rows": [[str]]}
     (the last two: table rows, header first, or None; tools/make_readme_figures.py builds on all of it)."""
-    with errors_as_one_line():
-        Ks, alphas = as_list(Ks, "Ks", int), as_list(alphas, "alphas", float)
+    with errors_as_one_line():  # every flag first (commands.py's checkers), then the models
+        Ks, alphas = as_whole_numbers(Ks, "--Ks"), as_fractions(alphas, "--alphas")
+        seed = as_whole_number(seed, "--seed", 0, MAX_SEED)
+        kv_cache, random_weights = as_bool(kv_cache, "--kv_cache"), as_bool(random_weights, "--random_weights")
+        check_models_dir(as_text(models_dir, "--models_dir"))
+        check_output_folder(img_dir, "--img_dir")
         drafter_names = [] if drafters is None else as_list(drafters.split(",") if isinstance(drafters, str)
                                                             else drafters, "drafters", str)
         drafter_Ks = as_list(drafter_Ks, "drafter_Ks", lambda v: v)  # whole numbers, "auto", "hf": checked below
@@ -455,8 +461,6 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
         check_drafter_flags(drafter_names, drafter_Ks if drafter_names else [], trees, max_ngram)
         check_whole_number(k_max, "--k_max", 1)
         prompts = [prompts] if isinstance(prompts, str) else as_list(prompts, "prompts", str)
-        for K in Ks:
-            check_whole_number(K, "every K in --Ks", 1)
         for flag, value in (("--n_tokens_to_generate", n_tokens_to_generate), ("--prefix_length", prefix_length),
                             ("--repeats", repeats)):
             check_whole_number(value, flag, 1)
@@ -550,4 +554,4 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
 
 
 if __name__ == "__main__":
-    fire.Fire(main)
+    run_script(main, sys.argv[1:], "benchmark.py")

@@ -30,7 +30,7 @@ import lookahead
 import show
 from download import MODEL_SIZES, DownloadError, download_deadline
 from hub import HUB_MODELS, check_model_name
-from weights import CheckpointError, shown
+from weights import CheckpointError, os_error_text, shown
 
 RELEASED_N_CTX = 1024  # the context of all four released sizes
 DRAFTERS = ("model", "lookup", "staged")
@@ -443,11 +443,12 @@ def _is_flag(argument):
     return argument.startswith("--") or re.match(r"^-[a-zA-Z]", argument) is not None
 
 
-def parse_command_line(argv, function):
+def parse_command_line(argv, function, script="main.py"):
     """The keyword arguments that `argv` gives `function`, as text (True/False for a bare --flag / --noflag).
 
     The syntax is fire's (see the module docstring). An unknown flag is a ValueError naming the closest known
     one; so is a value given twice, an ambiguous -x, or more values by position than the function takes.
+    `script` is named in the messages (benchmark.py and the tools/ scripts check their flags here too).
     >>> parse_command_line(["--K=3", "--nokv_cache", "--temprature", "0"], main)
     Traceback (most recent call last):
     ...
@@ -458,8 +459,8 @@ def parse_command_line(argv, function):
     while i < len(argv):
         argument = argv[i]
         if argument == "--":
-            raise ValueError("a bare -- (fire's separator for its own flags) is not used by main.py: "
-                             "python main.py --help lists every flag")
+            raise ValueError(f"a bare -- (fire's separator for its own flags) is not used by {script}: "
+                             f"python {script} --help lists every flag")
         if not _is_flag(argument):
             positional.append(argument)
             i += 1
@@ -484,7 +485,7 @@ def parse_command_line(argv, function):
             hint = f" (did you mean --{close[0]}?)" if close else ""
             flag = argument.split("=")[0]
             flag = flag if len(flag) <= MAX_SHOWN else f"{flag[:MAX_SHOWN]}... ({len(flag):,} characters)"
-            raise ValueError(f"unknown flag {flag}{hint}; python main.py --help lists every flag")
+            raise ValueError(f"unknown flag {flag}{hint}; python {script} --help lists every flag")
         if name in kwargs:
             raise ValueError(f"--{name} is given twice; give it once")
         if has_value or value is False:
@@ -522,8 +523,7 @@ def errors_as_one_line():
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(1) from None
     except OSError as error:
-        where = f"{error.filename}: " if error.filename else ""
-        print(f"error: {where}{error.strerror or error}", file=sys.stderr)
+        print(f"error: {os_error_text(error)}", file=sys.stderr)
         raise SystemExit(1) from None
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -38,7 +38,8 @@ from encoder import MAX_VOCABULARY_FILE_BYTES
 from gpt2 import HPARAMS
 from safe_files import CREATE_NEW, LockTimeout, file_lock
 from tf_checkpoint import MAX_INDEX_BYTES, read_checkpoint_index
-from weights import MAX_CONFIG_BYTES, CheckpointError, check_hparams, read_json_file, read_openai_hparams, shown
+from weights import (MAX_CONFIG_BYTES, CheckpointError, check_hparams, os_error_text, read_json_file,
+                     read_openai_hparams, shown)
 
 MODEL_SIZES = ("124M", "355M", "774M", "1558M")
 
@@ -143,7 +144,7 @@ def writing_into(folder, hint=""):
     except IsADirectoryError as error:  # a folder where a file belongs: only its owner should delete a folder
         raise DownloadError(f"{error.filename} is a folder where a file belongs: delete it and run again") from None
     except OSError as error:
-        raise DownloadError(f"cannot write into {folder}: {error.strerror or error} ({error.filename}){hint}") from None
+        raise DownloadError(f"cannot write into {folder}: {os_error_text(error)}{hint}") from None
 
 
 @contextmanager

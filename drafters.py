@@ -162,20 +162,49 @@ class SuffixAutomaton:
     Hu et al. 2024, which drafts from it).
 
     What prompt lookup needs from it, after each token: the longest suffix of the text that also ended
-    earlier (with a token after it), and where it ended most recently. The new state's suffix link is the
+    earlier (with a token after it), and where it ended most recently. The new state's suffix link s is the
     state of that suffix: by the construction it is the longest suffix whose end set holds more than the new
-    end. Each state remembers `last_end[s]`, the most recent end of its substrings; every state on the suffix
-    links from the new state gains the new end, so `extend` walks them and records it, reading the value
-    before it (the most recent EARLIER end) on the way. That walk is as long as the number of distinct end
-    sets among the suffixes (a handful on real text; the whole text for a run of one token repeated). No walk
-    at all would need a dynamic-tree structure: the most recent occurrence of the longest match is the
-    "rightmost LZ77 parsing" problem, which no simple linear-time method is known to solve.
+    end. Its length is `length[s]`; where it ended most recently takes more care. Each state keeps
+    `last_end[s]`, the most recent end of its substrings that it has been GIVEN. Giving an end e to "every
+    state whose end set holds e" means giving it to the states on the suffix links from the state made when e
+    was the text's end: one walk per token, as long as the number of distinct end sets among the text's
+    suffixes (the whole text for a run of one token repeated: O(L^2) over L tokens). Two facts make it lazy:
+
+    1. The copy goes on. If the longest match before this token, n tokens ending most recently at e, was
+       followed there by this very token (x[e] == token), the new longest match is n + 1 tokens ending at
+       e + 1, with no state read. Proof: those n + 1 tokens ended at e + 1, earlier than the new end, so the
+       match is at least n + 1 long; a match of n + 2 would, without its last token, be a match of n + 1
+       before this token, longer than n. And any earlier end e' of the n + 1 tokens has the n tokens
+       ending at e' - 1, an earlier end of the old match, so e' - 1 <= e. On a^n, (ab)^n and any text that
+       keeps copying, every token after the first few takes this path.
+    2. Ends can wait. Otherwise (the copy broke) the ends of the tokens that took path 1 are handed out
+       now, newest first (`_record_ends`, from `pending`), before s is read. A walk that gives end e stops
+       at the first state whose last_end is e or later: that state's ancestors all have at least as much,
+       because the ends given are ordered along every walk: a parent's last_end is never older than its
+       child's (true for a new state, whose last_end is 0, and for a clone, which takes the last_end of
+       the state it splits off and sits between it and that state's old parent; a walk only raises a prefix
+       of a path to e, below states that have e or later). So after the hand-out every state holds the
+       latest end it has, and s's `last_end` is where the match ended most recently. A state is raised at
+       most once per hand-out, and only where the old walk would have written it: never more work than
+       that walk, and O(1) per token while the copy goes on.
+
+    A text whose copies keep breaking while its repeated suffixes grow (a b aa b aaa b ...) still makes the
+    hand-outs long: there the most recent ends of O(L^1.5) (state, end) pairs really do change, and finding
+    the most recent occurrence of every match in linear time is the "rightmost LZ77 parsing" problem, for
+    which no simple linear method is known (Larsson 2014 answers such queries in O(L log L)).
+
+    With max_ngram = m the match is the last m tokens (if the longest match is longer), whose state is not
+    s: `window[L]` tracks the state of the text's last min(m, L) tokens in O(1) steps a token (drop the first
+    token: at most one suffix link down, plus one if this token's clone split it; then follow the token).
+    The states of suffixes of at most m tokens (at most m of them) get the new end at once, after the match
+    is read: O(m) per token, no lazy ends needed.
 
     Example: the text 5 6 7 5 6. After the last token, the longest suffix that ended earlier is 5 6 (ending at
     position 2, followed by 7): `match` is (2, 2).
 
     `truncate(n)` takes the text back to its first n tokens by undoing the changes of each later token (each
-    `extend` logs them), so a drafter whose guesses were thrown away need not rebuild from the start.
+    `extend` logs them), so a drafter whose guesses were thrown away need not rebuild from the start. `steps`
+    counts the work done (suffix links followed, ends given): tests count it on the worst texts.
     """
 
     def __init__(self, max_ngram=None, min_ngram=1):
@@ -184,10 +213,14 @@ class SuffixAutomaton:
         self.next = [{}]  # next[s]: {token: state}, the transitions; state 0 is the empty string
         self.link = [-1]  # link[s]: the state of the longest suffix of s's strings in another state
         self.length = [0]  # length[s]: the length of s's longest string
-        self.last_end = [0]  # last_end[s]: the most recent end (exclusive) of s's strings in the text
+        self.last_end = [0]  # last_end[s]: the most recent end (exclusive) of s's strings given to s so far
         self.last = 0  # the state of the whole text
+        self.longest = [(0, 0)]  # longest[L]: the first L tokens' match before min_ngram is applied
         self.matches = [(0, 0)]  # matches[L]: (length, end) of the text's first L tokens' match (see `match`)
+        self.pending = []  # (end, state): ends not yet given to the states on the suffix links from `state`
+        self.window = [0]  # with max_ngram: window[L], the state of the first L tokens' last min(max_ngram, L)
         self.log = []  # log[L - 1]: the changes the L-th token made, for truncate
+        self.steps = 0  # suffix links followed and ends given, all told (the work; see the class docstring)
 
     @property
     def match(self):
@@ -197,16 +230,17 @@ class SuffixAutomaton:
         return self.matches[-1]
 
     def extend(self, token):
-        """Append one token: the automaton's construction step, then the most recent ends (see the class)."""
+        """Append one token: the automaton's construction step, then the match (see the class)."""
         changes = []  # (list, index, old value) of every overwrite; None as old: a key added to a dict
         new_end = len(self.tokens) + 1
         self.tokens.append(token)
-        cur = self._new_state(self.length[self.last] + 1, {}, 0, new_end)
+        cur = self._new_state(self.length[self.last] + 1, {}, 0, 0)  # its own end is given with the others
         p = self.last
         while p != -1 and token not in self.next[p]:  # the suffixes that never had `token` after them
             changes.append((self.next[p], token, None))
             self.next[p][token] = cur
             p = self.link[p]
+            self.steps += 1
         if p != -1:
             q = self.next[p][token]
             if self.length[p] + 1 == self.length[q]:
@@ -217,11 +251,17 @@ class SuffixAutomaton:
                     changes.append((self.next[p], token, q))
                     self.next[p][token] = clone
                     p = self.link[p]
+                    self.steps += 1
                 changes.append((self.link, q, self.link[q]))
                 self.link[q] = self.link[cur] = clone
         changes.append((self, "last", self.last))
         self.last = cur
-        self.matches.append(self._record_ends(self.link[cur], new_end, changes))
+        if self.max_ngram is None:
+            n, end = self._longest_match(cur, token, new_end, changes)
+        else:
+            n, end = self._window_match(cur, token, new_end, changes)
+        self.longest.append((n, end))
+        self.matches.append((n, end) if n >= self.min_ngram else (0, 0))
         self.log.append(changes)
 
     def _new_state(self, length, next_, link, last_end):
@@ -231,24 +271,55 @@ class SuffixAutomaton:
         self.last_end.append(last_end)
         return len(self.length) - 1
 
-    def _record_ends(self, state, new_end, changes):
-        """Give every state on the suffix links from `state` the new end; return the match read on the way."""
-        n = self.length[state] if self.max_ngram is None else min(self.length[state], self.max_ngram)
-        match = (0, 0)
-        while state > 0 and self.length[state] >= self.min_ngram:  # shorter states are never asked about
-            if n >= self.min_ngram and self.length[self.link[state]] < n <= self.length[state]:
-                match = (n, self.last_end[state])  # the suffix n long is one of this state's strings
-            changes.append((self.last_end, state, self.last_end[state]))
-            self.last_end[state] = new_end
-            state = self.link[state]
+    def _longest_match(self, cur, token, new_end, changes):
+        """(n, end): the longest suffix that ended earlier and its most recent earlier end (facts 1 and 2)."""
+        n, end = self.longest[-1]
+        self.steps += 1
+        if n > 0 and self.tokens[end] == token:  # fact 1: the copy goes on
+            self.pending.append((new_end, cur))
+            return n + 1, end + 1
+        for pending_end, state in reversed(self.pending):  # fact 2: newest first
+            self._record_ends(state, pending_end, changes)
+        changes.append((self, "pending", self.pending))
+        self.pending = [(new_end, cur)]
+        s = self.link[cur]
+        return (self.length[s], self.last_end[s]) if s > 0 else (0, 0)
+
+    def _window_match(self, cur, token, new_end, changes):
+        """With max_ngram = m: (n, end) of the suffix min(m, the longest match) long; the window's states (the
+        suffixes of at most m tokens) then get the new end."""
+        m = self.max_ngram
+        window = cur
+        if len(self.tokens) > m:  # drop the first token of the last m, then follow `token`
+            state = self.window[-1]
+            while state > 0 and self.length[self.link[state]] >= m - 1:
+                state = self.link[state]
+                self.steps += 1
+            window = self.next[state][token]
+        self.window.append(window)
+        n = min(self.length[self.link[cur]], m)
+        state = window if n == m else self.link[cur]  # the state of the n-token suffix
+        match = (n, self.last_end[state]) if n > 0 else (0, 0)
+        self._record_ends(window, new_end, changes)
         return match
+
+    def _record_ends(self, state, end, changes):
+        """Give `end` to the states on the suffix links from `state`, up to the first that has `end` or a later
+        one (its ancestors have too: see the class docstring); log each overwrite for truncate."""
+        while state > 0 and self.last_end[state] < end:
+            changes.append((self.last_end, state, self.last_end[state]))
+            self.last_end[state] = end
+            state = self.link[state]
+            self.steps += 1
 
     def truncate(self, n):
         """Take the text back to its first n tokens, undoing each later token's changes, newest first."""
         while len(self.tokens) > n:
+            if self.max_ngram is None:
+                self.pending.pop()  # the token's own end; a hand-out it made is undone below
             for target, key, old in reversed(self.log.pop()):
                 if target is self:
-                    self.last = old
+                    setattr(self, key, old)
                 elif old is None:
                     del target[key]
                 else:
@@ -256,8 +327,8 @@ class SuffixAutomaton:
             n_states = 2 if self.length[-1] != len(self.tokens) else 1  # the token's state, and its clone if any
             for values in (self.next, self.link, self.length, self.last_end):
                 del values[len(values) - n_states :]
-            self.tokens.pop()
-            self.matches.pop()
+            for values in (self.tokens, self.longest, self.matches) + ((self.window,) if self.max_ngram else ()):
+                values.pop()
 
 
 class PromptLookup:

@@ -8,6 +8,7 @@ import bisect
 import json
 import os
 import platform
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from safe_files import write_atomically
+from weights import read_small_file, shown
 
 AUTO_K_MAX = 16  # K="auto" never proposes deeper than this (r(m) was measured up to m = 16 rows)
 
@@ -334,23 +336,64 @@ def save_costs(path, costs):
     return write_atomically(path, json.dumps(data, indent=1) + "\n")
 
 
+MAX_COSTS_BYTES = 64 << 10  # a costs file calibrate writes is about 1 KB
+MAX_R_TABLE = 256  # r(m) for m up to 256: K="auto" reads up to AUTO_K_MAX + 1 of them
+MAX_RATIO = 1e6  # r(m) and c are ratios of times: 1e6 is far beyond any machine, and keeps the planning finite
+MAX_TEXT = 1_000  # characters of the names a costs file records (the models, the machine)
+
+
 def load_costs(path):
-    """The MeasuredCosts of a file that save_costs wrote, or a ValueError saying what is wrong with it."""
+    """The MeasuredCosts of a file that save_costs wrote, or a ValueError in one line naming the file and the field.
+
+    Only a regular file of at most MAX_COSTS_BYTES is read (a named pipe would wait forever, /dev/zero fill the
+    memory), and every field is checked, its type and its range, before anything uses it:
+    r_table a list of 1 to MAX_R_TABLE numbers in (0, MAX_RATIO] starting with r(1) = 1; c null or a number
+    in [0, MAX_RATIO]; measured {"m": r(m)}; target_step_ms a number >= 0; target, draft, machine text.
+    """
+    where = f"the costs file {path}"
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as error:
-        raise ValueError(f"cannot read the costs file {path}: {error}; write one with lookahead.save_costs "
-                         f"(main.py writes {COSTS_FILE} next to the target model)") from None
-    r_table = data.get("r_table") if isinstance(data, dict) else None
-    c = data.get("c") if isinstance(data, dict) else None
-    good_r = isinstance(r_table, list) and r_table and all(_is_number(r) and r > 0 for r in r_table)
-    if not good_r or r_table[0] != 1 or not (c is None or (_is_number(c) and c >= 0)):
-        raise ValueError(f"the costs file {path} needs \"r_table\": [1.0, r(2), ...] (positive numbers, r(1) = 1) and "
-                         f"\"c\": a number >= 0 or null; got r_table={r_table!r}, c={c!r}")
-    known = {name: data[name] for name in ("target_step_ms", "target", "draft", "machine") if name in data}
-    measured = {int(m): r for m, r in data.get("measured", {}).items()}
-    return MeasuredCosts(r_table=[float(r) for r in r_table], c=c, measured=measured, **known)
+        data = json.loads(read_small_file(path, MAX_COSTS_BYTES).decode("utf-8"), parse_constant=_no_constant)
+    except (OSError, ValueError, RecursionError) as error:  # RecursionError: arrays nested 100,000 deep
+        reason = getattr(error, "strerror", None) or str(error)[:200] or type(error).__name__
+        raise ValueError(f"cannot read {where}: {reason}; write one with lookahead.save_costs (main.py --K auto "
+                         f"writes {COSTS_FILE} next to the target model)") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} must hold a JSON object {{\"r_table\": [...], \"c\": ...}}; got a JSON "
+                         f"{type(data).__name__}")
+    r_table, c = data.get("r_table"), data.get("c")
+    good_r = isinstance(r_table, list) and 1 <= len(r_table) <= MAX_R_TABLE
+    if not (good_r and all(_is_number(r, above=0) for r in r_table) and r_table[0] == 1):
+        raise ValueError(f"{where}: \"r_table\" must be [1.0, r(2), ...], 1 to {MAX_R_TABLE} positive numbers of "
+                         f"at most {MAX_RATIO:g} (r(1) = 1); got {shown(r_table)}")
+    if not (c is None or _is_number(c, at_least=0)):
+        raise ValueError(f"{where}: \"c\" must be a number from 0 to {MAX_RATIO:g}, or null; got c={shown(c)}")
+    measured = data.get("measured", {})
+    if not (isinstance(measured, dict) and len(measured) <= MAX_R_TABLE and all(
+            isinstance(m, str) and re.fullmatch("[0-9]{1,3}", m) and 1 <= int(m) <= MAX_R_TABLE
+            and _is_number(r, above=0)
+            for m, r in measured.items())):
+        raise ValueError(f"{where}: \"measured\" must be {{\"m\": r(m)}}, m from 1 to {MAX_R_TABLE}, r(m) a positive "
+                         f"number of at most {MAX_RATIO:g}; got {shown(measured)}")
+    if not _is_number(data.get("target_step_ms", 0.0), at_least=0, at_most=1e9):
+        raise ValueError(f"{where}: \"target_step_ms\" must be a number of milliseconds >= 0; got "
+                         f"{shown(data['target_step_ms'])}")
+    for name in ("target", "draft", "machine"):
+        if not (isinstance(data.get(name, ""), str) and len(data.get(name, "")) <= MAX_TEXT):
+            raise ValueError(f"{where}: \"{name}\" must be text of at most {MAX_TEXT} characters; got "
+                             f"{shown(data[name])}")
+    known = {name: data[name] for name in ("target", "draft", "machine") if name in data}
+    return MeasuredCosts(r_table=[float(r) for r in r_table], c=None if c is None else float(c),
+                         measured={int(m): float(r) for m, r in measured.items()},
+                         target_step_ms=float(data.get("target_step_ms", 0.0)), **known)
 
 
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
+def _no_constant(constant):
+    raise ValueError(f"{constant} is not a number a costs file may hold")
+
+
+def _is_number(value, above=None, at_least=None, at_most=MAX_RATIO):
+    """value is an int or a float (not a bool) within the bounds: > above, >= at_least, <= at_most. An int of any
+    size is compared as an int (np.isfinite would refuse one of 31 digits)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:  # NaN != NaN
+        return False
+    return (above is None or value > above) and (at_least is None or value >= at_least) and value <= at_most

@@ -48,7 +48,6 @@ before anything runs; main() below lists them with a line of help each (`python 
 """
 
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -70,6 +69,7 @@ from cli import (
     tree_nodes,
     tree_text,
 )
+from commands import check_stdout, ending_as_one_line
 from sampling import AutoregressiveStats, SpeculativeStats
 from model_fn import create_model_fn
 from download import MODEL_SIZES
@@ -496,22 +496,22 @@ def main(
 def run_command_line(argv):
     """`python main.py ARGS`: fire's help for --help / -h, else the checked flags into main().
 
-    Two ways the terminal itself can fail the run end without a traceback: a terminal whose encoding cannot
-    show a character gets it as an escape (\\xe9), and when the reader of the output goes away (`python main.py
-    | head`) the run stops quietly, as Unix tools do.
+    Before anything runs, the flags and the standard output are checked. The ways the terminal, the disk or
+    the user can end a run end it in one line (commands.ending_as_one_line): Ctrl-C is `Interrupted.` (exit
+    130), a full disk names the file, and when the reader of the output goes away (`python main.py | head`)
+    the run stops quietly, as Unix tools do. A terminal whose encoding cannot show a character gets it as
+    an escape (\\xe9).
     """
     if any(argument in ("--help", "-h") for argument in argv):
         fire.Fire(main, command=argv)
         return
-    with errors_as_one_line():
-        kwargs = parse_command_line(argv, main)
-    if hasattr(sys.stdout, "reconfigure"):  # a real stream (not a test's capture)
-        sys.stdout.reconfigure(errors="backslashreplace")
-    try:
+    with ending_as_one_line():
+        with errors_as_one_line():
+            check_stdout()
+            kwargs = parse_command_line(argv, main)
+        if hasattr(sys.stdout, "reconfigure"):  # a real stream (not a test's capture)
+            sys.stdout.reconfigure(errors="backslashreplace")
         main(**kwargs)
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's last flush must not fail again
-        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

@@ -9,11 +9,13 @@ layout): params["blocks"][i]["attn"]["c_attn"]["w"], all float32, the blocks' ma
 A damaged or mismatched file is a CheckpointError whose one line names the file and what is wrong.
 """
 
+import errno
 import functools
 import json
 import math
 import os
 import re
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +71,38 @@ def shown(value, width=60):
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def read_small_file(path, max_bytes):
+    """The bytes of the regular file at `path` if it has at most `max_bytes`; else a ValueError saying why not (a
+    folder, a named pipe or a device such as /dev/zero, or too large), without the path: the caller names it.
+    An OSError (missing, not allowed) is left to the caller too.
+
+    The file is opened without waiting (an ordinary open of a named pipe waits for a writer forever) and
+    checked on the opened descriptor, so what is read is what was checked."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    with os.fdopen(descriptor, "rb") as file:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise ValueError("it is not a regular file (a folder, a named pipe or a device)")
+        if status.st_size > max_bytes:
+            raise ValueError(f"it has {status.st_size:,} bytes, more than the {max_bytes:,} it may have")
+        data = file.read(max_bytes + 1)
+    if len(data) > max_bytes:  # it grew while it was read
+        raise ValueError(f"it has more than the {max_bytes:,} bytes it may have")
+    return data
+
+
+def os_error_text(error, unnamed="a file"):
+    """One line for an OSError: the file it names (or `unnamed`) and what went wrong, with what to do when the disk
+    is full: 'models/124M/encoder.json: the disk is full (No space left on device): free some space and run
+    again'. EFBIG (a file past the size the system allows, as a full disk or a quota shows itself to some)
+    and EDQUOT (a quota) say the same."""
+    where = error.filename if error.filename is not None else unnamed
+    reason = error.strerror or str(error) or type(error).__name__
+    if error.errno in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return f"{where}: the disk is full or the file is larger than allowed ({reason}): free some space and run again"
+    return f"{where}: {reason}"
+
+
 MAX_CONFIG_BYTES = 1 << 20  # config.json and hparams.json: GPT-2's are under 1 KB; a larger one is not a config
 
 
@@ -95,18 +129,28 @@ def read_json_file(path, what, max_bytes=MAX_CONFIG_BYTES):
 MAX_DIMENSION = 2**40  # no tensor of a GPT-2 is anywhere near: a larger size is damage, not a model
 
 
-HPARAM_LIMITS = {"n_vocab": 10**6, "n_ctx": 10**6, "n_embd": 10**5, "n_head": 10**4, "n_layer": 10**3}
+# The sizes this GPT-2 supports: a few times the largest release's (1558M: n_ctx 1024, n_embd 1600, n_head 25,
+# n_layer 48, n_vocab 50,257), and below what would exhaust a learner's memory. The weights themselves must be in
+# the file, but the context is not: a pass over a full context holds n_head x n_ctx^2 attention scores (float32),
+# 64 heads x 4,096^2 x 4 bytes = 4.3 GB at these bounds, and the KV cache grows to n_layer x 2 x n_ctx x n_embd
+# floats (1558M's shapes with 4,096 positions: 2.5 GB).
+HPARAM_LIMITS = {"n_vocab": 262_144, "n_ctx": 4_096, "n_embd": 8_192, "n_head": 64, "n_layer": 192}
 
 
 def check_hparams(hparams, path):
     """hparams with every size a positive whole number within HPARAM_LIMITS and n_head dividing n_embd;
-    else a CheckpointError naming `path` (hparams.json or config.json) and what is wrong."""
+    else a CheckpointError naming `path` (hparams.json or config.json) and what is wrong. A size beyond the
+    bounds is not damage: the message says what is supported instead of asking for a new download."""
     if not isinstance(hparams, dict):
         raise checkpoint_error(path, f"it holds a JSON {type(hparams).__name__}, not an object of hyperparameters")
     for key, limit in HPARAM_LIMITS.items():
         value = hparams.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise checkpoint_error(path, f"{key} is {shown(value)}; it must be a whole number from 1 to {limit}")
+        if value > limit:
+            problem = f"{key} is {shown(value)}; this GPT-2 supports {key} from 1 to {limit}"
+            raise CheckpointError(f"{path}: {problem} (a few times GPT-2 1558M's sizes, within a computer's memory; "
+                                  f"see weights.HPARAM_LIMITS): use a model within them", path, problem)
     if hparams["n_embd"] % hparams["n_head"]:
         raise checkpoint_error(
             path, f"n_head={hparams['n_head']} does not divide n_embd={hparams['n_embd']}: heads split the width evenly"

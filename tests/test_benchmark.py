@@ -170,8 +170,8 @@ def test_without_matplotlib_the_run_says_how_to_install_it_and_writes_no_plots(t
 @pytest.mark.parametrize(
     "flags, expected",
     [
-        (dict(Ks=(1, 0)), "every K in --Ks must be a whole number >= 1; got 0"),
-        (dict(alphas="x"), "--alphas must be a comma-separated list"),
+        (dict(Ks=(1, 0)), "--Ks takes whole numbers >= 1, comma-separated; got 0"),
+        (dict(alphas="x"), "--alphas must be a number; got 'x'"),
         (dict(random_weights=True, target_model_size="7B"), "'7B' is neither one of 124M, 355M, 774M, 1558M"),
         (dict(target_model_size="7B"), "--target_model_size: unknown model"),
         (dict(top_p=0), "--top_p must be a number in (0, 1]"),

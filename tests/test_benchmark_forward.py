@@ -4,7 +4,10 @@ Read tools/benchmark_forward.py first: these tests are its specification.
 
 the machine is shared; what is checked is what does not depend on the clock)."""
 
+import re
+
 import numpy as np
+
 import pytest
 
 from tools import benchmark_forward
@@ -78,9 +81,11 @@ def test_a_whole_run_on_a_tiny_model_prints_every_table_and_writes_both_plots(mo
     assert (tmp_path / "forward_ms_per_token_vs_context.png").is_file()
 
 
-def test_unknown_sizes_stop_the_run_with_the_sizes_to_choose_from():
-    with pytest.raises(SystemExit, match="unknown size.*'125M'.*choose from 124M, 355M, 774M, 1558M"):
+def test_unknown_sizes_stop_the_run_with_the_sizes_to_choose_from(capsys):
+    with pytest.raises(SystemExit) as exit_info:
         benchmark_forward.main(sizes="125M")
+    assert exit_info.value.code == 2
+    assert re.search("unknown size.*'125M'.*choose from 124M, 355M, 774M, 1558M", capsys.readouterr().err)
 
 
 def test_json_holds_every_measurement_and_reads_back_into_the_same_tables(monkeypatch, tmp_path, capsys):

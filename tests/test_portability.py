@@ -33,7 +33,7 @@ def python_files():
 def posix_only_uses(source):
     """[(line, what)] of the POSIX-only imports and calls in source, except an import made through
     pytest.importorskip and a use after a platform check (`if sys.platform ...`, `if not hasattr(os, ...)`,
-    `x if hasattr(...) else y`) in the same function."""
+    `x if hasattr(...) else y`) in the same function, and an import tried with `except ImportError`."""
     tree = ast.parse(source)
     lines = source.splitlines()
     platform_test = r"sys\.platform|os\.name|hasattr\(|platform\.system"
@@ -43,6 +43,10 @@ def posix_only_uses(source):
                 and re.search(platform_test, ast.get_source_segment(source, node.value) or ""):
             platform_test += rf"|\b{node.targets[0].id}\b"
     guarded = set()
+    for node in ast.walk(tree):  # try: import resource / except ImportError: (Windows) guards the import
+        if isinstance(node, ast.Try) and any("ImportError" in (ast.get_source_segment(source, handler.type) or "")
+                                             for handler in node.handlers if handler.type is not None):
+            guarded.update(range(node.body[0].lineno, node.body[-1].end_lineno + 1))
     functions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
     for node in ast.walk(tree):
         if isinstance(node, (ast.If, ast.IfExp)) and re.search(platform_test,
@@ -76,6 +80,8 @@ def test_the_posix_check_has_teeth():
     assert posix_only_uses("import os\ndef f():\n    return os.geteuid()\n") == [(3, "os.geteuid")]
     assert posix_only_uses("import os, sys\nif sys.platform != 'win32':\n    os.killpg(1, 9)\n") == []
     assert posix_only_uses("pty = pytest.importorskip('pty')\n") == []
+    assert posix_only_uses("try:\n    import resource\nexcept ImportError:\n    resource = None\n") == []
+    assert posix_only_uses("try:\n    import resource\nexcept OSError:\n    pass\n") == [(2, "import resource")]
     assert posix_only_uses("import os\nON_WINDOWS = os.name == 'nt'\ndef f():\n    if ON_WINDOWS:\n        return\n"
                            "    os.killpg(1, 9)\nWINDOWS = True\ndef g():\n    if WINDOWS:\n        return\n"
                            "    os.killpg(1, 9)\n") == [(11, "os.killpg")]

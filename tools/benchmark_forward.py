@@ -61,7 +61,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import fire
 import numpy as np
 from tqdm import tqdm
 
@@ -78,6 +77,9 @@ from model_fn import create_model_fn, logits_to_probs  # noqa: E402
 from safe_files import write_atomically  # noqa: E402
 from sampling import _check_probs, _sample, autoregressive_sampling  # noqa: E402
 from tools.benchmark_plots import import_pyplot, save  # noqa: E402
+from cli import MAX_SEED, as_optional, as_text, as_whole_number, errors_as_one_line  # noqa: E402
+from commands import as_names, as_whole_numbers, check_output_file, check_output_folder, run_script  # noqa: E402
+from weights import CheckpointError  # noqa: E402
 
 BANDWIDTH_SHAPE = (8192, 8192)  # float32: 256 MiB, far larger than any cache
 SAMPLING_SETTINGS = dict(temperature=1.0, top_k=50, top_p=0.9)  # the breakdown's sampled (not greedy) case
@@ -105,11 +107,13 @@ def block_matrices(params) -> list:
 
 def size_hparams(size) -> dict:
     """The shapes of a released size (HPARAMS) or of a model folder (its hparams.json or config.json), as
-    benchmark.hparams_of reads them; an unknown size stops the run with one line."""
+    benchmark.hparams_of reads them; a ValueError naming the sizes to choose from for an unknown one."""
     try:
         return benchmark.hparams_of(size)
+    except CheckpointError:
+        raise  # a folder whose hyperparameters are refused: its own message
     except ValueError:
-        raise SystemExit(f"unknown size(s) [{size!r}]: choose from {', '.join(HPARAMS)}, or a model folder") from None
+        raise ValueError(f"unknown size(s) [{size!r}]: choose from {', '.join(HPARAMS)}, or a model folder") from None
 
 
 def parse_list(value, kind=str) -> list:
@@ -534,10 +538,28 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
     r_table_dir: a folder to write each size's r(m) into as the costs file K="auto" plans with
         (DIR/r_table_SIZE.json, lookahead.save_costs' format: `python main.py --K auto --r_table FILE`).
     """
-    sizes = parse_list(sizes) if sizes else []
-    no_cache_sizes = parse_list(no_cache_sizes) if no_cache_sizes else []
-    for size in sizes + no_cache_sizes + ([context_size] if context_size else []):
-        size_hparams(size)  # an unknown size stops the run here, before any work
+    with errors_as_one_line():  # every flag before any work: one line `error: ...`, exit code 2
+        sizes = as_names(sizes, "--sizes", allow_empty=True)
+        no_cache_sizes = as_names(no_cache_sizes, "--no_cache_sizes", allow_empty=True)
+        n_prompt, n_new, repeats, breakdown_rounds, r_max, r_repeats, context_steps, context_rounds = (
+            as_whole_number(value, flag, 1) for flag, value in (
+                ("--n_prompt", n_prompt), ("--n_new", n_new), ("--repeats", repeats),
+                ("--breakdown_rounds", breakdown_rounds), ("--r_max", r_max), ("--r_repeats", r_repeats),
+                ("--context_steps", context_steps), ("--context_rounds", context_rounds)))
+        seed = as_whole_number(seed, "--seed", 0, MAX_SEED)
+        context_size = as_optional(context_size, as_text, "--context_size")
+        lengths = as_whole_numbers(context_lengths, "--context_lengths") if context_size else []
+        for size in sizes + no_cache_sizes + ([context_size] if context_size else []):
+            size_hparams(size)  # an unknown size stops the run here, before any work
+        if context_size and max(lengths) + context_steps > size_hparams(context_size)["n_ctx"]:
+            raise ValueError(f"--context_lengths: {max(lengths)} + --context_steps {context_steps} is more than "
+                             f"{context_size}'s context of {size_hparams(context_size)['n_ctx']} tokens")
+        if r_table_dir is not None:
+            check_output_folder(r_table_dir, "--r_table_dir")
+            if r_max > lookahead.MAX_R_TABLE:
+                raise ValueError(f"--r_max {r_max}: a costs file holds r(m) up to m = {lookahead.MAX_R_TABLE}")
+        img_dir = as_optional(img_dir, check_output_folder, "--img_dir")
+        json = check_output_file(json, "--json")
     start = time.perf_counter()
     load_start = load_average()
     print(f"{machine_description()}; load average {load_start:.2f} at the start", flush=True)
@@ -571,7 +593,6 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
 
     context = None
     if context_size:
-        lengths = parse_list(context_lengths, int)
         context = measure_context(context_size, lengths, context_steps, context_rounds, rng)
         print(f"\nA decoding step (model function, greedy) after each context length; {context_steps} steps per "
               f"length in each of {context_rounds} rounds:\n")
@@ -601,4 +622,4 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
 
 
 if __name__ == "__main__":
-    fire.Fire(main)
+    run_script(main, sys.argv[1:], "tools/benchmark_forward.py")

@@ -41,7 +41,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import fire
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's root: python tools/...
@@ -56,10 +55,14 @@ from model_fn import create_model_fn  # noqa: E402
 from safe_files import write_atomically  # noqa: E402
 from sampling import SpeculativeStats, autoregressive_sampling, speculative_sampling  # noqa: E402
 from tools.benchmark_forward import machine_description  # noqa: E402
+from cli import MAX_SEED, as_bool, as_text, as_whole_number, errors_as_one_line  # noqa: E402
+from commands import as_names, as_whole_numbers, check_output_file, run_script  # noqa: E402
+from weights import read_small_file  # noqa: E402
 
 TEXTS_DIR = Path(__file__).resolve().parent / "texts"
 TEXT_NAMES = ("prose", "code", "rewrite", "quotes")
 SEPARATOR = "\n=== output ===\n"
+MAX_TEXT_BYTES = 1 << 20  # each text is a few KB: the prompt and the output fit in a context of 1,024 tokens
 BUCKET_NAMES = [f"{low}" if high == low else f"{low}-{high}" if high else f"{low}+"
                 for low, high in zip(MATCH_BUCKETS, [b - 1 for b in MATCH_BUCKETS[1:]] + [None])]  # 1, 2-3, .., 16+
 
@@ -105,7 +108,11 @@ def read_texts(names, encode, texts_dir=TEXTS_DIR):
         if not path.exists():
             known = ", ".join(sorted(p.stem for p in Path(texts_dir).glob("*.txt")))
             raise ValueError(f"no text called {name!r} in {texts_dir}: choose from {known}")
-        prompt, separator, output = path.read_text(encoding="utf-8").partition(SEPARATOR)
+        try:
+            text = read_small_file(path, MAX_TEXT_BYTES).decode("utf-8")
+        except (OSError, ValueError) as error:  # a pipe, a device, too large, not UTF-8
+            raise ValueError(f"{path} cannot be read as a text: {getattr(error, 'strerror', None) or error}") from None
+        prompt, separator, output = text.partition(SEPARATOR)
         if not separator:
             raise ValueError(f"{path} has no line {SEPARATOR.strip()!r} between its prompt and its output")
         texts.append(Text(name, encode(prompt + "\n"), encode(output)))
@@ -333,8 +340,17 @@ def main(texts="prose,code,rewrite,quotes", Ks="4,8,16,auto", size="124M", repea
         json: also write the results to this JSON file (--json text.json).
         seed: the random weights' seed.
     """
-    names = [name.strip() for name in benchmark.as_list(texts, "texts", str) for name in name.split(",")]
-    Ks = [K if K == "auto" else int(K) for K in benchmark.as_list(Ks, "Ks", str) for K in K.split(",")]
+    with errors_as_one_line():  # every flag before any work: one line `error: ...`, exit code 2
+        names = as_names(texts, "--texts")
+        Ks = as_whole_numbers(Ks, "--Ks", 1, words=("auto",))
+        repeats, calibrate_repeats = (as_whole_number(repeats, "--repeats", 1),
+                                      as_whole_number(calibrate_repeats, "--calibrate_repeats", 1))
+        capped, seed = as_bool(capped, "--capped"), as_whole_number(seed, "--seed", 0, MAX_SEED)
+        benchmark.hparams_of(as_text(size, "--size"))
+        read_texts(names, lambda text: [])  # each text exists and is readable
+        if r_table is not None:
+            lookahead.load_costs(as_text(r_table, "--r_table"))
+        json = check_output_file(json, "--json")
 
     def show(results, info):  # after each repeat: the table so far (and the file), in case the run is cut short
         print(f"\n{info['model']}\n{info['machine']}\n{info['costs_summary']}\n", flush=True)
@@ -347,4 +363,4 @@ def main(texts="prose,code,rewrite,quotes", Ks="4,8,16,auto", size="124M", repea
 
 
 if __name__ == "__main__":
-    fire.Fire(main)
+    run_script(main, sys.argv[1:], "tools/benchmark_text.py")

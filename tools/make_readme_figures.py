@@ -75,7 +75,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import fire
 
 # `python tools/make_readme_figures.py` puts tools/ first on the path: put the repository's root there too (the
 # modules it measures, and `tools.`), and tests/ (the tests' own helpers, which some parts reuse)
@@ -85,7 +84,8 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 import benchmark  # noqa: E402
 import drafters  # noqa: E402
 import lookahead  # noqa: E402
-from cli import errors_as_one_line  # noqa: E402
+from cli import as_bool, as_text, as_whole_number, check_models_dir, errors_as_one_line  # noqa: E402
+from commands import as_fractions, as_names, as_whole_numbers, check_output_folder, run_script  # noqa: E402
 from gpt2 import HPARAMS  # noqa: E402
 from safe_files import write_atomically  # noqa: E402
 from tools import benchmark_forward, worked_round  # noqa: E402
@@ -369,8 +369,27 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
     command = f"python tools/make_readme_figures.py{flags}"
     from conftest import models_dir as tokenizer_parent  # $GPT2_MODELS_DIR, else models/: OpenAI's 124M files
 
-    with errors_as_one_line():
-        Ks = benchmark.as_list(Ks, "Ks", int)
+    with errors_as_one_line():  # every flag before any part runs: one line `error: ...`, exit code 2
+        Ks = as_whole_numbers(Ks, "--Ks")
+        as_fractions(alpha, "--alpha")
+        for flag, value, minimum in (
+                ("--n_tokens_to_generate", n_tokens_to_generate, 1), ("--repeats", repeats, 1),
+                ("--prefix_length", prefix_length, 1), ("--seed", seed, 0), ("--sample_run_tokens", sample_run_tokens, 1),
+                ("--forward_repeats", forward_repeats, 1), ("--forward_n_new", forward_n_new, 1),
+                ("--forward_breakdown_rounds", forward_breakdown_rounds, 1), ("--forward_r_repeats", forward_r_repeats, 1),
+                ("--forward_context_rounds", forward_context_rounds, 1), ("--loading_repeats", loading_repeats, 1),
+                ("--text_repeats", text_repeats, 0)):
+            as_whole_number(value, flag, minimum)
+        for flag, value in (("--random_weights", random_weights), ("--dry_run", dry_run), ("--exactness", exactness),
+                            ("--timings", timings), ("--agreement", agreement)):
+            as_bool(value, flag)
+        for flag, value in (("--forward_sizes", forward_sizes), ("--forward_no_cache_sizes", forward_no_cache_sizes),
+                            ("--peer_sizes", peer_sizes), ("--loading_sizes", loading_sizes),
+                            ("--sample_run_sizes", sample_run_sizes)):
+            as_names(value, flag, allow_empty=True)
+        as_whole_numbers(forward_context_lengths, "--forward_context_lengths")
+        check_models_dir(as_text(models_dir, "--models_dir"))
+        check_output_folder(img_dir, "--img_dir")
         texts = {}
         for page in benchmark.as_list(pages, "pages", str):
             if not (REPO / page).is_file():
@@ -455,4 +474,4 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
 
 
 if __name__ == "__main__":
-    fire.Fire(main)
+    run_script(main, sys.argv[1:], "tools/make_readme_figures.py")

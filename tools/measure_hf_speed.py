@@ -10,26 +10,26 @@ installed in the same environment:
     python tools/measure_hf_speed.py --sizes 124M,355M --n_new 16 --json hf.json
 """
 
-import argparse
-import json
+import json as json_module
 import os
 import sys
 import time
 from pathlib import Path
-
-import torch
-import transformers
-from transformers import GPT2Config, GPT2LMHeadModel
 
 # `python tools/measure_hf_speed.py` puts tools/ first on the path: put the repository's root there too
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpt2 import HPARAMS  # noqa: E402
 from safe_files import write_atomically  # noqa: E402
+from cli import as_whole_number, errors_as_one_line  # noqa: E402
+from commands import as_names, check_output_file, run_script  # noqa: E402
 
 
 def ms_per_token(size, n_prompt, n_new, repeats):
     """The best of `repeats` greedy generations of n_new tokens, in ms per token, for random weights of size."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
     hparams = HPARAMS[size]
     config = GPT2Config(n_embd=hparams["n_embd"], n_head=hparams["n_head"], n_layer=hparams["n_layer"],
                         n_positions=hparams["n_ctx"], vocab_size=hparams["n_vocab"])
@@ -45,30 +45,39 @@ def ms_per_token(size, n_prompt, n_new, repeats):
     return best / n_new * 1e3
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="124M,355M", help=f"comma-separated, of {', '.join(HPARAMS)}")
-    parser.add_argument("--n_prompt", type=int, default=16)
-    parser.add_argument("--n_new", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: one per core)")
-    parser.add_argument("--json", help="a file to write the results into, for make_readme_figures.py")
-    args = parser.parse_args()
-    sizes = [size for size in args.sizes.split(",") if size.strip()]
-    unknown = [size for size in sizes if size not in HPARAMS]
-    if unknown:
-        raise SystemExit(f"unknown size(s) {unknown}: choose from {', '.join(HPARAMS)}")
-    torch.set_num_threads(args.threads)
+def main(sizes="124M,355M", n_prompt=16, n_new=32, repeats=3, threads=os.cpu_count(), json=None):
+    """Time HF transformers' greedy decoding for each size (see the module docstring).
+
+    Args:
+        sizes: comma-separated, of 124M, 355M, 774M, 1558M.
+        n_prompt, n_new, repeats: the prompt's tokens, the tokens decoded, the runs (the best counts).
+        threads: torch threads (default: one per core).
+        json: a file to write the results into, for make_readme_figures.py.
+    """
+    with errors_as_one_line():  # every flag before any work (and before torch loads): one line, exit code 2
+        sizes = as_names(sizes, "--sizes")
+        unknown = [size for size in sizes if size not in HPARAMS]
+        if unknown:
+            raise ValueError(f"--sizes: unknown size(s) {unknown}: choose from {', '.join(HPARAMS)}")
+        n_prompt, n_new, repeats, threads = (as_whole_number(value, flag, 1) for flag, value in (
+            ("--n_prompt", n_prompt), ("--n_new", n_new), ("--repeats", repeats), ("--threads", threads)))
+        json_path = check_output_file(json, "--json")
+        try:
+            import torch
+            import transformers
+        except ImportError as error:
+            raise ValueError(f"{error.name} is not installed: pip install torch==2.13.0 transformers") from None
+    torch.set_num_threads(threads)
     results = {}
     for size in sizes:
-        results[size] = ms_per_token(size, args.n_prompt, args.n_new, args.repeats)
-        print(f"{size}: HF transformers {transformers.__version__} on torch {torch.__version__}, {args.threads} "
-              f"threads, greedy, {args.n_new} tokens after {args.n_prompt}, KV cache: {results[size]:.1f} ms/token")
-    if args.json:
-        write_atomically(args.json, json.dumps({
+        results[size] = ms_per_token(size, n_prompt, n_new, repeats)
+        print(f"{size}: HF transformers {transformers.__version__} on torch {torch.__version__}, {threads} "
+              f"threads, greedy, {n_new} tokens after {n_prompt}, KV cache: {results[size]:.1f} ms/token")
+    if json_path:
+        write_atomically(json_path, json_module.dumps({
             "ms_per_token": results, "transformers": transformers.__version__, "torch": torch.__version__,
-            "threads": args.threads, "n_prompt": args.n_prompt, "n_new": args.n_new, "repeats": args.repeats}))
+            "threads": threads, "n_prompt": n_prompt, "n_new": n_new, "repeats": repeats}))
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main, sys.argv[1:], "tools/measure_hf_speed.py")

@@ -17,8 +17,7 @@ only ever adds time). Not a test (it takes minutes and gigabytes); tools/make_re
 --json and writes BENCHMARKS.md's "Loading weights" table.
 """
 
-import argparse
-import json
+import json as json_module
 import shutil
 import subprocess
 import sys
@@ -37,6 +36,8 @@ import gpt2  # noqa: E402
 from benchmark import hparams_of, model_name  # noqa: E402
 from safe_files import write_atomically  # noqa: E402
 from test_load import hf_name, write_safetensors, write_tf_checkpoint  # noqa: E402
+from cli import as_whole_number, errors_as_one_line  # noqa: E402
+from commands import as_names, check_output_file, check_output_folder, run_script  # noqa: E402
 
 
 def flat_params(params):
@@ -88,7 +89,7 @@ def measure_size(size, root, repeats):
     hf.mkdir(parents=True, exist_ok=True)
     config = {"model_type": "gpt2", "vocab_size": hparams["n_vocab"], "n_positions": hparams["n_ctx"],
               "n_embd": hparams["n_embd"], "n_head": hparams["n_head"], "n_layer": hparams["n_layer"]}
-    write_atomically(hf / "config.json", json.dumps(config))
+    write_atomically(hf / "config.json", json_module.dumps(config))
     write_safetensors(hf / "model.safetensors", {hf_name(n, "transformer."): a for n, a in arrays.items()}, "F32")
     del arrays
     empty_python, _ = measure("pass")
@@ -112,27 +113,29 @@ def measure_size(size, root, repeats):
     return rows
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="124M", help="comma-separated sizes or model folders")
-    parser.add_argument("--folder", default=str(Path(tempfile.gettempdir()) / "gpt2-load"),
-                        help="where the files are written (then deleted); default: gpt2-load in the temporary folder")
-    parser.add_argument("--repeats", type=int, default=2, help="loads of each file, each in a fresh process")
-    parser.add_argument("--json", help="a file to write the rows into, for make_readme_figures.py")
-    args = parser.parse_args()
-    if not Path("/proc/self/status").is_file():
-        raise SystemExit("tools/measure_loading.py measures on Linux only: it reads a process's peak memory from /proc")
-    sizes = [size for size in args.sizes.split(",") if size.strip()]
-    try:
+def main(sizes="124M", folder=None, repeats=2, json=None):
+    """Measure each size's loads and print them (see the module docstring).
+
+    Args:
+        sizes: comma-separated sizes or model folders.
+        folder: where the files are written (then deleted); default: gpt2-load in the temporary folder.
+        repeats: loads of each file, each in a fresh process.
+        json: a file to write the rows into, for make_readme_figures.py.
+    """
+    with errors_as_one_line():  # every flag before any work: one line `error: ...`, exit code 2
+        if not Path("/proc/self/status").is_file():
+            raise ValueError("tools/measure_loading.py measures on Linux only: it reads a process's peak memory "
+                             "from /proc")
+        sizes = as_names(sizes, "--sizes")
         for size in sizes:
             hparams_of(size)
-    except ValueError as error:
-        raise SystemExit(str(error)) from None
-    if args.repeats < 1:
-        raise SystemExit(f"--repeats must be at least 1; got {args.repeats}")
+        folder = Path(tempfile.gettempdir()) / "gpt2-load" if folder is None else folder
+        folder = check_output_folder(folder, "--folder")
+        repeats = as_whole_number(repeats, "--repeats", 1)
+        json_path = check_output_file(json, "--json")
     rows = []
     for size in sizes:
-        size_rows = measure_size(size, Path(args.folder), args.repeats)
+        size_rows = measure_size(size, folder, repeats)
         first = size_rows[0]
         print(f"{first['size']}: weights {first['weights'] / 1e9:.2f} GB; an empty Python "
               f"{first['empty_python'] / 1e6:.0f} MB")
@@ -143,9 +146,9 @@ def main():
                   f"copying the file into fresh memory {row['fresh_copy']:.1f} s = "
                   f"{row['fresh_copy'] / row['cat']:.2f}x")
         rows += size_rows
-    if args.json:
-        write_atomically(args.json, json.dumps({"loads": rows, "repeats": args.repeats}, indent=1))
+    if json_path:
+        write_atomically(json_path, json_module.dumps({"loads": rows, "repeats": repeats}, indent=1))
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main, sys.argv[1:], "tools/measure_loading.py")

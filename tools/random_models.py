@@ -17,11 +17,11 @@ make_readme_figures.py's sample run draws them: with the default seed these are 
 tokenizer files are read from $GPT2_MODELS_DIR/124M, else models/124M (`python main.py` downloads them there).
 """
 
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-import fire
 import numpy as np
 
 # `python tools/random_models.py` puts tools/ first on the path: put the repository's root there too, and
@@ -31,7 +31,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from benchmark import hparams_of, model_name  # noqa: E402
 from gpt2 import random_params  # noqa: E402
-from cli import errors_as_one_line  # noqa: E402
+from weights import shown  # noqa: E402
+from cli import MAX_SEED, as_whole_number, errors_as_one_line  # noqa: E402
+from commands import as_names, check_output_folder, run_script  # noqa: E402
 
 SAMPLE_RUN_SEED = 123  # the seed of the README's sample run (make_readme_figures.py: its seed 0 + 123)
 
@@ -66,7 +68,11 @@ def write_random_models(sizes, folder, seed=SAMPLE_RUN_SEED, tokenizer_dir=None)
     rng = np.random.default_rng(seed)
     for size, target in zip(sizes, targets):
         hparams = hparams_of(size)
-        write_hf_folder(target, random_params(hparams, rng), hparams, tokenizer_dir)
+        try:
+            write_hf_folder(target, random_params(hparams, rng), hparams, tokenizer_dir)
+        except OSError as error:  # a full disk, say: no half-written model is left to be loaded later
+            shutil.rmtree(target, ignore_errors=True)
+            raise OSError(error.errno, error.strerror, str(target)) from None
     return targets
 
 
@@ -85,13 +91,18 @@ def write_trace_models(folder, tokenizer_dir=None):
 def main(sizes="124M,355M", folder=None, seed=SAMPLE_RUN_SEED, trace=False):
     """Write folder/random-SIZE for each of the comma-separated sizes, or with --trace the trace run's two tiny
     models (see the module docstring). folder: by default the system's temporary folder."""
-    sizes = sizes.split(",") if isinstance(sizes, str) else [str(size) for size in sizes]
-    folder = tempfile.gettempdir() if folder is None else folder
-    with errors_as_one_line():  # a missing tokenizer or an existing folder: one line, exit code 2
+    with errors_as_one_line():  # a bad flag, a missing tokenizer or an existing folder: one line, exit code 2
+        if not isinstance(trace, bool):
+            raise ValueError(f"--trace takes no value (it is on or off); got --trace={shown(trace)}")
+        sizes = as_names(sizes, "--sizes")
+        for size in sizes:
+            hparams_of(size)
+        folder = check_output_folder(tempfile.gettempdir() if folder is None else folder, "--folder")
+        seed = as_whole_number(seed, "--seed", 0, MAX_SEED)
         paths = write_trace_models(folder) if trace else write_random_models(sizes, folder, seed)
     for path in paths:
         print(f"wrote {path}")
 
 
 if __name__ == "__main__":
-    fire.Fire(main)
+    run_script(main, sys.argv[1:], "tools/random_models.py")

@@ -36,6 +36,8 @@ try:  # the sampler helper moves the tables into tests/markov.py; the exactness 
 except ImportError:
     from test_speculative_exactness import DRAFT_TABLE, TARGET_TABLE
 from safe_files import save_figure  # noqa: E402
+from cli import errors_as_one_line  # noqa: E402
+from commands import check_output_folder, run_script  # noqa: E402
 
 PROMPT = [0, 0, 0]  # ends in (0, 0), where p = [0.2, 0.3, 0.5] and q = [0.6, 0.4, 0.0] overlap only partly
 SEED = 65
@@ -219,7 +221,8 @@ def save(plt, fig, path):
 
 def main(out=None):
     """Print the two rounds and draw the two pictures into the folder `out` (default: a new temporary folder)."""
-    out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="worked-round-"))
+    with errors_as_one_line():
+        out = check_output_folder(out, "--out") if out is not None else Path(tempfile.mkdtemp(prefix="worked-round-"))
     rounds = worked_rounds()
     print(report(rounds))
     import matplotlib
@@ -234,6 +237,4 @@ def main(out=None):
 
 
 if __name__ == "__main__":
-    import fire
-
-    fire.Fire(main)
+    run_script(main, sys.argv[1:], "tools/worked_round.py")

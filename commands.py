@@ -1,0 +1,184 @@
+"""How every command of the project starts and ends: main.py, benchmark.py and the tools/ scripts alike.
+
+Read cli.py first (main.py's flags, each checked before anything runs). Nothing here is about GPT-2; it is
+what a command owes the person who typed it:
+
+- Flags are checked before any work. A script's flags are fire's (`--name value`, `--flag`/`--noflag`), and
+  fire alone would notice a misspelt one only after the whole measurement had run: `run_script` checks every
+  flag's NAME first (cli.parse_command_line), and each script's main() checks the VALUES first thing, with
+  cli's checkers and the list checkers below. A bad flag is one line `error: ...` and exit code 2.
+- The standard output is checked before any work: `python main.py >&-` starts Python without one, and the
+  first print, after minutes of loading, would fail.
+- Ctrl-C ends a run with the one line `Interrupted.` and exit code 130 (128 + SIGINT, as shells report it).
+  It is Python's KeyboardInterrupt, which Ctrl-C raises on Linux, macOS and Windows alike.
+- A full disk (or a file past the system's size limit, or a quota) is one line naming the file, exit code 1.
+- A reader that goes away (`python main.py | head`) ends the run quietly, as Unix tools do.
+"""
+
+import errno
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import fire
+
+from cli import as_number, as_text, as_whole_number, check_writable, errors_as_one_line, first_existing
+from cli import parse_command_line
+from weights import os_error_text, shown
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT (2): what a shell reports for a command ended by Ctrl-C
+DISK_FULL = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Starting and ending
+# ------------------------------------------------------------------------------------------------------------
+
+
+def check_stdout():
+    """ValueError unless the standard output can be written (a test's captured output always can)."""
+    if sys.stdout is None:
+        raise ValueError("the standard output is closed (>&-): give the run somewhere to write, e.g. > out.txt, or "
+                         "> /dev/null to throw its text away")
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture): nothing to check
+        return
+    try:
+        os.write(descriptor, b"")  # nothing written; a descriptor open only for reading fails
+    except OSError as error:
+        raise ValueError(f"the standard output cannot be written ({error.strerror}): give the run somewhere to "
+                         f"write, e.g. > out.txt") from None
+
+
+@contextmanager
+def ending_as_one_line():
+    """Inside: Ctrl-C is `Interrupted.` and exit code 130; a full disk one `error:` line naming the file, exit
+    code 1; a reader that went away (BrokenPipeError) a quiet exit 1. Any other exception is left alone."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        _stdout_to_nowhere()
+        print("Interrupted.", file=sys.stderr)
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    except BrokenPipeError:
+        _stdout_to_nowhere()
+        raise SystemExit(1) from None
+    except OSError as error:
+        if error.errno not in DISK_FULL:
+            raise
+        _stdout_to_nowhere()
+        print(f"error: {os_error_text(error, 'the output (or a file being written)')}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def _stdout_to_nowhere():
+    """Point the standard output at the null device: what is still buffered for a pipe whose reader is gone or
+    a full disk must not fail once more when Python flushes it on the way out."""
+    try:
+        sys.stdout.flush()
+    except (AttributeError, OSError, ValueError):
+        pass  # this is the output that failed: what it held is lost either way
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):
+        pass  # no standard output, or not a file (a test's capture)
+
+
+def run_script(main, argv, script):
+    """`python SCRIPT ARGS` for a script whose main() takes fire's flags: --help is fire's; otherwise the output
+    and every flag's name are checked before fire calls main() (which checks the values first thing), and the
+    run ends as ending_as_one_line says."""
+    if any(argument in ("--help", "-h") for argument in argv):
+        fire.Fire(main, command=list(argv), name=script)
+        return
+    with ending_as_one_line():
+        with errors_as_one_line():
+            check_stdout()
+            parse_command_line(argv, main, script)  # the names (and how many values by position); fire reads them
+        fire.Fire(main, command=list(argv), name=script)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Checking the scripts' values (fire gives "1,2,4" as a tuple, "4" as an int, "16,x" as a string)
+# ------------------------------------------------------------------------------------------------------------
+
+
+def as_items(value, flag):
+    """The items of a comma-separated flag: a tuple or list as it is, text split at its commas, one value alone."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    if value is None or isinstance(value, bool):
+        raise ValueError(f"{flag} needs a value: a comma-separated list like 1,2,4")
+    return [value]
+
+
+def as_whole_numbers(value, flag, minimum=1, words=()):
+    """[int >= minimum] of a comma-separated flag ("16,64" or fire's (16, 64)); `words` (like "auto") pass as
+    text. An empty list is an error: a measurement of nothing would print an empty table."""
+    items = as_items(value, flag)
+    if not items:
+        raise ValueError(f"{flag} is empty: give a comma-separated list like 1,2,4")
+    numbers = []
+    for item in items:
+        if isinstance(item, str) and item.strip().lower() in words:
+            numbers.append(item.strip().lower())
+            continue
+        try:
+            numbers.append(as_whole_number(item, flag, minimum))
+        except ValueError:
+            also = f" or {', '.join(words)}" if words else ""
+            raise ValueError(f"{flag} takes whole numbers >= {minimum}{also}, comma-separated; got {shown(item)} in "
+                             f"{shown(value)}") from None
+    return numbers
+
+
+def as_fractions(value, flag):
+    """[float in [0, 1]] of a comma-separated flag (acceptance rates)."""
+    items = as_items(value, flag)
+    fractions = [as_number(item, flag) for item in items]
+    if not fractions or not all(0 <= f <= 1 for f in fractions):
+        raise ValueError(f"{flag} takes numbers from 0 to 1, comma-separated; got {shown(value)}")
+    return fractions
+
+
+def as_names(value, flag, allow_empty=False):
+    """[str] of a comma-separated flag of names (sizes, texts, parts)."""
+    names = [as_text(item, flag).strip() for item in as_items(value, flag)] if value not in (None, "") else []
+    if not names and not allow_empty:
+        raise ValueError(f"{flag} is empty: give at least one name")
+    return names
+
+
+def check_output_folder(folder, flag):
+    """ValueError unless `folder` is a folder files can be written into, or can be made (it is not made here)."""
+    try:
+        path = Path(as_text(folder, flag))
+        existing = first_existing(path)
+    except (OSError, ValueError) as error:  # a NUL character, a name too long
+        raise ValueError(f"{flag} {shown(folder)} cannot be a folder: {getattr(error, 'strerror', None) or error}")
+    if not existing.is_dir():
+        raise ValueError(f"{flag} {path}: {existing} is a file, so no folder can be made there; name a folder")
+    try:
+        descriptor, probe = tempfile.mkstemp(dir=existing, prefix=".write-test-")
+        os.close(descriptor)
+        os.unlink(probe)
+    except OSError as error:
+        raise ValueError(f"{flag} {path}: nothing can be written in {existing} ({error.strerror}); name another "
+                         f"folder") from None
+    return path
+
+
+def check_output_file(path, flag):
+    """ValueError unless a file can be written at `path` (in an existing folder); None passes (no file)."""
+    if path is None:
+        return None
+    path = Path(as_text(path, flag))
+    if not path.parent.is_dir():
+        raise ValueError(f"{flag} {path}: the folder {path.parent} does not exist; name a file in an existing folder")
+    check_writable(path, flag)
+    return path

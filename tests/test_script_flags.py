@@ -1,0 +1,83 @@
+"""benchmark.py and the tools/ scripts check their flags before any work, as main.py does: one line, exit code 2.
+
+Read commands.py first (run_script: the flags' names; each script's main: their values). fire alone notices a
+misspelt flag only after the whole measurement has run, and gave bad values a traceback or an empty table,
+some of them after loading models. Each case here runs the script in a subprocess, as a user would, and must
+end within SECONDS (the measurements themselves take minutes) with exactly one `error:` line naming the flag.
+One representative bad value per kind of flag: a misspelt name, a word for a number, a negative seed, a list
+with a non-number in it, a zero count, an output folder that cannot exist (under a file: even root cannot
+write there).
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT
+
+SECONDS = 60  # the checks take a second or two (importing NumPy); any measurement takes far longer
+
+
+def a_file(tmp_path):
+    path = tmp_path / "a-file"
+    path.write_text("not a folder")
+    return path
+
+
+CASES = [  # (script, flags, what the error line must say); "{file}" is a regular file the test makes
+    ("benchmark.py", ["--random_weight"], "unknown flag --random_weight (did you mean --random_weights?)"),
+    ("benchmark.py", ["--random_weights", "--Ks", "four"], "--Ks takes whole numbers >= 1"),
+    ("benchmark.py", ["--random_weights", "--seed", "-5"], "--seed must be a whole number >= 0; got -5"),
+    ("benchmark.py", ["--random_weights", "--kv_cache", "maybe"], "--kv_cache must be true or false"),
+    ("benchmark.py", ["--random_weights", "--alphas", "2"], "--alphas takes numbers from 0 to 1"),
+    ("benchmark.py", ["--random_weights", "--img_dir", "{file}/img"], "is a file, so no folder can be made"),
+    ("tools/benchmark_forward.py", ["--context_length", "16"], "unknown flag --context_length"),
+    ("tools/benchmark_forward.py", ["--context_lengths", "16,x"], "--context_lengths takes whole numbers >= 1"),
+    ("tools/benchmark_forward.py", ["--seed", "-5"], "--seed must be a whole number >= 0; got -5"),
+    ("tools/benchmark_forward.py", ["--repeats", "0"], "--repeats must be a whole number >= 1; got 0"),
+    ("tools/benchmark_forward.py", ["--r_table_dir", "{file}/costs"], "is a file, so no folder can be made"),
+    ("tools/benchmark_forward.py", ["--json", "{file}/out.json"], "does not exist"),
+    ("tools/benchmark_text.py", ["--repeat", "2"], "unknown flag --repeat (did you mean --repeats?)"),
+    ("tools/benchmark_text.py", ["--Ks", "four"], "--Ks takes whole numbers >= 1 or auto"),
+    ("tools/benchmark_text.py", ["--texts", "prose,nosuch"], "no text called 'nosuch'"),
+    ("tools/benchmark_text.py", ["--r_table", "{file}"], "cannot read the costs file"),
+    ("tools/benchmark_text.py", ["--seed", "-5"], "--seed must be a whole number >= 0; got -5"),
+    ("tools/make_readme_figures.py", ["--dryrun"], "unknown flag --dryrun (did you mean --dry_run?)"),
+    ("tools/make_readme_figures.py", ["--Ks", "four"], "--Ks takes whole numbers >= 1"),
+    ("tools/make_readme_figures.py", ["--forward_context_lengths", "16,x"], "--forward_context_lengths takes"),
+    ("tools/make_readme_figures.py", ["--text_repeats", "-1"], "--text_repeats must be a whole number >= 0"),
+    ("tools/make_readme_figures.py", ["--img_dir", "{file}/img"], "is a file, so no folder can be made"),
+    ("tools/random_models.py", ["--size", "124M"], "unknown flag --size (did you mean --sizes?)"),
+    ("tools/random_models.py", ["--seed", "-5"], "--seed must be a whole number >= 0; got -5"),
+    ("tools/random_models.py", ["--folder", "{file}/models"], "is a file, so no folder can be made"),
+    ("tools/measure_loading.py", ["--repeat", "2"], "unknown flag --repeat (did you mean --repeats?)"),
+    ("tools/measure_loading.py", ["--repeats", "0"], "--repeats must be a whole number >= 1; got 0"),
+    ("tools/measure_loading.py", ["--folder", "{file}/load"], "is a file, so no folder can be made"),
+    ("tools/measure_hf_speed.py", ["--n_new", "0"], "--n_new must be a whole number >= 1; got 0"),
+    ("tools/measure_hf_speed.py", ["--sizes", "7B"], "unknown size(s) ['7B']"),
+    ("tools/worked_round.py", ["--ou", "x"], "unknown flag --ou (did you mean --out?)"),
+    ("tools/worked_round.py", ["--out", "{file}/img"], "is a file, so no folder can be made"),
+]
+
+
+@pytest.mark.parametrize("script, flags, expected", CASES, ids=[f"{c[0]} {' '.join(c[1])}" for c in CASES])
+def test_a_bad_flag_of_a_script_is_one_line_and_exit_code_2_before_any_work(tmp_path, script, flags, expected):
+    file = a_file(tmp_path)
+    flags = [flag.replace("{file}", str(file)) for flag in flags]
+    try:
+        run = subprocess.run([sys.executable, str(REPO_ROOT / script), *flags], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=SECONDS)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{script} {' '.join(flags)} was still running after {SECONDS} s: it did not check its flags first")
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], run.stderr
+    assert run.stdout == "", run.stdout
+
+
+def test_fires_help_still_lists_a_scripts_flags(tmp_path):
+    run = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "random_models.py"), "--help"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=SECONDS)
+    shown = run.stdout + run.stderr  # fire writes its help to a pager, or straight out without a terminal
+    assert run.returncode == 0 and "--sizes" in shown and "--folder" in shown, shown
