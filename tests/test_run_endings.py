@@ -95,8 +95,13 @@ def test_a_full_disk_under_a_scripts_file_is_one_line_naming_the_file(tmp_path, 
 
 
 def interrupted(args, cwd, started_when):
-    """Run args, send SIGINT once a stdout line starts with `started_when`, and return (exit code, stderr)."""
-    process = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """Run args, send SIGINT once a stdout line starts with `started_when`, and return (exit code, stderr).
+
+    The child gets SIGINT's default action back first: a test run started in the background by a shell (`pytest &`)
+    ignores SIGINT, its children inherit that, and a Python that starts with SIGINT ignored never raises
+    KeyboardInterrupt, so the run would go on to its end."""
+    process = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         for line in process.stdout:
             if line.startswith(started_when):
