@@ -9,7 +9,7 @@ install. With it installed, run
 
 A tiny model (2 layers, 8 wide, GPT-2's vocabulary; weights of std 0.5, so no float32 near-tie decides a greedy
 token) is written as a GGUF file and loaded by llama.cpp, one thread and two: the tokenizers give the same ids,
-the logits of every position agree to float32 rounding, and greedy decoding writes the same tokens.
+the logits of every position agree (to llama.cpp's float16 GELU), and greedy decoding writes the same tokens.
 """
 
 import numpy as np
@@ -28,8 +28,10 @@ from tools.gguf_file import write_gguf  # noqa: E402
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_llama_cpp_on_the_gguf_file_gives_the_same_ids_logits_and_greedy_tokens(tmp_path, release_124M_dir, threads):
-    """The logits' tolerance: 1e-4 of their spread (float32 sums of a few hundred terms in another order); the
-    greedy tokens must be equal, 40 of them after main.py's prompt."""
+    """The logits agree to 1e-3 of their spread, not to float32 rounding: llama.cpp's GELU rounds its input to
+    float16 and reads its output from a float16 table (ggml's GGML_GELU_FP16), a relative error up to 2^-11 each
+    way, carried through both blocks (what is left is float32 sums in another order). The greedy tokens must be
+    equal, as many as fit after main.py's prompt."""
     params = tiny_params(seed=1)
     encoder = get_encoder("124M", str(release_124M_dir.parent))
     path = write_gguf(tmp_path / "tiny.gguf", params, TINY_HPARAMS, encoder)
@@ -40,7 +42,7 @@ def test_llama_cpp_on_the_gguf_file_gives_the_same_ids_logits_and_greedy_tokens(
 
     our_logits = gpt2(prompt, **params, n_head=TINY_HPARAMS["n_head"])  # [n_seq, n_vocab]
     their_logits = np.array(theirs.logits(prompt, len(prompt)))  # [n_seq, n_vocab]
-    np.testing.assert_allclose(their_logits, our_logits, rtol=0, atol=1e-4 * float(np.ptp(our_logits)))
+    np.testing.assert_allclose(their_logits, our_logits, rtol=0, atol=1e-3 * float(np.ptp(our_logits)))
 
     rng = np.random.default_rng(0)
     n_new = TINY_HPARAMS["n_ctx"] - len(prompt) - 1

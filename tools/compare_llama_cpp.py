@@ -240,7 +240,8 @@ def measure_here(settings, gguf_path, threads):
     for model in models.values():
         model(context, 1)  # the context into the cache: not timed
     for repeat in range(settings["repeats"]):
-        print(f"{benchmark_forward.threads_label(threads)}: repeat {repeat + 1} of {settings['repeats']}", flush=True)
+        print(f"{benchmark_forward.threads_label(threads)}: repeat {repeat + 1} of {settings['repeats']}", file=sys.stderr,
+              flush=True)  # progress on stderr: a process run by measure_in_process shows it, its report is not
         for name, model in models.items():
             ids, seconds = timed(lambda: autoregressive_sampling(context, model, settings["n_new"], rng))
             decode[name].append(seconds / settings["n_new"])
@@ -258,17 +259,20 @@ def measure_here(settings, gguf_path, threads):
 
 def measure_in_process(settings, gguf_path, threads, folder):
     """measure_here's data from this script run as a process of its own with OPENBLAS_NUM_THREADS=threads (OpenBLAS
-    reads it once, when NumPy loads), reading the GGUF file already written. Its output shows as it comes."""
+    reads it once, when NumPy loads), reading the GGUF file already written. Its progress and errors (stderr) show
+    as they come; its report (stdout) is left out, since the report of all the thread counts follows."""
     out = Path(folder) / f"threads-{threads}.json"
     args = [sys.executable, __file__, "--threads", str(threads), "--gguf", str(gguf_path), "--reuse_gguf", "true",
             "--json", str(out)]
     for name in ("model", "prompt", "n_check", "n_context", "n_new", "repeats", "seed", "flash_attn"):
         args += [f"--{name}", str(settings[name])]
     args += ["--ms", ",".join(map(str, settings["ms"]))]
-    done = subprocess.run(args, env={**os.environ, "OPENBLAS_NUM_THREADS": str(threads)})
+    print(f"{benchmark_forward.threads_label(threads)}: both implementations in a process of its own "
+          f"(OPENBLAS_NUM_THREADS={threads})", flush=True)
+    done = subprocess.run(args, env={**os.environ, "OPENBLAS_NUM_THREADS": str(threads)}, stdout=subprocess.DEVNULL)
     if not out.is_file():
         raise SystemExit(f"the process for {benchmark_forward.threads_label(threads)} failed (exit status "
-                         f"{done.returncode}); its output is above")
+                         f"{done.returncode}); its errors are above")
     return json.loads(out.read_text(encoding="utf-8"))["results"]
 
 
