@@ -209,7 +209,7 @@ def fake_data():
 
     run = {"command": "python tools/compare_llama_cpp.py", "weights": "random weights of 124M's shapes (seed 0)",
            "llama_cpp": "0.3.36", "machine": "a machine", "blas": "an unknown BLAS", "minutes": 2.0,
-           "load_average": [1.0, 2.0], "prompt": "Alan Turing", "n_check": 32, "n_context": 512, "n_new": 16,
+           "load_average": [1.0, 2.0], "cores": 2, "prompt": "Alan Turing", "n_check": 32, "n_context": 512, "n_new": 16,
            "ms": [1, 2, 4], "repeats": 2, "flash_attn": False, "threads": [1, 2]}
     results = [result(1, [0.040, 0.036], [0.030, 0.031], {1: [0.030, 0.032], 2: [0.060, 0.066], 4: [0.075, 0.08]},
                       {1: [0.025, 0.024], 2: [0.030, 0.031], 4: [0.036, 0.04]}),
@@ -256,6 +256,14 @@ def test_the_report_holds_the_run_both_tables_and_both_sentences():
     for part in ("`python tools/compare_llama_cpp.py`", "| 1 thread | this project / llama.cpp | 1.20× |",
                  "| ms (best of 2) | 1 thread | 2 threads |", "The goal, no slower", "Greedy agreement"):
         assert part in report, part
+
+
+def test_the_run_says_so_when_other_jobs_shared_the_cores():
+    """A load average of 2 on 2 cores is this run's own two threads; 3.5 means more than one other job was running."""
+    data = fake_data()
+    assert "The machine was busy" not in markdown_report(data)
+    data["run"]["load_average"] = [1.0, 3.5]
+    assert "The machine was busy (a load average above its 2 cores)" in " ".join(markdown_report(data).split())
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -350,14 +350,19 @@ def goal_text(results):
 
 
 def run_text(run):
-    """Where and how the run was made, in one paragraph."""
+    """Where and how the run was made, in one paragraph; a warning when other jobs shared the cores (a load average
+    more than one above the cores: this run's own threads count in it)."""
+    busy = max(run["load_average"]) > run["cores"] + 1
+    warning = (f" The machine was busy (a load average above its {run['cores']} cores): other jobs shared the cores, "
+               f"so these times are slow and uneven, two threads' most (each product waits for its slower thread); "
+               f"measure again on a quiet machine." if busy else "")
     return (f"`{run['command']}`: {run['weights']}, as an F32 GGUF file; llama-cpp-python {run['llama_cpp']} (llama.cpp "
             f"built from its source distribution), F32 KV cache, flash attention {'on' if run['flash_attn'] else 'off'}; "
             f"{run['machine']}, {run['blas']}. Decode: {run['n_new']} greedy tokens after {run['n_context']} cached, "
             f"per token; r(m): an m-position pass after {run['n_context']} cached over a 1-position pass. The minimum "
             f"of {run['repeats']} repeats, both implementations in turns in one process per thread count; "
             f"{run['minutes']:.1f} minutes, load average {run['load_average'][0]:.2f} at the start and "
-            f"{run['load_average'][1]:.2f} at the end.")
+            f"{run['load_average'][1]:.2f} at the end." + warning)
 
 
 def markdown_report(data) -> str:
@@ -433,7 +438,7 @@ def main(argv=None):
                if value != DEFAULTS[name] and name not in ("json", "gguf", "reuse_gguf")),
            "weights": weights, "llama_cpp": llama_cpp.__version__, "machine": machine_description(),
            "blas": blas_description(), "minutes": (time.perf_counter() - start) / 60,
-           "load_average": [load_start, os.getloadavg()[0]],
+           "load_average": [load_start, os.getloadavg()[0]], "cores": os.cpu_count(),
            **{name: settings[name] for name in ("prompt", "n_check", "n_context", "n_new", "ms", "repeats",
                                                  "flash_attn", "threads")}}
     data = {"run": run, "results": results}
