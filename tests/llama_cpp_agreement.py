@@ -47,3 +47,23 @@ def test_llama_cpp_on_the_gguf_file_gives_the_same_ids_logits_and_greedy_tokens(
     rng = np.random.default_rng(0)
     n_new = TINY_HPARAMS["n_ctx"] - len(prompt) - 1
     assert autoregressive_sampling(prompt, theirs, n_new, rng) == autoregressive_sampling(prompt, ours, n_new, rng)
+
+
+def test_the_comparison_runs_end_to_end_on_a_tiny_model_folder_one_process_per_thread_count(tmp_path, release_124M_dir,
+                                                                                           capsys):
+    """tools/compare_llama_cpp.py on a Hugging Face folder (the path of any folder the project loads): the GGUF file
+    written and kept, a process for each of 1 and 2 threads, both agreeing; its --json holds what its tables read."""
+    import json
+
+    from test_main import write_hf_folder
+    from tools import compare_llama_cpp
+
+    folder = write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir)
+    out, gguf_file = tmp_path / "llama.json", tmp_path / "tiny.gguf"
+    compare_llama_cpp.main(["--model", str(folder), "--n_context", "20", "--n_new", "4", "--n_check", "8", "--ms",
+                            "2,4", "--repeats", "1", "--gguf", str(gguf_file), "--json", str(out)])
+    data = json.loads(out.read_text())
+    assert [result["threads"] for result in data["results"]] == [1, 2] and gguf_file.is_file()
+    assert not compare_llama_cpp.disagrees(data["results"])
+    assert sorted(data["results"][0]["passes"]["llama.cpp"], key=int) == ["1", "2", "4"]
+    assert compare_llama_cpp.markdown_report(data) in capsys.readouterr().out
