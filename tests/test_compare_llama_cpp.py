@@ -291,6 +291,12 @@ def test_each_bad_flag_is_one_valueerror_naming_it(flag, value, message, release
         check_flags({**DEFAULTS, flag: value})
 
 
+def test_random_weights_without_openais_tokenizer_files_say_where_they_were_looked_for(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPT2_MODELS_DIR", str(tmp_path))
+    with pytest.raises(ValueError, match="tokenizer files .* are not in .*124M: run `python main.py` once"):
+        check_flags(DEFAULTS)
+
+
 def test_the_defaults_pass_and_m_1_is_always_measured(release_124M_dir):
     settings = check_flags({**DEFAULTS, "ms": "4,2"})
     assert settings["ms"] == [1, 2, 4] and settings["threads"] == [1, 2] and settings["flash_attn"] is False

@@ -6,7 +6,7 @@ positions a pass has; nothing else in the project needs it. It takes two optiona
 
     pip install -r requirements-llama.txt     # llama-cpp-python built from source (llama.cpp, with cmake), gguf
 
-    python tools/compare_llama_cpp.py                        # random 124M weights, 1 and 2 threads (~3 minutes)
+    python tools/compare_llama_cpp.py                        # random 124M weights, 1 and 2 threads (minutes)
     python tools/compare_llama_cpp.py --model models/124M    # a model folder the project loads
     python tools/compare_llama_cpp.py --threads 2 --repeats 9 --json llama.json
 
@@ -26,8 +26,9 @@ One run:
      context of --n_context tokens (the prompt, then tokens drawn with --seed); the tokens must agree again.
    - r(m) = the time of a pass over m new positions after the same --n_context cached ones (each model
      function rolls its cache back to them) over that of a 1-position pass, for m in --ms.
-   Both are timed in turns (this project, llama.cpp, this project, ...) --repeats times; a time is the
-   minimum over the repeats and r(m) a ratio of minimums, measured in the same process.
+   Both are timed in turns (this project, llama.cpp, this project, ...) --repeats times, each turn after a
+   pause in which the other's worker threads go to sleep (SETTLE_SECONDS); a time is the minimum over the
+   repeats and r(m) a ratio of minimums, measured in the same process.
    - where this project's step goes: tools/benchmark_forward.step_breakdown (the block products alone, the
      LM head alone, the rest of the pass, the sampler), beside llama.cpp's whole step.
 3. The tables, in markdown (`markdown_report`), and with --json FILE every timing; tools/make_readme_figures.py
@@ -73,6 +74,10 @@ DEFAULTS = {"model": "124M", "threads": "1,2", "prompt": PROMPT, "n_check": "32"
             "ms": "1,2,4,8,16", "repeats": "5", "seed": "0", "flash_attn": "false", "gguf": None, "reuse_gguf": "false",
             "json": None}
 DECODE_TARGET = 1.0  # the goal: a decoding step no slower than llama.cpp's
+# After a call, each implementation's worker threads spin a while, waiting for more work (OpenBLAS's for 2^28 cycles,
+# about a tenth of a second; llama.cpp's OpenMP threads for less) before they sleep: in one process they would take
+# a core from the other's turn. So each timed turn starts after this pause, long enough for both to sleep.
+SETTLE_SECONDS = 0.2
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -145,7 +150,12 @@ def load_encoder(model):
     from conftest import models_dir
     from encoder import get_encoder
 
-    folder = Path(model) if model not in HPARAMS else models_dir() / "124M"
+    if model not in HPARAMS:
+        return get_encoder(Path(model).name, str(Path(model).parent))
+    folder = models_dir() / "124M"
+    if not (folder / "encoder.json").is_file() or not (folder / "vocab.bpe").is_file():
+        raise ValueError(f"OpenAI's tokenizer files (encoder.json, vocab.bpe) are not in {folder}: run `python main.py` "
+                         f"once (it downloads them into models/124M), or set GPT2_MODELS_DIR to a folder holding 124M/")
     return get_encoder(folder.name, str(folder.parent))
 
 
@@ -209,6 +219,12 @@ def first_difference(a, b):
 # ------------------------------------------------------------------------------------------------------------
 
 
+def turn(fn):
+    """(what fn() returns, its wall time in seconds), after SETTLE_SECONDS for the other's threads to sleep."""
+    time.sleep(SETTLE_SECONDS)
+    return timed(fn)
+
+
 def measure_here(settings, gguf_path, threads):
     """What one thread count's process measures (the module docstring's step 2), as JSON-ready data:
     {"threads", "blas_threads", "agreement", "decode": {name: [s/token]}, "passes": {name: {m: [s]}},
@@ -243,12 +259,12 @@ def measure_here(settings, gguf_path, threads):
         print(f"{benchmark_forward.threads_label(threads)}: repeat {repeat + 1} of {settings['repeats']}", file=sys.stderr,
               flush=True)  # progress on stderr: a process run by measure_in_process shows it, its report is not
         for name, model in models.items():
-            ids, seconds = timed(lambda: autoregressive_sampling(context, model, settings["n_new"], rng))
+            ids, seconds = turn(lambda: autoregressive_sampling(context, model, settings["n_new"], rng))
             decode[name].append(seconds / settings["n_new"])
             decoded[name] = ids[n_context:]
         for m in settings["ms"]:
             for name, model in models.items():
-                passes[name][m].append(timed(lambda: model(tokens[: n_context + m], m))[1])
+                passes[name][m].append(turn(lambda: model(tokens[: n_context + m], m))[1])
     agreement["n_new"] = settings["n_new"]
     agreement["decode_difference"] = first_difference(decoded[OURS], decoded[THEIRS])
     breakdown = benchmark_forward.step_breakdown(ours, params, context + decoded[OURS], n_context,
@@ -360,7 +376,8 @@ def run_text(run):
             f"built from its source distribution), F32 KV cache, flash attention {'on' if run['flash_attn'] else 'off'}; "
             f"{run['machine']}, {run['blas']}. Decode: {run['n_new']} greedy tokens after {run['n_context']} cached, "
             f"per token; r(m): an m-position pass after {run['n_context']} cached over a 1-position pass. The minimum "
-            f"of {run['repeats']} repeats, both implementations in turns in one process per thread count; "
+            f"of {run['repeats']} repeats, both implementations in turns (each after a pause for the other's threads "
+            f"to sleep) in one process per thread count; "
             f"{run['minutes']:.1f} minutes, load average {run['load_average'][0]:.2f} at the start and "
             f"{run['load_average'][1]:.2f} at the end." + warning)
 
