@@ -430,11 +430,11 @@ def main(argv=None):
     missing = missing_extras()
     if missing:
         print(f"error: this comparison needs {' and '.join(missing)}, which this Python lacks: {INSTALL} (it builds "
-              f"llama.cpp from source with cmake: about 20 minutes on 2 cores)", file=sys.stderr)
+              f"llama.cpp from source with cmake: about 15-20 minutes on 2 cores)", file=sys.stderr)
         raise SystemExit(2)
     import llama_cpp
 
-    start, load_start = time.perf_counter(), os.getloadavg()[0]
+    start, load_start = time.perf_counter(), benchmark_forward.load_average()
     print(f"{machine_description()}; load average {load_start:.2f} at the start", flush=True)
     with tempfile.TemporaryDirectory() as folder:
         gguf_path = Path(settings["gguf"] or Path(folder) / "model.gguf")
@@ -455,7 +455,7 @@ def main(argv=None):
                if value != DEFAULTS[name] and name not in ("json", "gguf", "reuse_gguf")),
            "weights": weights, "llama_cpp": llama_cpp.__version__, "machine": machine_description(),
            "blas": blas_description(), "minutes": (time.perf_counter() - start) / 60,
-           "load_average": [load_start, os.getloadavg()[0]], "cores": os.cpu_count(),
+           "load_average": [load_start, benchmark_forward.load_average()], "cores": os.cpu_count(),
            **{name: settings[name] for name in ("prompt", "n_check", "n_context", "n_new", "ms", "repeats",
                                                  "flash_attn", "threads")}}
     data = {"run": run, "results": results}
