@@ -224,7 +224,7 @@ def test_make_readme_figures_runs_end_to_end_on_tiny_models(tmp_path, release_12
     main(random_weights=True, draft_model_size=tiny, target_model_size=tiny, Ks=(1, 2), n_tokens_to_generate=4,
          repeats=1, dry_run=True, sample_run_tokens=4, drafters="", trees="", sample_run_sizes=(tiny, tiny),
          exactness=False, forward_sizes="", forward_context_size=None, loading_sizes="", timings=False,
-         agreement=False, text_repeats=0)
+         agreement=False, text_repeats=0, llama_repeats=0)
     out = capsys.readouterr().out
     for name in ("worked-round", "cost-table", "cost-summary", "sample-run", "machine"):
         assert f"--- {name}\n" in out, name
@@ -406,9 +406,28 @@ def check_peer_speed(block):
         assert consistent(ratio, theirs, mine), size
 
 
+def check_llama_cpp(block):
+    """Either the one line that says it was skipped and how to install the extras, or the speed table whose
+    quotient rows are this project's cells over llama.cpp's, and the goal sentence that quotes the decode ones."""
+    from tools.compare_llama_cpp import INSTALL, OURS, THEIRS
+
+    if "skipped" in block:
+        assert INSTALL in " ".join(block.split())
+        return
+    table = next(chunk for chunk in block.split("\n\n") if chunk.startswith("| threads |"))
+    header, *rows = markdown_rows(table)
+    assert header[:4] == ["threads", "implementation", "decode, ms/token", "1-position pass, ms"], header
+    goal = " ".join(block.split())
+    for ours, theirs, quotient in zip(rows[0::3], rows[1::3], rows[2::3]):
+        assert [ours[1], theirs[1], quotient[1]] == [OURS, THEIRS, f"{OURS} / {THEIRS}"] and ours[0] == quotient[0]
+        for column in range(2, len(header)):
+            assert consistent(quotient[column], ours[column], theirs[column]), (quotient[0], header[column])
+        assert f"{quotient[2]} with {quotient[0]}" in goal, quotient[0]
+
+
 CHECKS = {"forward-table": check_forward_table, "forward-breakdown": check_forward_breakdown,
           "r-table": check_r_table, "context-table": check_context_table, "loading-table": check_loading_table,
-          "design-timing": check_design_table, "peer-speed": check_peer_speed}
+          "design-timing": check_design_table, "peer-speed": check_peer_speed, "llama-cpp": check_llama_cpp}
 
 
 @pytest.mark.parametrize("name", sorted(CHECKS))
@@ -484,12 +503,13 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
     small timings on tiny shapes. Every part has its marks in the README, and every table agrees with itself as
     the README's must. No timing is asserted."""
     from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
-    from tools import make_readme_figures, measured_parts, small_parts
+    from tools import compare_llama_cpp, make_readme_figures, measured_parts, small_parts
 
     tiny = str(write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir))
     monkeypatch.setitem(make_readme_figures.HPARAMS, "tiny", TINY_HPARAMS)
     monkeypatch.setattr(small_parts, "TIMED_SIZE", "tiny")
     monkeypatch.setattr(measured_parts, "peer_installed", lambda: False)  # the path when torch is missing
+    monkeypatch.setattr(compare_llama_cpp, "missing_extras", lambda: ["llama_cpp"])  # and when llama.cpp is
     make_readme_figures.main(
         random_weights=True, draft_model_size=tiny, target_model_size=tiny, Ks=(1,), n_tokens_to_generate=2, repeats=1,
         dry_run=True, sample_run_tokens=2, drafters="", trees="", sample_run_sizes=(tiny, tiny), exactness=False,
@@ -499,7 +519,8 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
         text_repeats=0)
     parts = dry_run_parts(capsys.readouterr().out)
     for name in ("forward-run", "forward-table", "forward-breakdown", "forward-summary", "r-table", "context-table",
-                 "peer-speed", "loading-table", "break-even-table", "lookup-timing", "bpe-timing", "sampler-timing",
+                 "peer-speed", "llama-cpp", "loading-table", "break-even-table", "lookup-timing", "bpe-timing",
+                 "sampler-timing",
                  "design-timing", "hf-agreement", "unicode-count", "machine"):
         assert name in parts, name
     for name in parts:
@@ -510,7 +531,7 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
     assert "with `OPENBLAS_NUM_THREADS=1` in the environment" in parts["forward-run"]
     labels = [row[0] for row in markdown_rows(parts["context-table"])[1:]]
     assert "ms/token, median, 1 thread" in labels and len(labels) == 4, labels  # two rows per thread count
-    assert "skipped" in parts["peer-speed"]
+    assert "skipped" in parts["peer-speed"] and "skipped" in parts["llama-cpp"]
 
 
 def test_the_text_benchmark_part_is_tools_benchmark_texts_own_table_run_as_a_process(monkeypatch):
@@ -572,3 +593,20 @@ def test_the_figures_command_writes_into_the_pages_as_they_are_when_it_ends_not_
     write_or_print(stale, {"part": "new"}, "cmd", dry_run=False, started=time.time())
     assert page.read_text(encoding="utf-8").startswith("prose edited during the run\n")
     assert "\nnew\n" in page.read_text(encoding="utf-8") and other.read_text(encoding="utf-8") == "edited too\n"
+
+
+def test_with_llama_cpp_installed_the_figures_command_runs_the_comparison_and_puts_its_report_in_the_page(
+        monkeypatch):
+    """llama-cpp-python is not installed for the suite, so tools/compare_llama_cpp.py is replaced by what it writes
+    with --json (made-up timings); the part is its markdown_report, which passes the page's own check."""
+    from test_compare_llama_cpp import fake_data
+    from tools import compare_llama_cpp, measured_parts
+
+    ran = []
+    monkeypatch.setattr(compare_llama_cpp, "missing_extras", lambda: [])
+    monkeypatch.setattr(measured_parts, "run_json_script", lambda args, env=None: ran.append(args) or fake_data())
+    block = measured_parts.llama_cpp_block(3)
+    assert ran == [["tools/compare_llama_cpp.py", "--repeats", 3]]
+    assert block == compare_llama_cpp.markdown_report(fake_data())
+    check_llama_cpp(block)
+    assert "<!-- llama-cpp: begin (" in PAGES["BENCHMARKS.md"]

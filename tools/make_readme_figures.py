@@ -39,6 +39,8 @@ BENCHMARKS: the measured tables):
                       table functions
     peer-speed        BENCHMARKS: Hugging Face transformers for scale (tools/measure_hf_speed.py), when torch is
                       installed
+    llama-cpp         BENCHMARKS: llama.cpp on the same weights (tools/compare_llama_cpp.py): greedy agreement,
+                      decode time and r(m) on 1 and 2 threads, when llama-cpp-python and gguf are installed
     loading-table     BENCHMARKS: tools/measure_loading.py: peak memory and time of loading each size in both
                       layouts
     lookup-timing, bpe-timing, sampler-timing, design-timing
@@ -52,9 +54,9 @@ BENCHMARKS: the measured tables):
     machine           both: which machine and command made the numbers, and when
 
 This file makes the parts of the learning path (and the drafter tables) and runs the whole; the parts of the
-scripts run as processes of their own (tools/benchmark_forward.py, tools/measure_loading.py and
-tools/measure_hf_speed.py: OpenBLAS reads its thread count when NumPy loads, and a load's peak memory must be
-measured in a fresh process) are tools/measured_parts.py's, the small timings and counts
+scripts run as processes of their own (tools/benchmark_forward.py, tools/measure_loading.py,
+tools/measure_hf_speed.py and tools/compare_llama_cpp.py: OpenBLAS reads its thread count when NumPy loads, and a
+load's peak memory must be measured in a fresh process) are tools/measured_parts.py's, the small timings and counts
 tools/small_parts.py's, and tools/pages.py writes them between their marks.
 
 It also moves the pages' line links, like [`def _residual`](sampling.py#L549), to the line where the code in
@@ -94,6 +96,7 @@ from tools.measured_parts import (  # noqa: E402
     CONTEXT_LENGTHS,
     FORWARD_SIZES,
     forward_blocks,
+    llama_cpp_block,
     loading_table,
     measure_forward,
     peer_block,
@@ -331,7 +334,8 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
          forward_sizes=FORWARD_SIZES, forward_no_cache_sizes="124M", forward_repeats=7, forward_n_new=32,
          forward_breakdown_rounds=15, forward_r_repeats=5, forward_context_size="124M",
          forward_context_lengths=CONTEXT_LENGTHS, forward_context_rounds=6, peer_sizes="124M,355M",
-         loading_sizes="124M,1558M", loading_repeats=2, text_repeats=3, timings=True, agreement=True, only=None):
+         loading_sizes="124M,1558M", loading_repeats=2, text_repeats=3, llama_repeats=5, timings=True, agreement=True,
+         only=None):
     """Regenerate the numbers, tables and plots of README.md and BENCHMARKS.md (see the module docstring) from one run.
 
     Args:
@@ -357,12 +361,14 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
             loading table as it is).
         text_repeats: tools/benchmark_text.py's --repeats (prompt lookup on real text; 0 leaves its table as it
             is).
+        llama_repeats: tools/compare_llama_cpp.py's --repeats (llama.cpp on the same weights, when llama-cpp-python
+            and gguf are installed; else the part says it was skipped); 0 leaves its table as it is.
         timings: False leaves the small timings (prompt lookup, the BPE, the sampler, gpt2.py's details) as
             they are.
         agreement: False leaves the agreement with the peers (HF's logits, tiktoken's Unicode) as it is.
         only: some of the small parts alone, comma-separated (of SMALL_PARTS: lookup-timing, bpe-timing,
-            sampler-timing, design-timing, hf-agreement, unicode-count; or text-benchmark, which takes some
-            minutes), each marked as measured alone.
+            sampler-timing, design-timing, hf-agreement, unicode-count; or text-benchmark or llama-cpp, which
+            take some minutes), each marked as measured alone.
     """
     started = time.time()
     flags = " --random_weights" if random_weights else ""
@@ -397,7 +403,8 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
             texts[REPO / page] = (REPO / page).read_text(encoding="utf-8")
         if only:
             names = benchmark.as_list(only.split(",") if isinstance(only, str) else only, "only", str)
-            alone = {**SMALL_PARTS, "text-benchmark": lambda forward, tokenizer: text_benchmark_block(text_repeats)}
+            alone = {**SMALL_PARTS, "text-benchmark": lambda forward, tokenizer: text_benchmark_block(text_repeats),
+                     "llama-cpp": lambda forward, tokenizer: llama_cpp_block(llama_repeats)}
             unknown = [name for name in names if name not in alone]
             if unknown:
                 raise ValueError(f"--only takes some of {', '.join(alone)}; got {', '.join(unknown)}")
@@ -461,6 +468,8 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         blocks["loading-table"] = loading_table(loads)
     if text_repeats:
         blocks["text-benchmark"] = text_benchmark_block(text_repeats)
+    if llama_repeats:
+        blocks["llama-cpp"] = llama_cpp_block(llama_repeats)
     for name, part in SMALL_PARTS.items():
         if timings if name.endswith("-timing") else agreement:
             blocks[name] = part(forward, tokenizer_parent() / "124M")

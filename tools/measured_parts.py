@@ -1,7 +1,7 @@
 """The parts measured by scripts run as processes of their own: the forward pass, Hugging Face for scale, loading.
 
 Read tools/make_readme_figures.py first (it calls these), then the scripts they run: tools/benchmark_forward.py,
-tools/measure_hf_speed.py, tools/measure_loading.py and tools/benchmark_text.py. Each runs as a process of its own, because OpenBLAS reads
+tools/measure_hf_speed.py, tools/measure_loading.py, tools/benchmark_text.py and tools/compare_llama_cpp.py. Each runs as a process of its own, because OpenBLAS reads
 its thread count (OPENBLAS_NUM_THREADS) once, when NumPy loads, and a load's peak memory must be measured in a
 fresh process; each writes what it measured with --json, and the functions here turn that into BENCHMARKS.md's
 tables and the sentences that read them.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tools import benchmark_forward, benchmark_text
+from tools import benchmark_forward, benchmark_text, compare_llama_cpp
 from tools.benchmark_forward import r_of_m
 from tools.pages import REPO, bytes_text, ratio_text, sizes_text, span, wrap
 
@@ -224,6 +224,18 @@ def peer_block(forward, sizes, settings):
         theirs = peer["ms_per_token"][size]
         lines.append(f"| {size} | {theirs:.1f} | {mine:.1f} | {theirs / mine:.2f}× |")
     return "\n".join(lines)
+
+
+def llama_cpp_block(repeats):
+    """tools/compare_llama_cpp.py (a process of its own, which starts one per thread count): llama.cpp beside this
+    project on the same random 124M weights, 1 and 2 threads; or one line saying it was skipped and how to include
+    it (llama-cpp-python and gguf are an optional extra)."""
+    missing = compare_llama_cpp.missing_extras()
+    if missing:
+        return wrap(f"The comparison with llama.cpp was skipped in this run: {' and '.join(missing)} "
+                    f"{'is' if len(missing) == 1 else 'are'} not installed. To include it, "
+                    f"`{compare_llama_cpp.INSTALL}` and run the command again.")
+    return compare_llama_cpp.markdown_report(run_json_script(["tools/compare_llama_cpp.py", "--repeats", repeats]))
 
 
 # ------------------------------------------------------------------------------------------------------------
