@@ -1,0 +1,166 @@
+"""How a weight matrix is stored and multiplied, so that a pass over a few rows costs about what one row costs.
+
+Read this before gpt2.py, which multiplies every weight matrix through `matmul` below; it needs only NumPy.
+
+The layout: column-major
+------------------------
+A weight matrix w [n_in, n_out] is stored column by column (Fortran order, `column_major`): same shape, same
+values, only the order in memory changes. Read the other way round, those bytes are w.T, an ordinary row-major
+[n_out, n_in] matrix, and any PANEL_WIDTH consecutive rows of w.T (PANEL_WIDTH columns of w) sit one after the
+other: the matrix is a stack of contiguous panels [n_out / PANEL_WIDTH, PANEL_WIDTH, n_in], with no copy.
+The loaders (weights.read_tensor) make this layout as they read each matrix; wte [n_vocab, n_embd] already is
+it for the LM head's wte.T.
+
+Why panels: the product of m rows
+---------------------------------
+With the KV cache a decoding pass over m new positions reads every weight once and does 2·m flops per weight.
+For m ≤ 16 that is too little arithmetic to keep a core busy: the pass is memory-bound, and m rows should cost
+about what one row costs. One BLAS call does not deliver that. For one row it streams the matrix (a
+matrix-vector product); for two rows or more it runs its matrix-matrix kernel, which first PACKS the matrix
+into a buffer of its own, block by block: a 9 MB matrix is read, written to the buffer and read again, and
+neither the matrix nor the buffer fits in the core's L2 cache. So on a CPU a 2-row product of a big matrix
+costs two to three 1-row products, and a speculative round's verification pass costs that much more than a
+decoding step (r(m), in the README). Multiplying panel by panel instead (ONE `np.matmul(x, panels)`, a small
+product per panel) packs one panel at a time: PANEL_WIDTH × n_in floats (192 KB for 124M's width) are read
+from memory once, packed, and used from L2 by all m rows. Memory traffic is then the weights once, whatever
+m is, until the arithmetic itself takes longer than reading the weights (about m = 16 on one core).
+
+A product of one panel is too small for BLAS to split between cores, so the panels are shared out between
+THREADS Python threads (one of them the caller), each writing its part of the output (`out=`); NumPy releases
+the GIL inside matmul, so they run at once. One row keeps BLAS's own matrix-vector product (on all cores, the
+fastest way to stream a matrix once), and so does a long prompt (more than PANEL_ROWS_MAX rows: there the
+arithmetic dominates and BLAS's big kernel is the fastest). `tools/small_parts.py` times the ways against
+each other (the "design-timing" table of BENCHMARKS.md; `python tools/make_readme_figures.py --only
+design-timing`). On an Intel Xeon with 2 cores (NumPy 2.4, OpenBLAS 0.3.31), 124M's 48 block matrices, one
+thread, ms for all 48 products of m rows (best of 11):
+
+    m                                   1      2      4      8     16
+    one BLAS call, (w.T @ x.T).T     22.9   48.7   48.8   54.2   57.6
+    panels of 64, one np.matmul      23.5   23.9   29.7   48.2   57.0
+
+"""
+
+import os
+import threading
+
+import numpy as np
+
+PANEL_WIDTH = 64  # columns of w per panel: 64 x n_in float32 (192 KB for n_in = 768) stays in a core's L2
+PANEL_ROWS_MAX = 64  # products of more rows (a prompt) go to one BLAS call, which is faster there
+
+
+def column_major(params: dict) -> dict:
+    """The same parameters, with each block's weight matrices stored column by column (Fortran order).
+
+    Shapes and values do not change: w is still [n_in, n_out] and `x @ w` is the same product; only the order
+    of the numbers in memory does (see the module docstring for why). The loaders in utils.py and
+    `gpt2.random_params` return parameters in this layout; wte needs nothing: the LM head multiplies by wte.T,
+    which is wte read column by column.
+    """
+
+    def convert(tree):
+        if isinstance(tree, dict):
+            return {key: convert(value) for key, value in tree.items()}
+        return np.asfortranarray(tree) if tree.ndim == 2 else tree  # the [n_in, n_out] matrices
+
+    return {**params, "blocks": [convert(block) for block in params["blocks"]]}
+
+
+def matmul(x, w):
+    """x @ w for x [m, n_in] and w [n_in, n_out] float32: the same product, computed the fastest way for m.
+
+    w column-major (`column_major`) with 2 <= m <= PANEL_ROWS_MAX: panel by panel (the module docstring), the
+    panels shared out between THREADS threads. Otherwise one BLAS call with the big matrix on the left,
+    (w.T @ x.T).T, which for one row is BLAS's matrix-vector product on all cores. Any other w (a row-major
+    matrix, as a test or a tiny model may pass) gets plain x @ w.
+    """
+    m, n_out = x.shape[0], w.shape[1]
+    if not w.flags.f_contiguous or w.ndim != 2 or x.ndim != 2:
+        return x @ w  # [m, n_out]
+    n_panels = n_out // PANEL_WIDTH
+    if m == 1 or m > PANEL_ROWS_MAX or n_panels < 2:
+        return (w.T @ x.T).T  # [n_out, n_in] @ [n_in, m] -> [n_out, m] -> [m, n_out]
+    n_full = n_panels * PANEL_WIDTH  # the columns in whole panels; the rest (wte.T's last 17) go on their own
+    panels = w.T[:n_full].reshape(n_panels, PANEL_WIDTH, -1).transpose(0, 2, 1)  # [n_panels, n_in, PANEL_WIDTH]
+    out = np.empty((n_panels, m, PANEL_WIDTH), dtype=np.result_type(x, w))  # [n_panels, m, PANEL_WIDTH]
+    _shared_out(x, panels, out)
+    y = np.empty((m, n_out), dtype=out.dtype)  # [m, n_out]
+    y[:, :n_full] = out.transpose(1, 0, 2).reshape(m, n_full)  # panel p holds columns p * PANEL_WIDTH ...
+    if n_full < n_out:
+        y[:, n_full:] = (w.T[n_full:] @ x.T).T  # [m, n_out - n_full]
+    return y
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The threads: np.matmul(x, panels[a:b], out=out[a:b]) for each thread's share of the panels
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _thread_count():
+    """OPENBLAS_NUM_THREADS if set (the project's one knob for threads: it is read when NumPy loads), else one
+    per core this process may run on."""
+    value = os.environ.get("OPENBLAS_NUM_THREADS", "").strip()
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+THREADS = _thread_count()
+
+
+class _Helper(threading.Thread):
+    """A thread that waits for a share of a product, computes it, and says it is done (two locks as signals)."""
+
+    def __init__(self):
+        super().__init__(daemon=True)  # it never keeps Python from exiting
+        self.go, self.done = threading.Lock(), threading.Lock()
+        self.go.acquire()
+        self.done.acquire()
+        self.job, self.error = None, None
+        self.start()
+
+    def run(self):
+        while True:
+            self.go.acquire()  # wait for a job
+            x, panels, out = self.job
+            try:
+                np.matmul(x, panels, out=out)  # [n, m, PANEL_WIDTH]: NumPy lets go of the GIL inside
+            except BaseException as error:  # handed to the caller, who raises it
+                self.error = error
+            self.job = None
+            self.done.release()
+
+
+_helpers = []  # the helper threads, started on first use
+_helpers_pid = None
+_in_use = threading.Lock()  # one product at a time uses the helpers; another thread meanwhile computes alone
+
+
+def _shared_out(x, panels, out):
+    """np.matmul(x, panels, out=out), the panels split between the caller and the helper threads."""
+    global _helpers, _helpers_pid
+    n_threads = min(THREADS, len(panels))
+    if n_threads < 2 or not _in_use.acquire(blocking=False):
+        np.matmul(x, panels, out=out)
+        return
+    try:
+        if _helpers_pid != os.getpid():  # a forked child has none of its parent's threads
+            _helpers, _helpers_pid = [], os.getpid()
+        _helpers += [_Helper() for _ in range(n_threads - 1 - len(_helpers))]
+        bounds = [len(panels) * i // n_threads for i in range(n_threads + 1)]  # equal shares of the panels
+        helpers = _helpers[: n_threads - 1]
+        for helper, begin, end in zip(helpers, bounds[1:], bounds[2:]):
+            helper.job = (x, panels[begin:end], out[begin:end])
+            helper.go.release()
+        try:
+            np.matmul(x, panels[: bounds[1]], out=out[: bounds[1]])  # the caller's share
+        finally:  # the helpers are waited for even if it failed: they write into out
+            for helper in helpers:
+                helper.done.acquire()
+            errors = [helper.error for helper in helpers if helper.error is not None]
+            for helper in helpers:
+                helper.error = None
+        if errors:
+            raise errors[0]
+    finally:
+        _in_use.release()
