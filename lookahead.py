@@ -225,6 +225,7 @@ def draft_cost(drafter, target_model):
 # ------------------------------------------------------------------------------------------------------------
 
 CALIBRATION_MS = (1, 2, 3, 4, 5, 7, 9, 13, 17)  # the m whose r(m) is timed; the m between are interpolated
+CALIBRATION_PREFIX = 512  # the cached tokens each timed pass comes after
 COSTS_FILE = "r_table.json"  # the name of the costs file written next to a model
 
 
@@ -264,8 +265,9 @@ def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, p
 
     A few seconds, untimed by the callers: each of `ms` (those <= m_max, and m_max) is timed `repeats` times, in
     turns, so that a burst of load on a shared machine hits them alike; r(m) is the median over the rounds of
-    turns of time(m) / time(1) in the same round, c the same for the draft's step. Each pass
-    comes after the same prefix (the model function rolls its cache back to it; default 16 tokens): the
+    turns of time(m) / time(1) in the same round, c the same for the draft's step. Each pass comes after the
+    same prefix (the model function rolls its cache back to it; default CALIBRATION_PREFIX tokens, about the
+    context a decoding run works at, since the attention over the cache is part of every pass): the
     target's pass over m positions, target_model(prefix + m tokens, m), as a round with m - 1 guesses makes it;
     the draft's one-position step, draft_model(prefix + 1 token, 1). Any token ids do: the cost is the same.
     The model functions' caches and statistics are changed: calibrate the warm-up models, not the timed ones.
@@ -276,8 +278,8 @@ def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, p
         raise ValueError(f"repeats must be a whole number >= 1; got {repeats!r}")
     n_vocab = getattr(target_model, "n_vocab", None) or 50257
     n_ctx = getattr(target_model, "n_ctx", None) or 1024
-    if prefix is None:  # 16 tokens, or fewer in a context too small for 16 + m_max
-        prefix = [i % n_vocab for i in range(max(1, min(16, n_ctx - m_max)))]
+    if prefix is None:  # CALIBRATION_PREFIX tokens, or fewer in a context too small for them + m_max
+        prefix = [i % n_vocab for i in range(max(1, min(CALIBRATION_PREFIX, n_ctx - m_max)))]
     prefix = [int(token) for token in prefix]
     tokens = prefix + [(7 * i + 3) % n_vocab for i in range(m_max)]
     if len(tokens) > n_ctx:
