@@ -6,8 +6,8 @@ The layout: column-major
 ------------------------
 A weight matrix w [n_in, n_out] is stored column by column (Fortran order, `column_major`): same shape, same
 values, only the order in memory changes. Read the other way round, those bytes are w.T, an ordinary row-major
-[n_out, n_in] matrix, and any PANEL_WIDTH consecutive rows of w.T (PANEL_WIDTH columns of w) sit one after the
-other: the matrix is a stack of contiguous panels [n_out / PANEL_WIDTH, PANEL_WIDTH, n_in], with no copy.
+[n_out, n_in] matrix, and any `width` consecutive rows of w.T (`width` columns of w) sit one after the other:
+the matrix is a stack of contiguous panels [n_out / width, width, n_in], with no copy (`panel_width`).
 The loaders (weights.read_tensor) make this layout as they read each matrix; wte [n_vocab, n_embd] already is
 it for the LM head's wte.T.
 
@@ -21,7 +21,7 @@ into a buffer of its own, block by block: a 9 MB matrix is read, written to the 
 neither the matrix nor the buffer fits in the core's L2 cache. So on a CPU a 2-row product of a big matrix
 costs two to three 1-row products, and a speculative round's verification pass costs that much more than a
 decoding step (r(m), in the README). Multiplying panel by panel instead (ONE `np.matmul(x, panels)`, a small
-product per panel) packs one panel at a time: PANEL_WIDTH × n_in floats (192 KB for 124M's width) are read
+product per panel) packs one panel at a time: width × n_in floats (192 KB for 124M's c_attn) are read
 from memory once, packed, and used from L2 by all m rows. Memory traffic is then the weights once, whatever
 m is, until the arithmetic itself takes longer than reading the weights (about m = 16 on one core).
 
@@ -45,8 +45,18 @@ import threading
 
 import numpy as np
 
-PANEL_WIDTH = 64  # columns of w per panel: 64 x n_in float32 (192 KB for n_in = 768) stays in a core's L2
-PANEL_ROWS_MAX = 64  # products of more rows (a prompt) go to one BLAS call, which is faster there
+PANEL_ROWS_MAX = 17  # up to K = 16 guesses and the last token; longer passes (a prompt) go to one BLAS call
+BLAS_ONE_THREAD_MAX = 2**20  # OpenBLAS (0.3.31) keeps a product of m x n_in x width <= this on the calling thread
+
+
+def panel_width(n_in: int) -> int:
+    """Columns of w per panel: the widest power of two up to 64 whose product with PANEL_ROWS_MAX rows OpenBLAS
+    runs on the calling thread (larger ones it splits between threads of its own, which would compete with
+    ours). 64 for n_in = 768 (192 KB a panel), 32 for 1024 to 1600, 16 for 3072, 8 for 4096 to 6400."""
+    width = 64
+    while width > 1 and PANEL_ROWS_MAX * n_in * width > BLAS_ONE_THREAD_MAX:
+        width //= 2
+    return width
 
 
 def column_major(params: dict) -> dict:
@@ -77,15 +87,16 @@ def matmul(x, w):
     m, n_out = x.shape[0], w.shape[1]
     if not w.flags.f_contiguous or w.ndim != 2 or x.ndim != 2:
         return x @ w  # [m, n_out]
-    n_panels = n_out // PANEL_WIDTH
+    width = panel_width(w.shape[0])
+    n_panels = n_out // width
     if m == 1 or m > PANEL_ROWS_MAX or n_panels < 2:
         return (w.T @ x.T).T  # [n_out, n_in] @ [n_in, m] -> [n_out, m] -> [m, n_out]
-    n_full = n_panels * PANEL_WIDTH  # the columns in whole panels; the rest (wte.T's last 17) go on their own
-    panels = w.T[:n_full].reshape(n_panels, PANEL_WIDTH, -1).transpose(0, 2, 1)  # [n_panels, n_in, PANEL_WIDTH]
-    out = np.empty((n_panels, m, PANEL_WIDTH), dtype=np.result_type(x, w))  # [n_panels, m, PANEL_WIDTH]
+    n_full = n_panels * width  # the columns in whole panels; the rest (wte.T's last 17) go on their own
+    panels = w.T[:n_full].reshape(n_panels, width, -1).transpose(0, 2, 1)  # [n_panels, n_in, width]: views
+    out = np.empty((n_panels, m, width), dtype=np.result_type(x, w))  # [n_panels, m, width]
     _shared_out(x, panels, out)
     y = np.empty((m, n_out), dtype=out.dtype)  # [m, n_out]
-    y[:, :n_full] = out.transpose(1, 0, 2).reshape(m, n_full)  # panel p holds columns p * PANEL_WIDTH ...
+    y[:, :n_full] = out.transpose(1, 0, 2).reshape(m, n_full)  # panel p holds columns p * width ...
     if n_full < n_out:
         y[:, n_full:] = (w.T[n_full:] @ x.T).T  # [m, n_out - n_full]
     return y
@@ -124,7 +135,7 @@ class _Helper(threading.Thread):
             self.go.acquire()  # wait for a job
             x, panels, out = self.job
             try:
-                np.matmul(x, panels, out=out)  # [n, m, PANEL_WIDTH]: NumPy lets go of the GIL inside
+                np.matmul(x, panels, out=out)  # [n, m, width]: NumPy lets go of the GIL inside
             except BaseException as error:  # handed to the caller, who raises it
                 self.error = error
             self.job = None

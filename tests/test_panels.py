@@ -55,7 +55,7 @@ def test_the_check_has_teeth_a_product_with_two_panels_swapped_fails():
     w = np.asfortranarray(rng.standard_normal((768, 768), dtype=np.float32) * 0.02)
     x = rng.standard_normal((4, 768), dtype=np.float32)
     y = panels.matmul(x, w)
-    width = panels.PANEL_WIDTH
+    width = panels.panel_width(768)
     swapped = np.concatenate([y[:, width : 2 * width], y[:, :width], y[:, 2 * width :]], axis=1)
     assert_same_product(y, x @ w, "the right product")
     with pytest.raises(AssertionError, match="off by"):

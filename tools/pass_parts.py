@@ -47,6 +47,7 @@ def measure(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7, seed=0)
     rng = np.random.default_rng(seed)
     params = random_params(hparams, rng)
     n_embd, n_head, n_vocab = hparams["n_embd"], hparams["n_head"], hparams["n_vocab"]
+    n_cached = min(n_cached, hparams["n_ctx"] - max(ms))  # a small model's context may hold fewer
     model = create_model_fn(params, hparams, temperature=0)
     tokens = rng.integers(0, n_vocab, n_cached + max(ms)).tolist()
     model(tokens[: n_cached + 1], 1)  # the cached text (not timed)
@@ -102,12 +103,18 @@ def table(best, markdown=False):
     return benchmark.format_table([header, *rows], markdown)
 
 
+def header_text(size, n_cached, rounds):
+    """The sentence above the table: what was timed, where."""
+    return (f"{size} shapes, {n_cached} cached tokens, the best of {rounds} in turns; {machine_description()}, "
+            f"{panels.THREADS} threads for the panels. Parts in one-position passes: their time over the whole "
+            f"m = 1 pass.")
+
+
 def main(size="124M", n_cached=512, ms="1,2,3,4,8,16", rounds=7, seed=0):
     """Print the table (see the module docstring)."""
     ms = [int(m) for m in benchmark.as_list(ms, "ms", str) for m in str(m).split(",")]
     best = measure(size, n_cached, ms, rounds, seed)
-    print(f"{machine_description()}, {panels.THREADS} threads for the panels; {size} shapes, {n_cached} cached "
-          f"tokens, the best of {rounds} (parts: in one-position passes, their time / the whole m = 1 pass)\n")
+    print(header_text(size, n_cached, rounds) + "\n")
     print(table(best))
 
 

@@ -18,7 +18,7 @@ from gpt2 import HPARAMS, random_params
 from main import timed
 from model_fn import logits_to_probs
 from sampling import _check_probs, _sample
-from tools import benchmark_forward
+from tools import benchmark_forward, pass_parts
 from tools.pages import duration_text, scientific, wrap
 
 
@@ -165,6 +165,14 @@ def design_table(repeats=200, product_repeats=10, seed=0):
     return "\n".join(lines)
 
 
+def pass_table(n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7):
+    """Markdown: tools/pass_parts.py's table, an m-position pass after n_cached tokens part by part, on
+    TIMED_SIZE's shapes."""
+    best = pass_parts.measure(TIMED_SIZE, n_cached, ms, rounds)
+    n_cached = min(n_cached, HPARAMS[TIMED_SIZE]["n_ctx"] - max(ms))
+    return wrap(pass_parts.header_text(TIMED_SIZE, n_cached, rounds)) + "\n\n" + pass_parts.table(best, markdown=True)
+
+
 # ------------------------------------------------------------------------------------------------------------
 # How closely the peers agree: numbers the tests check, quoted from this run
 # ------------------------------------------------------------------------------------------------------------
@@ -218,6 +226,7 @@ SMALL_PARTS = {  # the parts that need no model run: name -> f(forward's measure
     "bpe-timing": lambda forward, tokenizer_dir: bpe_text(tokenizer_dir),
     "sampler-timing": lambda forward, tokenizer_dir: sampler_table(),
     "design-timing": lambda forward, tokenizer_dir: design_table(),
+    "pass-timing": lambda forward, tokenizer_dir: pass_table(),
     "hf-agreement": lambda forward, tokenizer_dir: hf_agreement_text(),
     "unicode-count": lambda forward, tokenizer_dir: unicode_text(tokenizer_dir),
 }
