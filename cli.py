@@ -471,6 +471,9 @@ def parse_command_line(argv, function):
             name = key
         elif bare and key.startswith("no") and key[2:] in names:
             name, value = key[2:], False
+        elif len(key) == 1 and any(n[0] == key.swapcase() for n in names):  # -k, a keystroke from -K
+            both = ", ".join("--" + n for n in names if n[0].lower() == key.lower())
+            raise ValueError(f"-{key} is one keystroke from -{key.swapcase()}: spell the flag out ({both})")
         elif len(key) == 1 and len([n for n in names if n[0] == key]) == 1:
             name = next(n for n in names if n[0] == key)
         elif len(key) == 1 and [n for n in names if n[0] == key]:

@@ -11,11 +11,20 @@ transient failures (a dropped connection, a 5xx answer, a body cut short) are re
 backoff, and anything else is one DownloadError naming the URL, the folder and what to do.
 
 Every download is bounded, whatever the server does: it stops at the size the server announced (or the
-cap of its kind of file, `size_cap`), and at an overall deadline per file (`download_deadline`).
+cap of its kind of file, `size_cap`), and at an overall deadline per file (`download_deadline`) that covers the
+whole exchange: connecting, the headers, redirects and the body (`exchange`: a watchdog closes the connection).
+
+Two runs filling one folder at once take turns per file (safe_files.file_lock): the second waits for the first,
+then finds the file there and does not download it again. A release file whose size is known beforehand
+(`release_file_size`: the tokenizer's two files, and the weights once the index is in) or whose content is known
+(hparams.json: gpt2.HPARAMS) is checked before it gets its final name.
 """
 
 import os
 import re
+import socket
+import stat
+import threading
 import time
 import zlib
 from contextlib import contextmanager
@@ -26,8 +35,10 @@ import urllib3  # requests' own HTTP library, installed with it: its errors, whe
 from tqdm import tqdm
 
 from encoder import MAX_VOCABULARY_FILE_BYTES
-from tf_checkpoint import MAX_INDEX_BYTES
-from weights import MAX_CONFIG_BYTES, read_openai_hparams, shown
+from gpt2 import HPARAMS
+from safe_files import CREATE_NEW, LockTimeout, file_lock
+from tf_checkpoint import MAX_INDEX_BYTES, read_checkpoint_index
+from weights import MAX_CONFIG_BYTES, CheckpointError, check_hparams, read_json_file, read_openai_hparams, shown
 
 MODEL_SIZES = ("124M", "355M", "774M", "1558M")
 
@@ -60,6 +71,10 @@ SMALL_FILE_CAPS = {
 }
 MAX_WEIGHTS_BYTES = 64 << 30  # the weights: 1558M's are 6.2 GB; 64 GB keeps an endless body from filling a disk
 
+# The sizes of the release files that are the same in all four releases (the tokenizer's): a file of another size
+# is not OpenAI's, whatever the server announced.
+TOKENIZER_FILE_SIZES = {"encoder.json": 1_042_301, "vocab.bpe": 456_318}
+
 # The overall time one file may take, all attempts together, unless the caller or $GPT2_DOWNLOAD_DEADLINE says
 # otherwise. A deadline never loses work: the NAME.part file stays, and the next run resumes it. So it only
 # bounds how long one run can hang on a server that drips bytes; one hour still fetches 1558M's 6.2 GB at
@@ -81,8 +96,8 @@ class _TransientError(Exception):
     """A failure worth retrying: a 5xx answer, or a body shorter than announced."""
 
 
-class _DeadlinePassed(Exception):
-    """The file's overall deadline passed; download_file says so with the file and the deadline."""
+class DeadlinePassed(Exception):
+    """The overall deadline of a file passed; download_file and hub.hub_file_metadata say so, with the URL."""
 
 
 # What requests raises for a dropped connection, a body cut short, or a server that does not answer in time.
@@ -131,37 +146,84 @@ def writing_into(folder, hint=""):
         raise DownloadError(f"cannot write into {folder}: {error.strerror or error} ({error.filename}){hint}") from None
 
 
+@contextmanager
+def download_lock(path, deadline_seconds=None, what=None):
+    """Inside: this run alone downloads `path` (safe_files.file_lock on `path`.lock). Another run's lock is
+    waited for at most the download deadline, then a DownloadError says whose it is and what to do. The lock is
+    held for at most two deadlines and a minute (hub.fetch_blob may download a file twice), then it is stale."""
+    seconds = download_deadline(deadline_seconds)
+    try:
+        with file_lock(path, hold_seconds=2 * seconds + 60, wait_seconds=seconds, what=what):
+            yield
+    except LockTimeout as error:
+        raise DownloadError(str(error)) from None
+
+
+def release_file_size(filename, model_dir):
+    """The size the release file `filename` must have, if it is known before it is downloaded: the tokenizer's
+    files (TOKENIZER_FILE_SIZES), and the weights once model.ckpt.index is in model_dir (where its last tensor
+    ends); else None, and the size the server announces is the one checked."""
+    if filename in TOKENIZER_FILE_SIZES:
+        return TOKENIZER_FILE_SIZES[filename]
+    if filename.startswith("model.ckpt.data"):
+        try:
+            _, entries = read_checkpoint_index(Path(model_dir) / "model.ckpt")
+        except CheckpointError:
+            return None  # the loader names the index and what is wrong with it
+        return max((entry["offset"] + entry["size"] for entry in entries.values()), default=None)
+    return None
+
+
+def check_release_hparams(part_path, path, model_size, url):
+    """CheckpointError for hparams out of range (weights.check_hparams, naming `path`), DownloadError unless
+    they are those of OpenAI's `model_size` (gpt2.HPARAMS): checked before the file gets its final name."""
+    hparams = check_hparams(read_json_file(part_path, "readable JSON hparams file"), path)
+    if model_size in HPARAMS and hparams != HPARAMS[model_size]:
+        raise DownloadError(f"{url} is not OpenAI's hparams.json of {model_size}: it says {shown(hparams, 200)}, "
+                            f"OpenAI's says {HPARAMS[model_size]}. Check the mirror (--base_url, GPT2_BASE_URL)")
+
+
 def download_gpt2_files(model_size, model_dir, base_url=None, retries=5, backoff_seconds=1.0, timeout_seconds=30.0,
                         deadline_seconds=None):
     """Download the seven release files of `model_size` into `model_dir`, skipping those already there.
 
     The files come from {base_url}/{model_size}/{file}; base_url defaults to $GPT2_BASE_URL, else OpenAI's
     bucket. Retries wait backoff_seconds * 1, 2, 4, ... between attempts. Raises DownloadError when a file
-    still fails after `retries` retries. The weights come last, after hparams.json has been checked, so a
-    release with absurd sizes is refused before its largest file is fetched. The size is not checked here:
-    resolve_model is the one place that understands model names.
+    still fails after `retries` retries. The weights come last, after hparams.json and the index have been
+    checked, so a release with absurd sizes is refused before its largest file is fetched. The size is not
+    checked here: resolve_model is the one place that understands model names. Each missing file is downloaded
+    under its lock (download_lock): a run that finds another downloading it waits, then finds it there. A
+    complete folder is only read (it may be read-only).
     """
     where = "base_url" if base_url else "GPT2_BASE_URL" if os.environ.get("GPT2_BASE_URL") else "OPENAI_BASE_URL"
     base_url = check_url(base_url or os.environ.get("GPT2_BASE_URL") or OPENAI_BASE_URL, where)
     model_dir = Path(model_dir)
     with writing_into(model_dir):
         model_dir.mkdir(parents=True, exist_ok=True)
-    for filename in sorted(RELEASE_FILES, key=lambda name: name.startswith("model.ckpt.data")):  # weights last
-        path = model_dir / filename
-        if not path.is_file():  # a file under its final name was renamed there after a size check: complete
-            download_file(f"{base_url}/{model_size}/{filename}", path, retries, backoff_seconds, timeout_seconds,
-                          deadline_seconds, max_bytes=size_cap(filename))
+    # hparams.json first, the weights last
+    for filename in sorted(RELEASE_FILES, key=lambda name: (name != "hparams.json", name.startswith("model.ckpt.data"))):
+        path, url = model_dir / filename, f"{base_url}/{model_size}/{filename}"
+        check = (lambda part, path=path, url=url: check_release_hparams(part, path, model_size, url)) \
+            if filename == "hparams.json" else None
+        if not path.is_file():  # a file under its final name was renamed there after its checks: complete
+            with writing_into(model_dir), download_lock(path, deadline_seconds, url):
+                if not path.is_file():  # unless another run put it there while we waited for its lock
+                    download_file(url, path, retries, backoff_seconds, timeout_seconds, deadline_seconds,
+                                  size=release_file_size(filename, model_dir), max_bytes=size_cap(filename),
+                                  check=check)
         if filename == "hparams.json":
             read_openai_hparams(path)  # CheckpointError for absurd sizes, before the weights are downloaded
 
 
 def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.0, deadline_seconds=None,
-                  size=None, max_bytes=None):
+                  size=None, max_bytes=None, check=None):
     """Download `url` to `path` via `path`.part, resuming and retrying; rename only once complete.
 
     size: the file's size if known beforehand (the Hub announces it); max_bytes: the most it may have (default:
-    size_cap of the file's name). The body is never read past either. All attempts together end by the
-    deadline (download_deadline(deadline_seconds)); the .part file stays for the next run to resume.
+    size_cap of the file's name). The body is never read past either. check: a function of the complete part
+    file that raises if its content is wrong (the part is then deleted). All attempts together end by the
+    deadline (download_deadline(deadline_seconds)); the .part file stays for the next run to resume. The
+    caller holds the file's lock (download_lock): the .part is this run's alone.
     """
     path = Path(path)
     part_path = path.with_name(path.name + ".part")
@@ -179,7 +241,7 @@ def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.
                 if attempt > 0:
                     wait = backoff_seconds * 2 ** (attempt - 1)  # exponential backoff: 1, 2, 4, ... x backoff
                     if time.monotonic() + wait > deadline:
-                        raise _DeadlinePassed()
+                        raise DeadlinePassed()
                     time.sleep(wait)
                 try:
                     fetch_into_part_file(url, part_path, timeout_seconds, size if size is not None else max_bytes,
@@ -190,11 +252,17 @@ def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.
                 got = part_path.stat().st_size
                 if size is not None and got != size:
                     part_path.unlink()
-                    raise DownloadError(f"{url} sent {got} bytes where {size} were announced: run again to "
+                    raise DownloadError(f"{url} sent {got} bytes where {size} were announced or known: run again to "
                                         f"download it afresh")
+                if check is not None:
+                    try:
+                        check(part_path)
+                    except BaseException:
+                        part_path.unlink()  # its bytes are wrong: resuming them would never help
+                        raise
                 part_path.replace(path)  # complete: give it its final name (replacing a link, never following it)
                 return
-    except _DeadlinePassed:
+    except DeadlinePassed:
         raise DownloadError(f"{url} took longer than the deadline of {seconds:g} seconds for one file (raise it "
                             f"with --download_deadline or GPT2_DOWNLOAD_DEADLINE=seconds); {part_path} is kept: run "
                             f"again to resume") from None
@@ -213,12 +281,82 @@ def _download_error(url, folder, reason):
     )
 
 
-def http_request(method, url, **kwargs):
-    """requests.request, with every requests error that asking again will not fix turned into one
-    DownloadError naming the URL (a redirect loop, a redirect to file:// or ftp://, an invalid URL). Dropped
-    connections and timeouts pass through, for the caller to retry."""
+class _WatchedAdapter(requests.adapters.HTTPAdapter):
+    """requests' HTTPAdapter, keeping every socket it connects (directly or through a proxy), so that a watchdog
+    can close them all: `close_sockets` makes a read that waits on any of them fail at once."""
+
+    def __init__(self):
+        self.sockets = []
+        super().__init__(max_retries=0)
+
+    def init_poolmanager(self, *args, **kwargs):
+        super().init_poolmanager(*args, **kwargs)
+        self._watch(self.poolmanager)
+
+    def proxy_manager_for(self, proxy, **kwargs):
+        return self._watch(super().proxy_manager_for(proxy, **kwargs))
+
+    def _watch(self, manager):
+        sockets = self.sockets
+
+        def watched(pool_class):
+            class Connection(pool_class.ConnectionCls):
+                def connect(self):
+                    super().connect()
+                    sockets.append(self.sock)
+
+            return type(pool_class.__name__, (pool_class,), {"ConnectionCls": Connection})
+
+        manager.pool_classes_by_scheme = {scheme: watched(pool) for scheme, pool in
+                                          manager.pool_classes_by_scheme.items()}
+        return manager
+
+    def close_sockets(self):
+        for sock in list(self.sockets):
+            try:
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)  # wakes a thread waiting in recv (close does not)
+            except OSError:
+                pass  # closed already
+
+
+@contextmanager
+def exchange(method, url, deadline, timeout_seconds, **kwargs):
+    """Inside: the answer to one request (http_request), the whole exchange (connecting, the headers, redirects,
+    the body read inside) ending by `deadline` (a time.monotonic()), else DeadlinePassed.
+
+    requests' timeouts bound each wait for the server, not their sum: a server that sends its headers one byte
+    every half second never trips them. So a watchdog thread closes the connection when the deadline passes, and
+    each wait is also at most the time left. (A name lookup that hangs is the one wait this cannot cut.)"""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise DeadlinePassed()
+    adapter, session = _WatchedAdapter(), requests.Session()
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    watchdog = threading.Timer(remaining, adapter.close_sockets)
+    watchdog.daemon = True
+    watchdog.start()
+    wait = min(timeout_seconds, remaining)
     try:
-        return requests.request(method, url, **kwargs)
+        with http_request(method, url, session=session, timeout=(wait, wait), **kwargs) as response:
+            if time.monotonic() >= deadline:  # cut by the watchdog: the headers read so far may look complete
+                raise DeadlinePassed()
+            yield response
+    except (*_RETRYABLE_ERRORS, urllib3.exceptions.HTTPError, OSError):
+        if time.monotonic() >= deadline:
+            raise DeadlinePassed() from None
+        raise
+    finally:
+        watchdog.cancel()
+        session.close()
+
+
+def http_request(method, url, session=requests, **kwargs):
+    """session.request (default: requests.request), with every requests error that asking again will not fix
+    turned into one DownloadError naming the URL (a redirect loop, a redirect to file:// or ftp://, an invalid
+    URL). Dropped connections and timeouts pass through, for the caller to retry."""
+    try:
+        return session.request(method, url, **kwargs)
     except _RETRYABLE_ERRORS:
         raise
     except requests.TooManyRedirects:
@@ -241,24 +379,35 @@ def parse_size(value, what, url):
     return int(value)
 
 
+def resumable_size(part_path):
+    """The size of the `part_path` an earlier run left, to resume; 0 if there is none. A link (to a file
+    anywhere), a pipe or anything else that is not a regular file in its place is removed, never followed or
+    appended to (removing a link leaves what it points at alone)."""
+    try:
+        status = os.lstat(part_path)
+    except FileNotFoundError:
+        return 0
+    if stat.S_ISREG(status.st_mode):
+        return status.st_size
+    os.unlink(part_path)  # a folder raises IsADirectoryError: writing_into names it
+    return 0
+
+
 def fetch_into_part_file(url, part_path, timeout_seconds, max_bytes=MAX_WEIGHTS_BYTES, deadline=None):
     """One attempt: append the rest of `url` to `part_path` (or start it afresh); return once it is complete.
 
     We ask for the bytes as they are (Accept-Encoding: identity). A server that compresses anyway has its
     body decompressed here, its Content-Length counting the compressed bytes, and is never resumed (a range
     of compressed bytes is not a range of the file). Raises _TransientError (or a requests error) for anything
-    worth retrying, _DeadlinePassed, DownloadError otherwise.
+    worth retrying, DeadlinePassed, DownloadError otherwise.
     """
-    if part_path.is_symlink():  # inside our own folder; removing the link leaves what it points at alone
-        part_path.unlink()
-    have = part_path.stat().st_size if part_path.exists() else 0
+    have = resumable_size(part_path)
     if have > max_bytes:
         part_path.unlink()
         have = 0
     headers = {"Accept-Encoding": "identity", **({"Range": f"bytes={have}-"} if have > 0 else {})}
-    remaining = max(0.1, deadline - time.monotonic()) if deadline is not None else timeout_seconds
-    timeout = (timeout_seconds, min(timeout_seconds, remaining))  # (to connect, to wait for each read)
-    with http_request("GET", url, headers=headers, stream=True, timeout=timeout) as response:
+    deadline = time.monotonic() + DEFAULT_DEADLINE_SECONDS if deadline is None else deadline
+    with exchange("GET", url, deadline, timeout_seconds, headers=headers, stream=True) as response:
         encoding = response.headers.get("Content-Encoding", "identity").strip().lower() or "identity"
         if encoding not in ("identity", "gzip", "x-gzip", "deflate"):
             raise DownloadError(f"{url} sent its body in the encoding {encoding[:40]!r}, which is not decoded here")
@@ -302,10 +451,9 @@ def write_body(response, part_path, mode, have, total, desc=None, max_bytes=MAX_
     time, and stops with a DownloadError, deleting the part, as soon as the file would pass max_bytes.
     """
     read = getattr(response.raw, "read1", response.raw.read)  # read1: urllib3 >= 2; read waits for a full chunk
-    decoder = None if encoding == "identity" else zlib.decompressobj(47 if "gzip" in encoding else 15)
+    decoder = None if encoding == "identity" else Inflater(encoding)
     received, written = 0, have
-    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | (os.O_APPEND if mode == "ab" else os.O_TRUNC)
-    with os.fdopen(os.open(part_path, flags, 0o644), "wb") as file, tqdm(
+    with open_part_file(part_path, mode) as file, tqdm(
         desc=desc or part_path.name.removesuffix(".part"),
         total=total,
         initial=have,
@@ -315,7 +463,7 @@ def write_body(response, part_path, mode, have, total, desc=None, max_bytes=MAX_
     ) as progress:
         while True:
             if deadline is not None and time.monotonic() > deadline:
-                raise _DeadlinePassed()
+                raise DeadlinePassed()
             try:
                 raw = read(CHUNK_BYTES, decode_content=False)
             except (urllib3.exceptions.HTTPError, OSError) as error:  # a dropped connection, a read timeout
@@ -324,7 +472,7 @@ def write_body(response, part_path, mode, have, total, desc=None, max_bytes=MAX_
                 break
             received += len(raw)
             try:
-                data = decoder.decompress(raw, max_bytes - written + 1) if decoder else raw
+                data = decoder.inflate(raw, max_bytes - written) if decoder else raw
             except zlib.error as error:
                 raise DownloadError(f"{url or desc} sent a {encoding} body that does not decompress ({error})") from None
             if written + len(data) > max_bytes:
@@ -337,6 +485,53 @@ def write_body(response, part_path, mode, have, total, desc=None, max_bytes=MAX_
     if decoder is not None and not decoder.eof:
         raise _TransientError(f"the {encoding} body ends before its end")
     return received
+
+
+def open_part_file(part_path, mode):
+    """The part file opened to append to ("ab": never through a link, never a pipe: a regular file it must be)
+    or to start afresh ("wb": whatever is there removed, the file made anew by this call, O_EXCL)."""
+    if mode == "ab":
+        flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        file = os.fdopen(os.open(part_path, flags | getattr(os, "O_BINARY", 0)), "wb")
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            file.close()
+            os.unlink(part_path)
+            raise _TransientError(f"{part_path} is not a regular file: removed, to start afresh")
+        return file
+    resumable_size(part_path)  # a link or a pipe: removed
+    if os.path.lexists(part_path):
+        os.unlink(part_path)
+    return os.fdopen(os.open(part_path, CREATE_NEW, 0o644), "wb")
+
+
+class Inflater:
+    """Decompress a body sent with Content-Encoding gzip or deflate. A gzip body may hold several members one
+    after the other (RFC 1952, 2.2; `cat a.gz b.gz` is valid gzip): each is decompressed in turn, as gzip -d does.
+
+    `eof` is true only at the end of a member: a body that stops inside one is cut short."""
+
+    def __init__(self, encoding):
+        self.wbits = 31 if "gzip" in encoding else 15  # 31: a gzip header and trailer; 15: zlib's (deflate)
+        self.decoder = zlib.decompressobj(self.wbits)
+
+    @property
+    def eof(self):
+        return self.decoder.eof
+
+    def inflate(self, raw, room):
+        """The bytes the compressed bytes `raw` decompress to, at most room + 1 of them (one more than room
+        says the file is too large, without decompressing a bomb)."""
+        pieces, size, data = [], 0, raw
+        while data and size <= room:
+            if self.decoder.eof:  # a member ended and more bytes follow: the next member
+                if self.wbits != 31:
+                    raise zlib.error("bytes follow the end of the deflate stream")
+                self.decoder = zlib.decompressobj(self.wbits)
+            piece = self.decoder.decompress(data, room + 1 - size)
+            pieces.append(piece)
+            size += len(piece)
+            data = self.decoder.unused_data if self.decoder.eof else b""
+        return b"".join(pieces)
 
 
 def parse_content_range(content_range):

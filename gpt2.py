@@ -39,7 +39,7 @@ context, apart from the attention itself. For 124M the keys and values of 1,000 
 bytes, and at best costs 1.15x the step at 16. With one BLAS thread the attention reads the cache about as
 fast as the matrix products read the weights, and a step comes close to that; with two threads it does not:
 each head's products (a [1, head_dim] row against [n_past, head_dim]) are too small for OpenBLAS to split
-over two threads, so the cache is read by one core while the weights are read by two. The README's "Speed
+over two threads, so the cache is read by one core while the weights are read by two. BENCHMARKS.md's "Speed
 of the forward pass" shows ms per token against the context length for both.
 (The first pass into a buffer too small for the new positions
 copies what is cached into a fresh buffer of capacity n_ctx; `empty_cache` starts with capacity 0, unless
@@ -55,7 +55,7 @@ The rule that makes writing in place safe:
 So hand on only the NEWEST value of a buffer, and roll back by making shorter values from it. Rolling back
 further and further is always safe (`rollback(present, 5)`, pass, then `rollback(present, 3)`, pass: each
 write starts above what the later, shorter value reads); going back to an OLD longer value after a shorter
-one was written to is not, because its positions were overwritten. `create_model_fn` in sampling.py keeps a
+one was written to is not, because its positions were overwritten. `create_model_fn` in model_fn.py keeps a
 single cache in its closure and so follows the rule by construction. With no cache at all (`past=None`)
 `gpt2` runs with an empty one (one code path) and returns only the logits.
 
@@ -235,11 +235,11 @@ def tree_mask(ancestors, n_prefix: int):
 def causal_mask(n_seq: int, n_past: int):
     """[n_seq, n_past + n_seq]: the mask of a chain, new position i sees keys 0 .. n_past + i (-1e10 after).
 
-    A chain is the tree in which each node's parent is the node before, so this is tree_mask of that tree:
-    causal_mask(2, 1) == [[0, 0, -1e10], [0, 0, 0]] (the queries are positions 1 and 2).
+    A chain is the tree in which each node's parent is the node before, so this equals tree_mask of that tree
+    (the tests check it): causal_mask(2, 1) == [[0, 0, -1e10], [0, 0, 0]] (the queries are positions 1 and 2).
     """
-    chain = [i - 1 for i in range(n_seq)]  # [-1, 0, 1, ..., n_seq - 2]
-    return tree_mask(tree_ancestors(chain), n_past)  # [n_seq, n_past + n_seq]
+    hidden = np.full((n_seq, n_past + n_seq), -1e10, dtype=np.float32)  # [n_seq, n_past + n_seq]
+    return np.triu(hidden, k=n_past + 1)  # key j is hidden from new position i when j > n_past + i
 
 
 def attention(q, k, v, mask):

@@ -10,13 +10,18 @@ else ~/.cache/huggingface/hub:
         refs/main                       the commit that "main" pointed at: 607a30d783dfa663caf39e06633721c8d4cfcd7e
         blobs/<etag>                    each file's bytes, named by its ETag (a sha256 for large files)
         snapshots/<commit>/config.json  -> ../../blobs/<etag>   (a relative symlink per file)
-A file is downloaded as blobs/<etag>.part and renamed once complete (download.download_file).
+A file is downloaded as blobs/<etag>.part and renamed once complete (download.download_file), under the lock
+blobs/<etag>.lock (download.download_lock): a second run downloading the same blob waits, then finds it there.
+Read as huggingface_hub reads it, offline too: the repository folder or its blobs/ may be a link to a folder
+(on another disk: kept, and written through), and a snapshot may hold plain files instead of links (the layout
+huggingface_hub writes where links are not available, e.g. Windows without developer mode; so do we, there).
 
 The cache is shared and the Hub (or a mirror in $HF_ENDPOINT) is another party, so nothing is taken on trust:
 - a blob is used only if its bytes hash to its name (sha256 for large files, git's blob id for small ones),
   every time it is used; a damaged blob is deleted and downloaded again;
 - the names that become paths (the commit, the ETags) are checked to be hexadecimal ids, and refs/main too;
-- nothing is followed out of the repository's folder: its subfolders must be real folders, a snapshot's
+- nothing is followed out of the repository's folder (but the two links huggingface_hub follows too, the
+  folder itself and blobs/, which the user made): refs/ and snapshots/ must be real folders, a snapshot's
   links must point at ../../blobs/<etag>, and what we write replaces a link rather than writing through it;
 - every file of one download comes from one commit (the first answer pins it), config.json first, so a
   repository that is not a GPT-2 this project can run is refused before its weights are fetched.
@@ -27,22 +32,26 @@ import os
 import re
 import stat
 import sys
-import tempfile
+import time
 from pathlib import Path
 
 from tqdm import tqdm
 
 from download import (
     MODEL_SIZES,
+    DeadlinePassed,
     DownloadError,
     check_url,
+    download_deadline,
     download_file,
-    http_request,
+    download_lock,
+    exchange,
     parse_size,
     size_cap,
     writing_into,
 )
 from hf_folder import read_hf_hparams
+from safe_files import create_fresh_file, write_atomically
 from weights import CheckpointError, read_json_file, shown
 
 # name -> (its Hub id, the OpenAI release it matches, or None)
@@ -143,6 +152,15 @@ def is_real_folder(path):
         return False
 
 
+def is_folder(path):
+    """path is a folder, or a link to one: the repository folder and its blobs/, which huggingface_hub follows
+    (a user moves a large cache to another disk with such a link)."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def blob_matches_its_name(blob, progress=True):
     """Whether the bytes of `blob` (a regular file, not a link) hash to its name: the sha256 of a large file,
     or the id git gives a small file's contents, sha1(b"blob <size>\\0" + bytes), which is the Hub's ETag.
@@ -167,7 +185,7 @@ def blob_matches_its_name(blob, progress=True):
 def read_ref(folder):
     """The commit id in folder/refs/main, or None if there is none to trust: a missing file, a link (never
     followed), a folder, a file that is not one 40-digit hexadecimal id."""
-    if not (is_real_folder(folder) and is_real_folder(folder / "refs")):
+    if not (is_folder(folder) and is_real_folder(folder / "refs")):
         return None
     try:
         with os.fdopen(os.open(folder / "refs" / "main", READ_NO_LINK), "rb") as file:
@@ -187,7 +205,7 @@ def linked_blob(folder, link):
     except (OSError, ValueError):
         return None  # missing, or not a link
     blob = Path(os.path.normpath(os.path.join(link.parent, target)))
-    if blob.parent != folder / "blobs" or not BLOB_ID.fullmatch(blob.name) or not is_real_folder(blob.parent):
+    if blob.parent != folder / "blobs" or not BLOB_ID.fullmatch(blob.name) or not is_folder(blob.parent):
         return None
     try:
         return blob if stat.S_ISREG(os.lstat(blob).st_mode) else None
@@ -195,16 +213,28 @@ def linked_blob(folder, link):
         return None
 
 
+def is_plain_file(path):
+    """path is a regular file, not a link: a snapshot entry as huggingface_hub writes it where links are not
+    available (it moves the blob into the snapshot). It has no blob name to check its bytes against: like
+    huggingface_hub, we take it as it is (the readers still check every size and shape)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def cached_snapshot(repo_id):
     """The snapshot folder of repo_id's "main" in the Hugging Face cache, if every HUB_FILES is there and
-    checks out (read_ref, linked_blob, blob_matches_its_name), else None. A blob that does not hash to its name
-    is deleted here, with a note on stderr, so the download that follows fetches it afresh."""
+    checks out (read_ref, linked_blob, blob_matches_its_name; or a plain file, is_plain_file), else None. A blob
+    that does not hash to its name is deleted here, with a note on stderr, so the download that follows fetches
+    it afresh."""
     for folder in hub_cache_folders(repo_id):
         commit = read_ref(folder)
         snapshot = folder / "snapshots" / str(commit)
         if commit is None or not (is_real_folder(folder / "snapshots") and is_real_folder(snapshot)):
             continue
-        blobs = [linked_blob(folder, snapshot / name) for name in HUB_FILES]
+        plain = [name for name in HUB_FILES if is_plain_file(snapshot / name)]
+        blobs = [linked_blob(folder, snapshot / name) for name in HUB_FILES if name not in plain]
         if None in blobs or len(set(blobs)) < len(blobs):  # two files linked to one blob: one link is wrong
             continue
         damaged = [blob for blob in blobs if not blob_matches_its_name(blob)]
@@ -227,16 +257,30 @@ def real_folder(path):
     return path
 
 
+def folder_or_link_to_one(path):
+    """Make `path` a folder, keeping a link to a folder there (the user's, to another disk: huggingface_hub
+    writes through it too). A link to nothing (a disk not mounted?) or to a file is a DownloadError: it is the
+    user's to mend, never deleted here."""
+    if os.path.islink(path) and not is_folder(path):
+        raise DownloadError(f"{path} is a link to {os.readlink(path)}, which is not a folder (a disk that is not "
+                            f"mounted?): make it lead to a folder, or delete the link, and run again")
+    return path if is_folder(path) else real_folder(path)
+
+
 def replace_with_link(link, target):
     """Make `link` a symbolic link to `target`, replacing whatever link was there (dangling, looping, wrong)."""
     if os.path.islink(link) and os.readlink(link) == str(target):
         return
     if os.path.isdir(link) and not os.path.islink(link):
         raise DownloadError(f"{link} is a folder where a link to {target} belongs: delete it and run again")
-    temporary = link.with_name(f".{link.name}.{os.getpid()}.link")
-    if os.path.lexists(temporary):
-        os.unlink(temporary)
-    os.symlink(target, temporary)
+    descriptor, temporary = create_fresh_file(link.parent, link.name)  # a fresh name, no other run's
+    os.close(descriptor)
+    os.unlink(temporary)
+    try:
+        os.symlink(target, temporary)
+    except OSError:  # no links here (Windows without developer mode): huggingface_hub's layout then, is_plain_file
+        os.replace(link.parent / target, link)  # the blob moves into the snapshot, as huggingface_hub moves it
+        return
     os.replace(temporary, link)  # atomic, and replaces a link rather than following it
 
 
@@ -247,11 +291,7 @@ def write_ref(folder, commit):
     ref = refs / "main"
     if os.path.isdir(ref) and not os.path.islink(ref):
         raise DownloadError(f"{ref} is a folder where a file holding the commit id belongs: delete it and run again")
-    descriptor, temporary = tempfile.mkstemp(dir=refs, prefix=".main.")  # a new name: nothing to follow
-    with os.fdopen(descriptor, "w") as file:
-        file.write(commit)
-    os.chmod(temporary, 0o644)  # readable by all, as huggingface_hub leaves it (mkstemp makes it private)
-    os.replace(temporary, ref)
+    write_atomically(ref, commit)  # a new file renamed over it: nothing to follow
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -262,7 +302,8 @@ def write_ref(folder, commit):
 def hub_snapshot(repo_id, retries=3, backoff_seconds=1.0, timeout_seconds=30.0, deadline_seconds=None):
     """repo_id's snapshot folder: from the Hugging Face cache if every file is there and checks out (no network
     at all), else downloaded from the Hub ($HF_ENDPOINT, default https://huggingface.co) into that cache, in its
-    layout. The first answer pins the commit; the other files are asked for at that commit."""
+    layout. The first answer pins the commit; the other files are asked for at that commit. A plain file already
+    in the snapshot (huggingface_hub's layout without links) is kept, not downloaded again."""
     snapshot = cached_snapshot(repo_id)
     if snapshot is not None:
         return snapshot
@@ -273,21 +314,26 @@ def hub_snapshot(repo_id, retries=3, backoff_seconds=1.0, timeout_seconds=30.0, 
                             f"HF_HUB_OFFLINE is set: unset it to download it from {endpoint}/{repo_id}")
     with writing_into(hf_hub_cache(), CACHE_HELP):
         hf_hub_cache().mkdir(parents=True, exist_ok=True)
-        for sub in (folder, folder / "blobs", folder / "snapshots"):
-            real_folder(sub)
+        folder_or_link_to_one(folder)
+        folder_or_link_to_one(folder / "blobs")
+        real_folder(folder / "snapshots")
     commit = None
     for name in HUB_FILES:  # config.json first
         url = f"{endpoint}/{repo_id}/resolve/{commit or 'main'}/{name}"
-        etag, file_commit, size = hub_file_metadata(url, folder, timeout_seconds)
+        deadline = time.monotonic() + download_deadline(deadline_seconds)
+        etag, file_commit, size = hub_file_metadata(url, folder, timeout_seconds, deadline)
         if commit is not None and file_commit != commit:
             raise DownloadError(f"{url} answered for commit {file_commit}, not the {commit} asked for: run again")
         commit = file_commit
-        blob = folder / "blobs" / etag
-        fetch_blob(url, blob, size, size_cap(name), retries, backoff_seconds, timeout_seconds, deadline_seconds)
+        blob, entry = folder / "blobs" / etag, folder / "snapshots" / commit / name
+        if not is_plain_file(entry):  # a plain file there is the user's (huggingface_hub's layout without links)
+            fetch_blob(url, blob, size, size_cap(name), retries, backoff_seconds, timeout_seconds, deadline_seconds)
         if name == "config.json":  # first, so that a repository we cannot run fails before its big weights
-            check_hub_config(repo_id, blob, url)
+            check_hub_config(repo_id, entry if is_plain_file(entry) else blob, url)
         with writing_into(folder, CACHE_HELP):
-            replace_with_link(real_folder(folder / "snapshots" / commit) / name, Path("..") / ".." / "blobs" / etag)
+            snapshot = real_folder(folder / "snapshots" / commit)
+            if not is_plain_file(entry):
+                replace_with_link(snapshot / name, Path("..") / ".." / "blobs" / etag)
     with writing_into(folder, CACHE_HELP):
         write_ref(folder, commit)
     return folder / "snapshots" / commit
@@ -299,7 +345,9 @@ def fetch_blob(url, blob, size, max_bytes, retries, backoff_seconds, timeout_sec
     the part left by an earlier run may hold bytes a crash never wrote."""
     if blob_matches_its_name(blob):
         return
-    with writing_into(blob.parent, CACHE_HELP):
+    with writing_into(blob.parent, CACHE_HELP), download_lock(blob, deadline_seconds, url):
+        if os.path.lexists(blob) and blob_matches_its_name(blob):  # put there by the run whose lock we waited for
+            return
         if os.path.lexists(blob):
             os.unlink(blob)  # damaged, or a link: a blob is always a file of our own
         part = blob.with_name(blob.name + ".part")
@@ -333,14 +381,20 @@ def check_hub_config(repo_id, config_path, url=None):
         raise DownloadError(f"{repo_id}'s config.json ({where}) is refused: {error.problem or error}") from None
 
 
-def hub_file_metadata(url, cache_folder, timeout_seconds):
+def hub_file_metadata(url, cache_folder, timeout_seconds, deadline=None):
     """(etag, commit, size) of a file on the Hub, from a HEAD request as huggingface_hub makes it: the ETag of
     the file (X-Linked-Etag for a large file stored elsewhere, whose answer is a redirect), X-Repo-Commit, and
     the size (X-Linked-Size, else Content-Length of a direct answer; None if neither). The ETag and the commit
-    become names in the cache: each must be a hexadecimal id (BLOB_ID, COMMIT_ID)."""
+    become names in the cache: each must be a hexadecimal id (BLOB_ID, COMMIT_ID). The exchange ends by
+    `deadline` (a time.monotonic(); default: download.DEFAULT_DEADLINE_SECONDS from now)."""
+    deadline = time.monotonic() + download_deadline() if deadline is None else deadline
     try:
-        response = http_request("HEAD", url, allow_redirects=False, timeout=timeout_seconds,
-                                headers={"Accept-Encoding": "identity"})
+        with exchange("HEAD", url, deadline, timeout_seconds, allow_redirects=False,
+                      headers={"Accept-Encoding": "identity"}) as response:
+            pass
+    except DeadlinePassed:
+        raise DownloadError(f"{url} did not answer within the deadline of one file (raise it with "
+                            f"--download_deadline or GPT2_DOWNLOAD_DEADLINE=seconds)") from None
     except OSError as error:  # what requests raises for a refused connection or a timeout is an OSError
         raise DownloadError(
             f"could not reach the Hugging Face Hub at {url} ({type(error).__name__}), and the model is not in the "

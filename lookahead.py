@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from safe_files import write_atomically
+
 AUTO_K_MAX = 16  # K="auto" never proposes deeper than this (r(m) was measured up to m = 16 rows)
 
 
@@ -326,14 +328,12 @@ def _seconds(fn):
 
 
 def save_costs(path, costs):
-    """Write a MeasuredCosts as a small JSON file (into NAME.part first, then renamed: never half a file)."""
+    """Write a MeasuredCosts as a small JSON file (safe_files.write_atomically: a fresh file of its own, then
+    renamed: never half a file, never written through a link)."""
     path = Path(path)
     data = asdict(costs)
     data["measured"] = {str(m): r for m, r in costs.measured.items()}
-    part = path.with_name(path.name + ".part")
-    part.write_text(json.dumps(data, indent=1) + "\n")
-    part.replace(path)
-    return path
+    return write_atomically(path, json.dumps(data, indent=1) + "\n")
 
 
 def load_costs(path):

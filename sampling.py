@@ -26,8 +26,9 @@ Notation: Chen et al.'s letters (as in jaymody/speculative-sampling)
     K     lookahead: tokens drafted per round                  (Leviathan et al.: gamma)
 The letters p and q are SWAPPED between the two papers; this file uses Chen et al.'s throughout.
 
-Chen et al.'s Algorithm 2, with the step numbers used as comments in `speculative_sampling`
---------------------------------------------------------------------------------------------
+Chen et al.'s Algorithm 2; its step numbers tag the code: `speculative_stream` (a round), `_score` (Step 2),
+`_verify` (Steps 3-4), `_accept` and `_residual` (Step 3)
+-------------------------------------------------------------------------------------------------------------
     Given lookahead K and minimum target sequence length T.
     Given auto-regressive target model q(.|.), and auto-regressive draft model p(.|.),
     initial prompt sequence x_0, ..., x_t.

@@ -41,6 +41,8 @@ import codecs
 import os
 import re
 
+from safe_files import save_figure
+
 # ------------------------------------------------------------------------------------------------------------
 # Colors
 # ------------------------------------------------------------------------------------------------------------
@@ -295,4 +297,4 @@ def plot_rounds(rounds, token_bytes, path, title=""):
     axes.set_title(title, fontsize=8)
     figure.legend(handles=[Patch(facecolor=BOX_COLORS[s], label=BOX_LABELS[s]) for s in BOX_COLORS],
                   loc="lower center", ncol=3, fontsize=7, frameon=False)
-    figure.savefig(path, dpi=150)
+    save_figure(figure, path, dpi=150)

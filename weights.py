@@ -201,7 +201,7 @@ def read_tensor(file, offset, shape, stored_dtype, path, column_major=False):
     column, so every value moves. Copying a whole 9 MB matrix at once (np.asfortranarray) scatters its writes
     over the whole destination, far more than the CPU's caches hold; a chunk of rows writes a short run into
     every column, and both the chunk and the runs it writes stay in cache. For 124M's shapes that made the
-    reordering several times faster (see the README's "Loading weights").
+    reordering several times faster (see BENCHMARKS.md's "Loading weights").
     """
     stored = np.dtype(stored_dtype)
     array = np.empty(shape, dtype=np.float32, order="F" if column_major else "C")  # the final array

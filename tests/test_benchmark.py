@@ -29,6 +29,7 @@ from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
 # ------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.step10
 def test_tokens_per_round_is_the_geometric_sum_of_leviathans_equation_1():
     """1 + a + ... + a^K = (1 - a^(K+1)) / (1 - a); K + 1 at a = 1 (every guess kept); 1 at a = 0."""
     assert tokens_per_round(0.8, 4) == pytest.approx(1 + 0.8 + 0.64 + 0.512 + 0.4096)  # 3.3616
@@ -37,6 +38,7 @@ def test_tokens_per_round_is_the_geometric_sum_of_leviathans_equation_1():
     assert tokens_per_round(0.0, 3) == 1
 
 
+@pytest.mark.step10
 def test_predicted_speedup_is_tokens_per_round_over_the_cost_of_a_round():
     """alpha 0.8, K 4, c 0.4: Leviathan 3.3616 / (0.4 * 4 + 1) = 1.2929; with r 2.5: 3.3616 / 4.1 = 0.8199."""
     assert predicted_speedup(0.8, 4, c=0.4) == pytest.approx(3.3616 / 2.6)
@@ -44,6 +46,7 @@ def test_predicted_speedup_is_tokens_per_round_over_the_cost_of_a_round():
     assert predicted_speedup(0.0, 1, c=0.0) == 1.0  # a free draft that is always wrong: one token per pass
 
 
+@pytest.mark.step10
 def test_break_even_alpha_solves_predicted_speedup_equal_to_one():
     """K 1, c 0.5: (1 + a) / 1.5 = 1 at a = 0.5. With r 1.5 a round costs 2 steps and writes at most 2 tokens:
     the speedup reaches 1 only at a = 1, so it never wins. K 2, c 0.1, r 1: 1 + a + a^2 = 1.2, a = 0.1708."""

@@ -384,3 +384,13 @@ def test_the_download_deadline_flag_stops_a_server_that_drips_with_one_line_and_
     assert result.returncode == 1
     assert f"{url}/124M/" in line and "deadline of 1 seconds" in line, line
     assert list((tmp_path / "models" / "124M").glob("*.part")), "the bytes that arrived are kept"
+
+
+def test_minus_k_is_refused_as_one_keystroke_from_minus_capital_k(tmp_path, monkeypatch, capsys):
+    """fire reads -x as the one flag starting with x, so -k would turn the KV cache off where -K sets the guesses
+    per round: -k is refused with one line naming both flags, and -K still means --K."""
+    from cli import parse_command_line
+
+    code, out, err = run_in_process(["-k", "False"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and err == "error: -k is one keystroke from -K: spell the flag out (--K, --kv_cache)\n", err
+    assert parse_command_line(["-K", "3"], main.main) == {"K": "3"}

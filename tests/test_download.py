@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from download import MODEL_SIZES, RELEASE_FILES, DownloadError, download_gpt2_files
+import gpt2
+from download import MODEL_SIZES, RELEASE_FILES, TOKENIZER_FILE_SIZES, DownloadError, download_gpt2_files
 from utils import resolve_model
 
 DATA_FILE = "model.ckpt.data-00000-of-00001"
@@ -92,11 +93,14 @@ class FlakyFileServer:
 
 
 @pytest.fixture
-def release(tmp_path):
-    """Random stand-ins for the seven release files, written to tmp_path/served/124M/: {name: bytes}."""
+def release(tmp_path, monkeypatch):
+    """Random stand-ins for the seven release files, written to tmp_path/served/124M/: {name: bytes}. The
+    tokenizer's files have their known sizes; the tiny HPARAMS play those of 124M (gpt2.HPARAMS)."""
     rng = np.random.default_rng(0)
     sizes = {name: int(rng.integers(1_000, 20_000)) for name in RELEASE_FILES}
+    sizes.update(TOKENIZER_FILE_SIZES)
     sizes[DATA_FILE] = 300_000  # the big one, cut halfway in the tests
+    monkeypatch.setitem(gpt2.HPARAMS, "124M", HPARAMS)
     served = tmp_path / "served" / "124M"
     served.mkdir(parents=True)
     contents = {}
@@ -181,7 +185,7 @@ def test_a_permanently_failing_server_gives_DownloadError_naming_url_and_folder(
         download_gpt2_files("124M", model_dir, base_url=server.url, **FAST)
 
     message = str(error.value)
-    assert f"{server.url}/124M/checkpoint" in message
+    assert f"{server.url}/124M/hparams.json" in message  # the first file asked for
     assert str(model_dir) in message
     assert f"download the files by hand from {server.url}/124M into {model_dir}" in message
     assert len(server.requests) == FAST["retries"] + 1  # one try plus the retries, then it gives up
@@ -203,7 +207,7 @@ def test_a_connection_that_always_drops_leaves_only_a_part_file(server, release,
 
 def test_a_missing_file_fails_at_once_without_retries(server, tmp_path):
     """A 404 will not get better by asking again."""
-    del server.files["/124M/checkpoint"]
+    del server.files["/124M/hparams.json"]  # the first file asked for
     with pytest.raises(DownloadError, match="404"):
         download_gpt2_files("124M", tmp_path / "models" / "124M", base_url=server.url, **FAST)
     assert len(server.requests) == 1

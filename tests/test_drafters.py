@@ -109,19 +109,6 @@ def test_the_incremental_index_finds_what_a_full_scan_finds_at_every_step_of_a_g
             x += rng.integers(0, n_vocab, size=rng.integers(1, 4)).tolist()
 
 
-def test_the_longest_match_beats_a_more_recent_short_one_and_ties_go_to_the_most_recent():
-    """Code repeats short contexts everywhere: after `1 2 3 4` the text went on with 7 the first time; a later
-    `5 2 3 4` went on with 8. Capped at 3 tokens (the original lookup), the suffix `2 3 4` last occurred before 8;
-    the longest match, `1 2 3 4`, before 7. Two earlier `1 2 3 4`, both after a 5 (followed by 7, then 9), and
-    the text now ends `6 1 2 3 4`: a tie at 4 tokens, and the most recent wins."""
-    x = [1, 2, 3, 4, 7, 0, 5, 2, 3, 4, 8, 0, 1, 2, 3, 4]
-    assert drafters.prompt_lookup().lookup(x, 2) == [7, 0] and drafters.prompt_lookup().match_length(x) == 4
-    assert drafters.prompt_lookup(max_ngram=3).lookup(x, 2) == [8, 0]
-    assert drafters.prompt_lookup(max_ngram=3).match_length(x) == 3
-    x = [5, 1, 2, 3, 4, 7, 5, 1, 2, 3, 4, 9, 6, 1, 2, 3, 4]
-    assert drafters.prompt_lookup().lookup(x, 1) == [9] and drafters.prompt_lookup().match_length(x) == 4
-
-
 def test_each_new_token_is_added_to_the_index_once_and_a_cut_back_index_is_the_one_built_afresh(monkeypatch):
     """No rescan: lookups on a text that grows token by token extend the automaton once per token in all. And
     truncate undoes exactly: the automaton of a text cut back equals the one built from the shorter text."""
@@ -139,17 +126,6 @@ def test_each_new_token_is_added_to_the_index_once_and_a_cut_back_index_is_the_o
         fresh.extend(token)
     for part in ("tokens", "next", "link", "length", "last_end", "last", "matches"):
         assert getattr(lookup.index, part) == getattr(fresh, part), part
-
-
-def test_the_docstring_examples_one_hot_rows_and_the_match_length():
-    lookup = drafters.prompt_lookup()
-    proposal = lookup.propose([5, 6, 7, 8, 5, 6], 3, np.random.default_rng(0), n_vocab=10)
-    assert proposal.tokens == [7, 8, 5] and proposal.parents == [-1, 0, 1] and proposal.match_length == 2
-    assert proposal.rows.shape == (3, 10) and (proposal.rows.argmax(1) == [7, 8, 5]).all()
-    assert proposal.rows.sum() == 3.0
-    assert drafters.prompt_lookup().lookup([1, 2, 1, 2], 4) == [1, 2, 1, 2]  # the copy runs into itself
-    nothing = lookup.propose([1, 2, 3], 3, np.random.default_rng(0), 10)
-    assert nothing.tokens == [] and nothing.match_length == 0
 
 
 @pytest.mark.parametrize("kwargs, message", [({"max_ngram": 0}, "max_ngram"), ({"max_ngram": 3, "min_ngram": 4}, "min_ngram=4"),

@@ -1,103 +1,159 @@
-"""EXERCISES.md says what the suite does: its counts are the suite's, its commands stop, its names exist.
+"""EXERCISES.md, the kit's steps (exercises.STEPS) and the tests' step markers agree; the page keeps its promises.
 
-Read EXERCISES.md first. A step's "**Passing** means N passed" is the number of tests its grading command runs:
-each command is handed to pytest's own collection (`--collect-only`, in one subprocess, so `-k` means exactly
-what it means on the command line) and counted. The tests here also hold EXERCISES.md to what a learner doing
-the steps in order needs: every step says what to read first, hints and known mistakes wait behind an "If you
-are stuck" / "If a test fails" line, the files, functions, tests and README sections it names exist, every
-grading command stops a test that never ends, and no issue numbers.
+Read EXERCISES.md and exercises.py first. A step's "**Passing** means N passed" is the number of checks its
+marker selects (`python -m pytest -m stepN`, counted by pytest's own collection in one subprocess), and those
+checks live in the test files the step names, so `python classroom.py grade N` (which runs only those files)
+runs all of them. The tests also hold EXERCISES.md to what a learner needs: every step says what to read
+first and how long it takes, open-ended steps have a rubric, hints are not on the page, the known mistakes
+wait behind an "If a test fails" line, every command works in PowerShell as in bash, the files, functions,
+tests and README sections it names exist, a check that never ends stops the run, and no issue numbers.
 """
 
 import ast
+import configparser
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
+import exercises
 from conftest import REPO_ROOT
 
 EXERCISES = (REPO_ROOT / "EXERCISES.md").read_text(encoding="utf-8")
-README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-TIMEOUT_FLAG = "--timeout=20"
 
 COLLECT = textwrap.dedent('''
-    import contextlib, io, json, shlex, sys
+    import contextlib, io, json, sys
     import pytest
 
     class Recorder:
-        ids = []
+        steps = {}
         def pytest_collection_finish(self, session):
-            self.ids = [item.nodeid for item in session.items]
+            for item in session.items:
+                for mark in item.iter_markers():
+                    if mark.name.startswith("step"):
+                        self.steps.setdefault(mark.name, []).append(item.nodeid)
 
-    collected = {}
-    for command in json.load(sys.stdin):
-        recorder = Recorder()
-        with contextlib.redirect_stdout(io.StringIO()):
-            pytest.main(shlex.split(command)[3:] + ["--collect-only", "-q", "-p", "no:cacheprovider"],
-                        plugins=[recorder])
-        collected[command] = recorder.ids
-    print(json.dumps(collected))
+    recorder = Recorder()
+    with contextlib.redirect_stdout(io.StringIO()):
+        pytest.main(["-m", sys.argv[1], "--collect-only", "-q", "-p", "no:cacheprovider"], plugins=[recorder])
+    print(json.dumps(recorder.steps))
 ''')
 
 
-def steps():
-    """{step number: its section of EXERCISES.md, from its "## Step N" heading to the next heading of that level}."""
-    parts = re.split(r"^## Step (\d+)\b", EXERCISES, flags=re.M)
-    return {int(number): text.split("\n## ", 1)[0] for number, text in zip(parts[1::2], parts[2::2])}
-
-
-def grading(section):
-    """[(command, N)]: each `python -m pytest ...` line of the section's code blocks, with the N of the
-    "**Passing** means N passed" that follows it (the k-th command goes with the k-th count)."""
-    commands = re.findall(r"^(python -m pytest .+)$", section, flags=re.M)
-    counts = [int(n) for n in re.findall(r"\*\*Passing\*\* means (\d+) passed", section)]
-    assert len(commands) == len(counts), f"{len(commands)} grading commands but {len(counts)} passing counts"
-    return list(zip(commands, counts))
-
-
-GRADED = {number: grading(section) for number, section in steps().items() if grading(section)}
+def sections():
+    """{step number: (its heading line, its section of EXERCISES.md up to the next heading of that level)}."""
+    parts = re.split(r"^(## Step (\d+)\b.*)$", EXERCISES, flags=re.M)
+    return {int(number): (heading, text.split("\n## ", 1)[0])
+            for heading, number, text in zip(parts[1::3], parts[2::3], parts[3::3])}
 
 
 @pytest.fixture(scope="module")
-def collected():
-    """{command: [node ids it runs]} for every grading command, and for `python -m pytest tests` (the suite)."""
-    commands = [command for pairs in GRADED.values() for command, _ in pairs] + ["python -m pytest tests"]
-    run = subprocess.run([sys.executable, "-c", COLLECT], input=json.dumps(commands), capture_output=True,
-                         text=True, cwd=REPO_ROOT, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, timeout=120)
+def marked():
+    """{"stepN": [node ids of the tests carrying that marker]}, over the whole suite."""
+    every = " or ".join(f"step{n}" for n in range(1, 14))
+    run = subprocess.run([sys.executable, "-c", COLLECT, every], capture_output=True, text=True, cwd=REPO_ROOT,
+                         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, timeout=120)
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout.splitlines()[-1])
 
 
-def test_every_graded_step_has_a_grading_command_and_the_open_one_has_none():
-    assert sorted(GRADED) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13]
-    assert len(GRADED[9]) == 2  # the chain, then the tree
+def test_the_page_has_a_section_per_step_of_the_kit_in_order_with_its_title_and_time():
+    """The headings keep the anchors other pages link to, so the time stands on the line below (the kit spells
+    alpha out: `classroom.py list` must print on a console that has no α)."""
+    assert sorted(sections()) == [s.number for s in exercises.STEPS]
+    for number, (heading, section) in sections().items():
+        step = exercises.step(number)
+        assert step.title.lower().replace("alpha", "α") in heading.lower(), heading
+        time = f"about {step.minutes} minutes" if step.minutes < 120 else f"about {step.minutes // 60} hours"
+        assert section.lstrip().startswith(f"**Time:** {time}."), heading
 
 
-@pytest.mark.parametrize("step", sorted(GRADED))
-def test_passing_means_the_number_of_tests_the_steps_command_runs(step, collected):
-    for command, count in GRADED[step]:
-        assert len(collected[command]) == count, (
-            f"step {step}: `{command}` runs {len(collected[command])} tests; EXERCISES.md says {count}")
+def test_the_table_gives_each_steps_file_functions_command_and_time():
+    for step in exercises.STEPS:
+        row = re.search(rf"^\| {step.number} \|.*$", EXERCISES, flags=re.M)
+        assert row, f"the table has no row for step {step.number}"
+        cells = [cell.strip() for cell in row.group(0).strip("|").split("|")]
+        assert cells[1] == step.title
+        if step.functions:
+            assert f"`{step.file}: {', '.join(step.functions)}`" in cells[2]
+        assert ("`python classroom.py grade %d`" % step.number in cells[3]) == bool(step.tests)
+        assert cells[4] == (f"{step.minutes} min" if step.minutes < 120 else f"{step.minutes // 60} hours")
 
 
-def test_the_step_table_gives_each_steps_own_grading_commands():
-    """The overview table's command cell holds the commands of the step's section, and nothing else."""
-    for step, pairs in GRADED.items():
-        row = re.search(rf"^\| {step} \|.*$", EXERCISES, flags=re.M)
-        assert row, f"the table has no row for step {step}"
-        in_table = re.findall(r"`(python -m pytest [^`]+)`", row.group(0))
-        assert in_table == [command for command, _ in pairs], f"step {step}"
+def test_every_graded_step_has_its_grading_command_and_the_open_one_has_none():
+    for number, (_, section) in sections().items():
+        commands = re.findall(r"^python classroom.py grade (\d+)$", section, flags=re.M)
+        assert commands == ([str(number)] if number in exercises.GRADED else []), number
+    assert exercises.GRADED == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13)
 
 
-def test_every_grading_command_stops_a_test_that_runs_past_20_seconds():
-    for step, pairs in GRADED.items():
-        for command, _ in pairs:
-            assert shlex.split(command)[-1] == TIMEOUT_FLAG, f"step {step}: `{command}`"
+@pytest.mark.parametrize("step", exercises.GRADED)
+def test_passing_means_the_number_of_checks_the_steps_marker_selects(step, marked):
+    counts = re.findall(r"\*\*Passing\*\* means (\d+) passed", sections()[step][1])
+    assert counts == [str(len(marked[f"step{step}"]))], f"step {step}: the marker selects {len(marked[f'step{step}'])}"
+
+
+def test_a_steps_checks_live_in_the_test_files_the_kit_runs_for_it(marked):
+    """`classroom.py grade N` runs the step's files only (fast); `pytest -m stepN` the whole suite: the same checks."""
+    assert sorted(marked) == sorted(f"step{n}" for n in exercises.GRADED)
+    for step in exercises.GRADED:
+        files = {node.split("::")[0] for node in marked[f"step{step}"]}
+        assert files == set(exercises.step(step).tests), step
+
+
+def test_pytest_ini_registers_one_marker_per_graded_step():
+    config = configparser.ConfigParser()
+    config.read(REPO_ROOT / "pytest.ini", encoding="utf-8")
+    names = [line.split(":")[0].strip() for line in config["pytest"]["markers"].strip().splitlines()]
+    assert names == [f"step{n}" for n in exercises.GRADED]
+
+
+def test_the_chain_check_of_step_9_runs_alone_with_k_chain(marked):
+    chain = [node for node in marked["step9"] if "chain" in node]
+    assert len(chain) == 1 and "tree" not in chain[0]
+
+
+def test_every_step_says_what_to_read_first_and_the_open_ones_have_a_rubric():
+    for number, (_, section) in sections().items():
+        assert "**Read first:**" in section, f"step {number}"
+        assert ("**Rubric" in section) == (number in (11, 12)), f"step {number}"
+
+
+def test_hints_are_not_on_the_page_and_known_mistakes_wait_behind_an_if_a_test_fails_line():
+    """The hints come from `python classroom.py hint N`; every `<details>` block (closed until clicked) says
+    when to open it, and no list of mistakes stands outside one."""
+    summaries = re.findall(r"<details><summary>(.*?)</summary>", EXERCISES)
+    assert summaries and all(s == "If a test fails: the mistakes the tests catch" for s in summaries), summaries
+    assert "**Hint" not in EXERCISES and "If you are stuck" not in EXERCISES
+    outside = re.sub(r"<details>.*?</details>", "", EXERCISES, flags=re.S)
+    assert "mistakes the tests catch" not in outside
+    for number in exercises.GRADED:
+        assert f"`python classroom.py hint {number}`" in sections()[number][1], number
+
+
+def commands(text):
+    """Every command a reader may paste: the lines of code blocks and the inline code that starts with a tool."""
+    blocks = re.findall(r"^```\w*\n(.*?)^```", text, flags=re.S | re.M)
+    lines = [line for block in blocks for line in block.splitlines() if line.strip()]
+    inline = re.findall(r"`((?:python|pip|git) [^`]+)`", text)
+    return lines + inline
+
+
+def test_every_command_works_in_powershell_too():
+    """No `&&` (PowerShell 5 has none), no `VAR=value command` prefix, no `export`, no `$VAR`, no bash-only
+    syntax (a line continued by a backslash, /dev/null), and a comma list quoted (PowerShell passes `1,2,4`
+    unquoted as three arguments)."""
+    found = commands(EXERCISES)
+    assert len(found) > 20
+    for command in found:
+        assert "&&" not in command and not re.match(r"^[A-Z_]+=\S* ", command), command
+        assert not command.startswith("export ") and not re.search(r"\$[A-Z_{(]", command), command
+        assert "\\\n" not in command and not re.search(r"[<>] ?/dev/", command), command
+        assert not re.search(r"\s--?\w+ [\w.]+,[\w.]", command), f"quote a comma list (PowerShell splits it): {command}"
 
 
 def test_a_test_that_never_ends_stops_the_whole_run(tmp_path):
@@ -114,22 +170,16 @@ def test_a_test_that_never_ends_stops_the_whole_run(tmp_path):
     assert "ran past its time limit, so the run stops here" in run.stdout
 
 
-def test_the_chain_part_of_step_9_runs_no_tree_test(collected):
-    """The chain comes first: a `_verify` that handles one child per node must be able to pass it."""
-    chain, _ = GRADED[9][0]
-    assert collected[chain] and [test for test in collected[chain] if "tree" in test.lower()] == []
+def test_the_kit_grades_with_a_time_limit_per_check():
+    assert exercises.PER_TEST_TIMEOUT in exercises.pytest_command(7, "report.xml")
 
 
-def test_steps_4_and_12_share_out_the_tests_of_test_gpt2(collected):
-    (plain, _), (trees, _) = GRADED[4][0], GRADED[12][0]
-    everything = [test for test in collected["python -m pytest tests"] if test.startswith("tests/test_gpt2.py::")]
-    assert sorted(collected[plain] + collected[trees]) == sorted(everything)
-
-
-def test_every_test_exercises_names_exists(collected):
-    names = {test.split("::")[-1].split("[")[0] for test in collected["python -m pytest tests"]}
+def test_every_test_exercises_names_exists(marked):
+    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+                         capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    names = {line.split("::")[-1].split("[")[0] for line in run.stdout.splitlines() if "::" in line}
     named = set(re.findall(r"`(test_\w+)`", EXERCISES))
-    assert named and named <= names, sorted(named - names)
+    assert names and named <= names, sorted(named - names)
 
 
 def test_every_file_exercises_names_exists():
@@ -149,28 +199,10 @@ def defined_names(path):
     return names
 
 
-def test_every_function_the_step_table_names_is_in_the_file_it_names():
-    """Cells like `drafters.py: PromptLookup.index, PromptLookup.lookup`."""
-    cells = re.findall(r"`(\w+\.py): ([\w., ]+)`", EXERCISES)
-    assert len(cells) >= 12
-    for path, names in cells:
-        for name in (name.strip() for name in names.split(",")):
-            assert name in defined_names(path), f"{path} defines no {name}"
-
-
-def test_every_step_says_what_to_read_first():
-    for step, section in steps().items():
-        assert "**Read first:**" in section, f"step {step}"
-
-
-def test_hints_and_known_mistakes_wait_behind_an_if_you_are_stuck_line():
-    """Outside `<details>` blocks (closed until clicked) no hint and no list of mistakes; each block's summary
-    says when to open it."""
-    summaries = re.findall(r"<details><summary>(.*?)</summary>", EXERCISES)
-    assert summaries and all(s.startswith(("If you are stuck", "If a test fails")) for s in summaries), summaries
-    outside = re.sub(r"<details>.*?</details>", "", EXERCISES, flags=re.S)
-    for word in ("**Hint", "mistakes the tests catch"):
-        assert word not in outside, f"{word!r} outside a <details> block"
+def test_every_function_the_kit_names_is_in_the_file_it_names():
+    for step in exercises.STEPS:
+        for name in step.functions:
+            assert name in defined_names(step.file), f"{step.file} defines no {name}"
 
 
 def test_every_section_of_the_readme_or_benchmarks_exercises_names_is_there():

@@ -101,9 +101,12 @@ def test_no_module_of_the_project_imports_itself_back_through_others():
 
 
 @pytest.mark.parametrize("module, later", [("sampling", "drafters"), ("sampling", "main"), ("gpt2", "sampling"),
-                                           ("model_fn", "sampling"), ("lookahead", "sampling")])
+                                           ("model_fn", "sampling"), ("lookahead", "sampling"),
+                                           ("exercises", "gradebook"), ("gradebook", "classroom"),
+                                           ("main", "classroom"), ("classroom", "main")])
 def test_a_file_read_earlier_never_imports_one_read_later(module, later):
-    """The reading order of the README's file map: gpt2, model_fn, sampling (with lookahead), drafters, main."""
+    """The reading order of the README's file map: gpt2, model_fn, sampling (with lookahead), drafters, main; the
+    teacher's kit last, beside main: exercises, gradebook, classroom."""
     graph = import_graph(project_modules())
     reachable, todo = set(), [module]
     while todo:
@@ -113,3 +116,30 @@ def test_a_file_read_earlier_never_imports_one_read_later(module, later):
                 todo.append(other)
     assert later not in reachable, f"{module}.py reaches {later}.py through its imports: {sorted(reachable)}"
 
+
+
+POSIX_ONLY = {"resource", "fcntl", "termios", "pwd", "grp", "posix", "pty", "tty", "syslog", "crypt"}
+
+
+def top_level_imports(path):
+    """Module names imported at a file's top level (what importing it, or collecting it as a test, runs)."""
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("name", ["exercises", "gradebook", "classroom", "test_classroom", "test_gradebook",
+                                  "step_fixtures", "test_steps_forward", "test_steps_rounds"])
+def test_the_kit_and_its_tests_import_no_posix_only_module_at_the_top(name):
+    """On Windows `import resource` fails: the gradebook imports it in the child, on POSIX only."""
+    assert top_level_imports(project_modules()[name]) & POSIX_ONLY == set()
+
+
+def test_the_posix_only_check_sees_a_top_level_import_of_resource(tmp_path):
+    path = tmp_path / "posix.py"
+    path.write_text("import os\nimport resource\n\ndef f():\n    import fcntl\n")
+    assert top_level_imports(path) & POSIX_ONLY == {"resource"}

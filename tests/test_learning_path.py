@@ -20,7 +20,7 @@ def test_the_readme_stays_a_short_learning_path():
 
 def project_texts():
     """{path: text} of the pages and every .py file of the project (top level, tools/, tests/)."""
-    paths = [REPO_ROOT / name for name in ("README.md", "BENCHMARKS.md", "EXERCISES.md")]
+    paths = [REPO_ROOT / name for name in ("README.md", "BENCHMARKS.md", "EXERCISES.md", "GLOSSARY.md")]
     paths += sorted(path for folder in ("", "tools", "tests") for path in (REPO_ROOT / folder).glob("*.py"))
     return {path.relative_to(REPO_ROOT): path.read_text(encoding="utf-8") for path in paths}
 
@@ -59,6 +59,18 @@ TERMS = {  # term: (its first use must be at or after this definition, a regex f
     "c": ("**c**", letter("c")),
     "β": ("**β**", r"β"),
     "the floor": ("**the floor**", r"\bthe floor\b"),
+    "target": ("the big model (the **target**)", r"\btarget\b"),
+    "draft": ("a small **draft** model", r"\bdraft\b"),
+    "drafter": ("a **drafter** is", r"\bdrafter"),
+    "BPE": ("the **BPE** (byte-pair encoding", r"\bBPE\b"),
+    "tiktoken": ("**tiktoken** (OpenAI's", r"\btiktoken\b"),
+    "K": ("**K** is the number of guesses per round", letter("K")),
+    "top-k and top-p": ("**top-k** and **top-p**", r"\btop-[kp]\b"),
+    "picoGPT": ("(**picoGPT**'s way:", r"picoGPT"),
+    "total variation": ("**total variation**", r"total.variation"),
+    "McDiarmid": ("**McDiarmid's inequality**", r"McDiarmid"),
+    "suffix automaton": ("**suffix automaton**", r"suffix automaton"),
+    "OpenBLAS": ("**OpenBLAS**", r"OpenBLAS"),
 }
 
 
@@ -83,7 +95,7 @@ def test_every_term_is_defined_before_its_first_use_or_links_to_its_definition(t
         assert links_to_a_definition(line), f"{term!r} is used before it is defined: {line.strip()!r}"
 
 
-DEFINING_SECTIONS = ("(#glossary)", "(#how-a-round-works-with-numbers)", "(#drafters-and-trees)",
+DEFINING_SECTIONS = ("(GLOSSARY.md)", "(#how-a-round-works-with-numbers)", "(#drafters-and-trees)",
                      "(#when-does-it-pay-off-on-a-cpu)")
 
 
@@ -126,19 +138,44 @@ def exercise_functions():
     return found
 
 
-def test_no_readme_link_lands_inside_an_exercises_answer():
-    """The README comes first: a line link into `_verify`'s body shows Step 9's answer before the step. Every
-    line link must land outside the functions EXERCISES.md asks the learner to write."""
+def links_below_an_answer(links, answers):
+    """[(link, the exercise function it lands in or below)] of line links [(name, path, line)], given the
+    exercise functions {(path, name)}."""
     import ast
 
-    answers = exercise_functions()
-    assert ("sampling.py", "_verify") in answers, "EXERCISES.md's table no longer names _verify's file"
-    for name, path, line in line_links(README):
+    found = []
+    for name, path, line in links:
         tree = ast.parse((REPO_ROOT / path).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and (path, node.name) in answers:
-                assert not node.lineno <= line <= node.end_lineno, (
-                    f"[`{name}`]({path}#L{line}) lands inside {node.name}, an answer in EXERCISES.md: link the step")
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and (path, node.name) in answers \
+                    and node.lineno <= line:
+                found.append((f"[`{name}`]({path}#L{line})", node.name))
+    return found
+
+
+def test_no_readme_link_lands_inside_or_below_an_exercises_answer():
+    """The README comes first: a line link into `_verify`'s body shows Step 9's answer before the step. And a
+    learner's answer is as long as it is: a link below an answer in the same file would move with it, so a
+    correct solution would fail the line-link check. Every line link lands above every function EXERCISES.md
+    asks the learner to write in its file; code further down is named with its file (`AutoK` in lookahead.py)."""
+    answers = exercise_functions()
+    assert ("sampling.py", "_verify") in answers, "EXERCISES.md's table no longer names _verify's file"
+    found = links_below_an_answer(line_links(README) + line_links(BENCHMARKS), answers)
+    assert not found, "; ".join(f"{link} lands in or below {name}, an answer in EXERCISES.md: name its file, "
+                                f"or link the step" for link, name in found)
+
+
+def test_the_link_below_an_answer_check_has_teeth():
+    """A link to `_sample`, below `_accept` in sampling.py, is caught; one to `as_drafter`, above it, is not."""
+    answers = {("sampling.py", "_accept")}
+    sample, as_drafter = (next(i for i, line in enumerate(SAMPLING_LINES, 1) if line.startswith(f"def {name}("))
+                          for name in ("_sample", "as_drafter"))
+    assert links_below_an_answer([("def _sample", "sampling.py", sample)], answers) == [
+        (f"[`def _sample`](sampling.py#L{sample})", "_accept")]
+    assert links_below_an_answer([("def as_drafter", "sampling.py", as_drafter)], answers) == []
+
+
+SAMPLING_LINES = (REPO_ROOT / "sampling.py").read_text(encoding="utf-8").splitlines()
 
 
 def test_the_trace_excerpts_p_and_q_are_the_range_the_text_gives():
@@ -170,7 +207,7 @@ def requirement_names(path):
         if line.startswith("-r "):
             names += requirement_names(path.parent / line[3:].strip())
         elif line:
-            names.append(re.split(r"[<>=!~ \[]", line, 1)[0])
+            names.append(re.split(r"[<>=!~ \[]", line, maxsplit=1)[0])
     return names
 
 

@@ -334,8 +334,8 @@ def test_stripped_of_its_colors_always_prints_exactly_what_never_prints(tmp_path
 def run_on_a_terminal(flags, cwd, env):
     """main.py with its stdout on a pseudo-terminal (so isatty() is True): everything it wrote there."""
     import os
-    import pty
 
+    pty = pytest.importorskip("pty", reason="pseudo-terminals are POSIX's (Linux, macOS)")
     leader, follower = pty.openpty()
     process = subprocess.Popen([sys.executable, str(REPO_ROOT / "main.py"), *map(str, flags)], cwd=cwd,
                                stdout=follower, stderr=subprocess.PIPE, env={**_base_env(), **env})

@@ -73,6 +73,18 @@ def test_the_worked_rounds_are_what_speculative_sampling_writes_with_the_same_se
     assert out[len(worked_round.PROMPT) :] == written
 
 
+def test_running_the_worked_round_leaves_the_repositorys_pictures_alone(tmp_path, monkeypatch, capsys):
+    """`python tools/worked_round.py` is for a learner to run: it draws into a new temporary folder, and only
+    the figures command (which passes --out img) rewrites the README's pictures in img/."""
+    pytest.importorskip("matplotlib")
+    pictures = {path: path.stat().st_mtime_ns for path in (REPO_ROOT / "img").iterdir()}
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    worked_round.main()
+    assert {path: path.stat().st_mtime_ns for path in (REPO_ROOT / "img").iterdir()} == pictures
+    drawn = sorted(path.name for path in tmp_path.rglob("*.png"))
+    assert drawn == ["kv_caches_round.png", "worked_round_overlap.png"], drawn
+
+
 def test_the_worked_round_uses_the_exactness_tests_tables():
     try:
         from markov import DRAFT_TABLE, TARGET_TABLE
@@ -100,8 +112,11 @@ def test_line_links_land_on_the_code_their_text_names():
 
 
 def test_the_glossary_defines_the_terms_a_learner_meets():
-    glossary = README.split("## Glossary", 1)[1].split("\n## ", 1)[0]
-    for term in ("α (alpha)", "KV cache", "memory-bound", "the floor", "OpenBLAS repacking", '"never"'):
+    glossary = (REPO_ROOT / "GLOSSARY.md").read_text(encoding="utf-8")
+    assert "(GLOSSARY.md)" in README.split("\n## ", 1)[0], "the README's opening links the glossary"
+    for term in ("α (alpha)", "KV cache", "memory-bound", "the floor", "OpenBLAS repacking", '"never"', "BPE",
+                 "tiktoken", "drafter", "target", "top-k, top-p", "picoGPT", "total variation", "McDiarmid",
+                 "suffix automaton", "**OpenBLAS:**"):
         assert term in glossary, term
 
 
@@ -237,6 +252,26 @@ def test_random_models_writes_loadable_folders_of_the_given_shapes_and_never_ove
     assert np.array_equal(params["wte"], same["wte"])
     with pytest.raises(ValueError, match="exists already"):
         write_random_models([str(tiny)], tmp_path / "a", seed=5, tokenizer_dir=release_124M_dir)
+
+
+def test_the_readmes_trace_command_runs_on_the_models_random_models_trace_writes(tmp_path, release_124M_dir):
+    """The README shows the trace excerpt's run whole: `tools/random_models.py --trace` writes the models of
+    tests/test_main.py's trace run (whose output the test there compares with the excerpt), and main.py's
+    command names them with the same flags."""
+    from test_main import PROMPT, TINY_HPARAMS, near_params, tiny_params
+    from tools.random_models import write_trace_models
+    from utils import load_model
+
+    near, target = write_trace_models(tmp_path, tokenizer_dir=release_124M_dir)
+    (_, _, near_loaded), (_, _, target_loaded) = load_model(near), load_model(target)
+    params = tiny_params(seed=1)
+    assert np.array_equal(target_loaded["wte"], params["wte"])
+    assert np.array_equal(near_loaded["wte"], near_params(params, np.random.default_rng(5), 0.2)["wte"])
+    assert load_model(near)[1]["n_embd"] == TINY_HPARAMS["n_embd"]
+    command = README.split("python tools/random_models.py --trace --folder models\n", 1)[1].split("\n", 1)[0]
+    assert command == (f'python main.py --prompt "{PROMPT}" --n_tokens_to_generate 30 --K 4 --temperature 1 '
+                       f"--trace --draft_model_size models/{near.name} --target_model_size models/{target.name} "
+                       f"--plot rounds.png")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -471,7 +506,8 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
         assert any(f"<!-- {name}: begin (" in page for page in PAGES.values()), f"no page has marks for {name}"
     for name, check in CHECKS.items():
         check(parts[name])
-    assert "OPENBLAS_NUM_THREADS=1 python tools/benchmark_forward.py --sizes ''" in parts["forward-run"]
+    assert "`python tools/benchmark_forward.py --sizes ''" in parts["forward-run"]
+    assert "with `OPENBLAS_NUM_THREADS=1` in the environment" in parts["forward-run"]
     labels = [row[0] for row in markdown_rows(parts["context-table"])[1:]]
     assert "ms/token, median, 1 thread" in labels and len(labels) == 4, labels  # two rows per thread count
     assert "skipped" in parts["peer-speed"]

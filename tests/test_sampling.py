@@ -78,6 +78,7 @@ def test_temperature_zero_works_at_gpt2_vocabulary_size():
     assert probs.shape == (3, 50257) and (probs[:, 0] == 1).all() and probs.sum() == 3
 
 
+@pytest.mark.step6
 def test_top_k_and_top_p_give_the_hand_computed_distributions():
     """logits [2, 1, 0, -1] at temperature 0.5 are [4, 2, 0, -2]; softmax: e^4, e^2, 1, e^-2 over their sum
     63.1217 = [0.864955, 0.117059, 0.015842, 0.002144].
@@ -104,6 +105,7 @@ def test_top_k_and_top_p_give_the_hand_computed_distributions():
         np.testing.assert_allclose(probs[0], expected, atol=1e-6, err_msg=str(kwargs))
 
 
+@pytest.mark.step6
 def test_top_p_keeps_the_smallest_set_reaching_top_p_exactly_at_the_boundary():
     """Logits [0, -ln 2, -2 ln 2, -2 ln 2] give exactly [0.5, 0.25, 0.125, 0.125]. With top_p=0.75 the
     first two already sum to 0.75 >= top_p, so the others are dropped (HF's rule): [2/3, 1/3, 0, 0].

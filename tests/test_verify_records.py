@@ -15,8 +15,9 @@ with probability > 0 in the target's row); and Round.target_rows must be the tar
 position, before any residual update. The replay uses the recorded uniforms, not a seed, so it does not care in
 which order a `_verify` draws them, nor how it is split into functions.
 
-Teeth: tests/verifiers.py's `_verify` with one mistake in the records, swapped in whole, fails the replay, with a
-message naming the wrong field; the rule done right, written another way (the residual inline), passes it.
+Teeth: tests/verifiers.py's `verifier` (a `_verify`) with one mistake in the records, swapped in whole, fails the
+replay, with a message naming the wrong field; the rule done right, written another way (the residual inline),
+passes it.
 """
 
 import numpy as np
@@ -152,7 +153,8 @@ def test_the_runs_reach_every_case_the_replay_checks():
     ("every last token a bonus", "Round.origins"),
 ])
 def test_the_record_checks_fail_for_a_wrong_record(mistake, field, monkeypatch):
-    """tests/verifiers.py's `_verify` with the mistake, swapped in whole: the replay names the wrong field."""
+    """tests/verifiers.py's `verifier` (a `_verify`) with the mistake, swapped in whole: the replay names the wrong
+    field."""
     monkeypatch.setattr(sampling, "_verify", verifier(mistake))
     errors = [error for run in RUNS_OF for error in all_errors(run)[0]]
     assert any(field in error for error in errors), f"{mistake}: no complaint about {field}; got {errors[:3]}"

@@ -37,7 +37,7 @@ decoding runs long, so a load burst can spoil every bandwidth sample of a run bu
     python benchmark_forward.py                                  # 124M and 355M (about 3 minutes)
     python benchmark_forward.py --sizes 124M --n_new 8 --context_size None     # quicker
     python benchmark_forward.py --sizes 124M,355M,774M,1558M --repeats 5      # all four (~8 GB of memory)
-    OPENBLAS_NUM_THREADS=1 python benchmark_forward.py --sizes ""            # only the context, one thread
+    python benchmark_forward.py --sizes ""        # only the context: with OPENBLAS_NUM_THREADS=1 set, one thread
     python benchmark_forward.py --json forward.json              # also write every measurement to a file
 
 A size is a released one (124M, 355M, 774M, 1558M) or a model folder, whose shapes are used (random weights).
@@ -75,6 +75,7 @@ from benchmark import model_name  # noqa: E402
 from gpt2 import HPARAMS, random_params  # noqa: E402
 from main import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
+from safe_files import write_atomically  # noqa: E402
 from sampling import _check_probs, _sample, autoregressive_sampling  # noqa: E402
 from tools.benchmark_plots import import_pyplot, save  # noqa: E402
 
@@ -459,6 +460,11 @@ def machine_description():
             f"NumPy {np.__version__}")
 
 
+def load_average():
+    """The 1-minute run-queue average, or nan where the system keeps none (Windows)."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
 def blas_description():
     """The BLAS NumPy was built with, as NumPy reports it ('scipy-openblas 0.3.31.188.0'), or 'an unknown BLAS'."""
     with contextlib.suppress(Exception):  # np.show_config(mode=...) is NumPy >= 1.26; its keys vary by build
@@ -490,7 +496,7 @@ def to_json(results, context, run) -> dict:
 
 def write_json(path, data):
     """data into the file path, as JSON text (a function of its own: main's flag --json hides the module)."""
-    Path(path).write_text(json.dumps(data, indent=1), encoding="utf-8")
+    write_atomically(path, json.dumps(data, indent=1))
 
 
 def from_json(data) -> tuple:
@@ -536,7 +542,7 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
     for size in sizes + no_cache_sizes + ([context_size] if context_size else []):
         size_hparams(size)  # an unknown size stops the run here, before any work
     start = time.perf_counter()
-    load_start = os.getloadavg()[0]
+    load_start = load_average()
     print(f"{machine_description()}; load average {load_start:.2f} at the start", flush=True)
     rng = np.random.default_rng(seed)
 
@@ -574,7 +580,7 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
               f"length in each of {context_rounds} rounds:\n")
         print(context_table(context))
 
-    minutes, load_end = (time.perf_counter() - start) / 60, os.getloadavg()[0]
+    minutes, load_end = (time.perf_counter() - start) / 60, load_average()
     print(f"\n{minutes:.1f} minutes; load average {load_end:.2f} at the end "
           f"(the 1-minute run-queue average; this run adds 1-2 to it, on 2 cores)")
     if json:

@@ -7,6 +7,7 @@ tools/compare_drafters.py. matplotlib is optional (requirements-plots.txt); with
 import numpy as np
 
 from lookahead import predicted_speedup
+from safe_files import save_figure
 
 
 def import_pyplot():
@@ -26,7 +27,7 @@ def import_pyplot():
 def save(plt, fig, path):
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
     print(f"wrote {path}")
 

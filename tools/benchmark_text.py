@@ -53,6 +53,7 @@ from encoder import get_encoder  # noqa: E402
 from gpt2 import random_params  # noqa: E402
 from lookahead import MATCH_BUCKETS, match_bucket  # noqa: E402
 from model_fn import create_model_fn  # noqa: E402
+from safe_files import write_atomically  # noqa: E402
 from sampling import SpeculativeStats, autoregressive_sampling, speculative_sampling  # noqa: E402
 from tools.benchmark_forward import machine_description  # noqa: E402
 
@@ -272,7 +273,7 @@ def to_json(results, info):
 
 def write_json(path, data):
     """data into the file path, as JSON text (a function of its own: main's flag --json hides the module)."""
-    Path(path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    write_atomically(path, json.dumps(data, indent=1) + "\n")
 
 
 def from_json(data):

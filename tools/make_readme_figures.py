@@ -87,6 +87,7 @@ import drafters  # noqa: E402
 import lookahead  # noqa: E402
 from cli import errors_as_one_line  # noqa: E402
 from gpt2 import HPARAMS  # noqa: E402
+from safe_files import write_atomically  # noqa: E402
 from tools import benchmark_forward, worked_round  # noqa: E402
 from tools.benchmark_forward import blas_description, blas_threads, machine_description  # noqa: E402
 from tools.measured_parts import (  # noqa: E402
@@ -319,7 +320,7 @@ def write_or_print(texts, blocks, command, dry_run, started):
     texts = {page: page.read_text(encoding="utf-8") for page in texts}
     for page, text in write_parts(texts, blocks, command).items():
         if fix_line_links(text) != texts[page]:
-            page.write_text(fix_line_links(text), encoding="utf-8")
+            write_atomically(page, fix_line_links(text))
     print(f"wrote {', '.join(map(str, texts))} ({', '.join(blocks)}) in {minutes:.1f} minutes")
 
 
@@ -394,7 +395,7 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
     if exactness:
         blocks["exactness-table"] = exactness_table()
     if not dry_run:
-        worked_round.main(img_dir)
+        worked_round.main(out=img_dir)
 
     quiet = io.StringIO()
     with contextlib.redirect_stdout(quiet):  # benchmark.py's own tables: the README gets markdown instead

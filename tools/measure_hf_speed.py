@@ -25,6 +25,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpt2 import HPARAMS  # noqa: E402
+from safe_files import write_atomically  # noqa: E402
 
 
 def ms_per_token(size, n_prompt, n_new, repeats):
@@ -64,7 +65,7 @@ def main():
         print(f"{size}: HF transformers {transformers.__version__} on torch {torch.__version__}, {args.threads} "
               f"threads, greedy, {args.n_new} tokens after {args.n_prompt}, KV cache: {results[size]:.1f} ms/token")
     if args.json:
-        Path(args.json).write_text(json.dumps({
+        write_atomically(args.json, json.dumps({
             "ms_per_token": results, "transformers": transformers.__version__, "torch": torch.__version__,
             "threads": args.threads, "n_prompt": args.n_prompt, "n_new": args.n_new, "repeats": args.repeats}))
 

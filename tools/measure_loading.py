@@ -7,13 +7,14 @@ the time of reading the file's bytes (`cat`) from the same warm page cache, and 
 one fresh array in a fresh process (the least that any loader which copies the weights into its own memory
 can take: `cat` reuses one small buffer, a load must fault in fresh pages for every byte).
 
-    python tools/measure_loading.py --sizes 124M,1558M --folder /tmp/gpt2-load   # ~13 GB of disk at a time
-    python tools/measure_loading.py --sizes 124M --json loading.json             # also write the numbers
+    python tools/measure_loading.py --sizes 124M,1558M --folder gpt2-load   # ~13 GB of disk at a time
+    python tools/measure_loading.py --sizes 124M --json loading.json        # also write the numbers
 
-A size is a released one or a model folder (its shapes; the weights are random). Each size's files are
-deleted before the next size is written. Of --repeats loads of each file, the peak is the largest (the memory
-a load may need) and the time the best (noise only ever adds time). Not a test (it takes minutes and
-gigabytes); tools/make_readme_figures.py runs it with --json and writes BENCHMARKS.md's "Loading weights" table.
+Linux only: the peak comes from /proc, and the file is read by `cat`. A size is a released one or a model
+folder (its shapes; the weights are random). Each size's files are deleted before the next size is written. Of
+--repeats loads of each file, the peak is the largest (the memory a load may need) and the time the best (noise
+only ever adds time). Not a test (it takes minutes and gigabytes); tools/make_readme_figures.py runs it with
+--json and writes BENCHMARKS.md's "Loading weights" table.
 """
 
 import argparse
@@ -21,6 +22,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,6 +35,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import gpt2  # noqa: E402
 from benchmark import hparams_of, model_name  # noqa: E402
+from safe_files import write_atomically  # noqa: E402
 from test_load import hf_name, write_safetensors, write_tf_checkpoint  # noqa: E402
 
 
@@ -85,7 +88,7 @@ def measure_size(size, root, repeats):
     hf.mkdir(parents=True, exist_ok=True)
     config = {"model_type": "gpt2", "vocab_size": hparams["n_vocab"], "n_positions": hparams["n_ctx"],
               "n_embd": hparams["n_embd"], "n_head": hparams["n_head"], "n_layer": hparams["n_layer"]}
-    (hf / "config.json").write_text(json.dumps(config))
+    write_atomically(hf / "config.json", json.dumps(config))
     write_safetensors(hf / "model.safetensors", {hf_name(n, "transformer."): a for n, a in arrays.items()}, "F32")
     del arrays
     empty_python, _ = measure("pass")
@@ -112,10 +115,13 @@ def measure_size(size, root, repeats):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="124M", help="comma-separated sizes or model folders")
-    parser.add_argument("--folder", default="/tmp/gpt2-load", help="where the files are written (then deleted)")
+    parser.add_argument("--folder", default=str(Path(tempfile.gettempdir()) / "gpt2-load"),
+                        help="where the files are written (then deleted); default: gpt2-load in the temporary folder")
     parser.add_argument("--repeats", type=int, default=2, help="loads of each file, each in a fresh process")
     parser.add_argument("--json", help="a file to write the rows into, for make_readme_figures.py")
     args = parser.parse_args()
+    if not Path("/proc/self/status").is_file():
+        raise SystemExit("tools/measure_loading.py measures on Linux only: it reads a process's peak memory from /proc")
     sizes = [size for size in args.sizes.split(",") if size.strip()]
     try:
         for size in sizes:
@@ -138,7 +144,7 @@ def main():
                   f"{row['fresh_copy'] / row['cat']:.2f}x")
         rows += size_rows
     if args.json:
-        Path(args.json).write_text(json.dumps({"loads": rows, "repeats": args.repeats}, indent=1))
+        write_atomically(args.json, json.dumps({"loads": rows, "repeats": args.repeats}, indent=1))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ tables and the sentences that read them.
 import importlib.util
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -94,12 +95,17 @@ def measure_forward(sizes, no_cache_sizes, context_size, context_lengths, settin
 
 
 def forward_run_text(forward):
-    """The sentences that say how benchmark_forward.py ran: its commands, threads, minutes and load."""
+    """The sentences that say how benchmark_forward.py ran: its commands, threads, minutes and load. A command
+    run with an environment variable shows it apart (`python ...` with `NAME=value` in the environment), as
+    bash's `NAME=value python ...` does not run in PowerShell."""
     lines = []
     for command, run in forward["runs"]:
         start, end = run["load_average"]
+        settings, command = re.fullmatch(r"((?:\w+=\S+ )*)(.*)", command).groups()
+        environment = f" with `{settings.strip()}` in the environment" if settings else ""
         lines.append(wrap(f"- OpenBLAS with {benchmark_forward.threads_label(run['threads'])}, {run['minutes']:.1f} "
-                          f"minutes, load average {start:.2f} at the start and {end:.2f} at the end: `{command}`"))
+                          f"minutes, load average {start:.2f} at the start and {end:.2f} at the end: "
+                          f"`{command}`{environment}"))
     return "\n".join(lines)
 
 

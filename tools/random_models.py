@@ -2,17 +2,23 @@
 
 Read gpt2.py's `random_params` (the weights) and hf_folder.py (the Hugging Face folder the demo loads) first.
 
-    python tools/random_models.py                                 # writes /tmp/random-124M and /tmp/random-355M
-    python tools/random_models.py --sizes 124M --folder /tmp/gpt2  # writes /tmp/gpt2/random-124M
+    python tools/random_models.py                          # writes random-124M and random-355M
+    python tools/random_models.py --sizes 124M --folder gpt2  # writes gpt2/random-124M
+    python tools/random_models.py --trace                  # writes random-tiny-near and random-tiny-target
+
+The folders go into --folder, by default the system's temporary folder (tempfile.gettempdir(): /tmp on Linux);
+the command prints each path it wrote. --trace writes the tiny models of the README's trace excerpt instead
+(n_embd 8, tests/test_main.py's: a target, and a draft that is the target plus noise).
 
 Each folder is a Hugging Face GPT-2 folder (config.json, model.safetensors) with OpenAI's tokenizer files
-(encoder.json, vocab.bpe) copied in, so `python main.py --draft_model_size /tmp/random-124M ...` loads it like
+(encoder.json, vocab.bpe) copied in, so `python main.py --draft_model_size /tmp/random-124M` loads it like
 any other. The weights come from np.random.default_rng(--seed), one generator for all the sizes in order, as
 make_readme_figures.py's sample run draws them: with the default seed these are the sample run's models. The
 tokenizer files are read from $GPT2_MODELS_DIR/124M, else models/124M (`python main.py` downloads them there).
 """
 
 import sys
+import tempfile
 from pathlib import Path
 
 import fire
@@ -30,25 +36,33 @@ from cli import errors_as_one_line  # noqa: E402
 SAMPLE_RUN_SEED = 123  # the seed of the README's sample run (make_readme_figures.py: its seed 0 + 123)
 
 
-def write_random_models(sizes, folder, seed=SAMPLE_RUN_SEED, tokenizer_dir=None):
-    """[the folders written]: folder/random-NAME for each size (a released size, a Hugging Face name or a model
-    folder, whose shapes are used), random weights from one np.random.default_rng(seed). Two equal names
-    become random-NAME-draft and random-NAME-target."""
+def checked_folders(names, folder, tokenizer_dir=None):
+    """(tokenizer folder, [folder/random-NAME for each name]), or a ValueError if the tokenizer files are missing
+    or a folder exists already (a second run must not silently mix two models)."""
     from conftest import models_dir  # $GPT2_MODELS_DIR, else models/
-    from test_main import write_hf_folder
 
     tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else models_dir() / "124M"
     missing = [name for name in ("encoder.json", "vocab.bpe") if not (tokenizer_dir / name).is_file()]
     if missing:
         raise ValueError(f"OpenAI's tokenizer files {missing} are not in {tokenizer_dir}: run `python main.py` once "
                          f"(it downloads them into models/124M), or set GPT2_MODELS_DIR to a folder holding 124M/")
-    names = [model_name(size) for size in sizes]
-    if len(names) == 2 and names[0] == names[1]:
-        names = [f"{names[0]}-draft", f"{names[1]}-target"]
     targets = [Path(folder) / f"random-{name}" for name in names]
     for target in targets:
         if target.exists():
             raise ValueError(f"{target} exists already: delete it, or write elsewhere with --folder")
+    return tokenizer_dir, targets
+
+
+def write_random_models(sizes, folder, seed=SAMPLE_RUN_SEED, tokenizer_dir=None):
+    """[the folders written]: folder/random-NAME for each size (a released size, a Hugging Face name or a model
+    folder, whose shapes are used), random weights from one np.random.default_rng(seed). Two equal names
+    become random-NAME-draft and random-NAME-target."""
+    from test_main import write_hf_folder
+
+    names = [model_name(size) for size in sizes]
+    if len(names) == 2 and names[0] == names[1]:
+        names = [f"{names[0]}-draft", f"{names[1]}-target"]
+    tokenizer_dir, targets = checked_folders(names, folder, tokenizer_dir)
     rng = np.random.default_rng(seed)
     for size, target in zip(sizes, targets):
         hparams = hparams_of(size)
@@ -56,11 +70,25 @@ def write_random_models(sizes, folder, seed=SAMPLE_RUN_SEED, tokenizer_dir=None)
     return targets
 
 
-def main(sizes="124M,355M", folder="/tmp", seed=SAMPLE_RUN_SEED):
-    """Write folder/random-SIZE for each of the comma-separated sizes (see the module docstring)."""
+def write_trace_models(folder, tokenizer_dir=None):
+    """[folder/random-tiny-near, folder/random-tiny-target]: the README's trace run's models, as
+    tests/test_main.py makes them (the target tiny_params(seed=1); the draft it plus noise of scale 0.2)."""
+    from test_main import TINY_HPARAMS, near_params, tiny_params, write_hf_folder
+
+    tokenizer_dir, (near, target) = checked_folders(["tiny-near", "tiny-target"], folder, tokenizer_dir)
+    params = tiny_params(seed=1)
+    write_hf_folder(near, near_params(params, np.random.default_rng(5), 0.2), TINY_HPARAMS, tokenizer_dir)
+    write_hf_folder(target, params, TINY_HPARAMS, tokenizer_dir)
+    return [near, target]
+
+
+def main(sizes="124M,355M", folder=None, seed=SAMPLE_RUN_SEED, trace=False):
+    """Write folder/random-SIZE for each of the comma-separated sizes, or with --trace the trace run's two tiny
+    models (see the module docstring). folder: by default the system's temporary folder."""
     sizes = sizes.split(",") if isinstance(sizes, str) else [str(size) for size in sizes]
+    folder = tempfile.gettempdir() if folder is None else folder
     with errors_as_one_line():  # a missing tokenizer or an existing folder: one line, exit code 2
-        paths = write_random_models(sizes, folder, seed)
+        paths = write_trace_models(folder) if trace else write_random_models(sizes, folder, seed)
     for path in paths:
         print(f"wrote {path}")
 

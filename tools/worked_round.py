@@ -3,8 +3,12 @@
 A tool: read sampling.py's module docstring (Chen et al.'s Algorithm 2) first, or the README's "How a round
 works, with numbers", which shows what this prints.
 
-    python tools/worked_round.py   # prints the rounds (the README's "How a round works, with numbers"), and
-                                   # writes img/worked_round_overlap.png and img/kv_caches_round.png
+    python tools/worked_round.py             # prints the rounds (the README's "How a round works, with numbers")
+                                             # and draws the two pictures into a new temporary folder
+    python tools/worked_round.py --out img   # the same, drawing the README's own pictures in img/
+
+Without --out nothing in the repository changes: the pictures in img/ are the figures command's to rewrite
+(tools/make_readme_figures.py passes --out's folder itself).
 
 The models are the hand-made second-order Markov tables of the exactness test (3 tokens, the next-token
 distribution depends on the last two tokens), so every number can be checked by hand. The rounds follow
@@ -18,6 +22,7 @@ Nothing here is random at run time: the draws come from np.random.default_rng(SE
 """
 
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +35,7 @@ try:  # the sampler helper moves the tables into tests/markov.py; the exactness 
     from markov import DRAFT_TABLE, TARGET_TABLE
 except ImportError:
     from test_speculative_exactness import DRAFT_TABLE, TARGET_TABLE
+from safe_files import save_figure  # noqa: E402
 
 PROMPT = [0, 0, 0]  # ends in (0, 0), where p = [0.2, 0.3, 0.5] and q = [0.6, 0.4, 0.0] overlap only partly
 SEED = 65
@@ -206,12 +212,14 @@ def plot_caches(plt, path):
 def save(plt, fig, path):
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
     print(f"wrote {path}")
 
 
-def main(img_dir=REPO / "img"):
+def main(out=None):
+    """Print the two rounds and draw the two pictures into the folder `out` (default: a new temporary folder)."""
+    out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="worked-round-"))
     rounds = worked_rounds()
     print(report(rounds))
     import matplotlib
@@ -220,10 +228,12 @@ def main(img_dir=REPO / "img"):
     import matplotlib.pyplot as plt
 
     rejected = next(rnd for rnd in rounds if rnd["residual"] is not None)["residual"]
-    plot_overlap(plt, rejected["p"], rejected["q"], Path(img_dir) / "worked_round_overlap.png",
+    plot_overlap(plt, rejected["p"], rejected["q"], out / "worked_round_overlap.png",
                  "the rejected guess's position: q (target) and p (draft)")
-    plot_caches(plt, Path(img_dir) / "kv_caches_round.png")
+    plot_caches(plt, out / "kv_caches_round.png")
 
 
 if __name__ == "__main__":
-    main()
+    import fire
+
+    fire.Fire(main)

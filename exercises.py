@@ -1,0 +1,259 @@
+"""The exercise steps as data, a student copy without the answers, and one step's checks run and read back.
+
+Read EXERCISES.md first (the steps for a learner); this is what a teacher's kit (classroom.py) builds on.
+
+STEPS is the one list of the steps: EXERCISES.md's table and headings, the tests' markers (`step7` in
+pytest.ini) and the kit all follow it, and tests/test_exercises.py checks that they agree. A step names the
+file and the functions the learner writes; its checks are the tests marked with its marker, in the test
+files it names.
+
+A student copy is the repository's tracked files (as committed: `git archive HEAD`, so no history comes
+along), with every exercise function's body replaced by `raise NotImplementedError("Step N: ...")` (its
+signature and docstring kept; the source text is edited in place, found with `ast`, so comments and
+formatting elsewhere survive) and without TEACHER_ONLY, the files that hold an answer (a second `_verify`,
+a full-scan lookup, the checks' own wrong versions one slip from the right one).
+
+Grading a step runs `python -m pytest -m stepN` on the step's test files in a child process and reads the
+outcome of each check from the JUnit XML report pytest writes (no plugin needed in the graded folder).
+"""
+
+import ast
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+from typing import NamedTuple
+
+HERE = Path(__file__).resolve().parent
+PER_TEST_TIMEOUT = "--timeout=20"  # a check still running after 20 s fails, and the run stops (tests/conftest.py)
+
+
+class Step(NamedTuple):
+    number: int
+    title: str
+    file: str  # the file the learner writes in ("" for an open step with no function to write)
+    functions: tuple  # functions (Class.method for a method) whose bodies the learner writes
+    minutes: int  # a time estimate for a learner who has read what the step says to read first
+    tests: tuple  # the test files holding the step's checks (marked stepN); () for a step not graded
+    part: str = ""  # only this block of the function is the exercise (its first line, as in the source)
+
+
+STEPS = (
+    Step(1, "Layer norm", "gpt2.py", ("layer_norm",), 20, ("tests/test_steps_forward.py",)),
+    Step(2, "Causal attention", "gpt2.py", ("attention", "causal_mask"), 30, ("tests/test_steps_forward.py",)),
+    Step(3, "Multi-head attention with a KV cache", "gpt2.py", ("mha",), 45, ("tests/test_steps_forward.py",)),
+    Step(4, "The whole forward pass", "gpt2.py", ("gpt2",), 45, ("tests/test_steps_forward.py",)),
+    Step(5, "The BPE merge loop", "encoder.py", ("Encoder.bpe",), 45, ("tests/test_encoder.py",)),
+    Step(6, "Top-p (nucleus) filtering", "model_fn.py", ("logits_to_probs",), 40, ("tests/test_sampling.py",),
+         part="if top_p is not None and top_p < 1:"),
+    Step(7, "The acceptance rule", "sampling.py", ("_accept",), 15, ("tests/test_accept_and_residual.py",)),
+    Step(8, "The residual distribution", "sampling.py", ("_residual",), 15,
+         ("tests/test_accept_and_residual.py", "tests/test_steps_rounds.py")),
+    Step(9, "Verifying a round, a chain and then a tree", "sampling.py", ("_verify",), 90,
+         ("tests/test_steps_rounds.py",)),
+    Step(10, "Measure alpha against K", "lookahead.py", ("tokens_per_round", "predicted_speedup"), 60,
+         ("tests/test_benchmark.py",)),
+    Step(11, "A draft made of the target's first layers", "", (), 120, ()),
+    Step(12, "Tree and batched drafting", "gpt2.py", ("tree_mask", "gpt2"), 120,
+         ("tests/test_steps_forward.py",)),
+    Step(13, "Prompt lookup, a draft with no model", "drafters.py",
+         ("SuffixAutomaton._record_ends", "PromptLookup.lookup"), 60, ("tests/test_steps_rounds.py",)),
+)
+GRADED = tuple(step.number for step in STEPS if step.tests)
+STUDENT_FILES = tuple(sorted({step.file for step in STEPS if step.file}))
+
+# Files a student copy leaves out: each holds an answer, or imports one that does.
+TEACHER_ONLY = (
+    "tests/verifiers.py",  # a second _verify
+    "tests/test_verify_records.py",  # replays each round with a _verify of its own
+    "tests/test_speculative_exactness.py",  # checks the checker with tests/verifiers.py
+    "tests/test_tree_sampling.py",
+    "tests/test_drafters.py",  # brute_force_lookup, a full-scan lookup
+    "tests/test_step_checks_teeth.py",  # wrong versions one slip from the right one
+    "tests/make_step_fixtures.py",  # runs the reference to save its calls (a student copy has none to run)
+    "tests/test_classroom.py",
+    "tests/test_gradebook.py",
+    "tests/test_readme.py",  # reads tools/worked_round.py
+    "tests/test_learning_path.py",  # reads tests/test_readme.py
+    "tools/worked_round.py",  # a round's rules written out again
+    "tools/make_readme_figures.py",  # imports both
+)
+
+
+def step(number):
+    """The Step numbered `number`; ValueError naming the steps there are."""
+    for candidate in STEPS:
+        if candidate.number == number:
+            return candidate
+    raise ValueError(f"there is no step {number}: the steps are {STEPS[0].number} to {STEPS[-1].number}")
+
+
+def graded_step(number):
+    found = step(number)
+    if not found.tests:
+        raise ValueError(f"step {number} ({found.title}) is open-ended and not graded: see its rubric in EXERCISES.md")
+    return found
+
+
+# --- the student copy -----------------------------------------------------------------------------------------
+
+
+def steps_of(file, function):
+    """The numbers of the steps in which `function` of `file` is written (gpt2 is steps 4 and 12)."""
+    return [s.number for s in STEPS if s.file == file and function in s.functions]
+
+
+def find_function(tree, dotted):
+    """The FunctionDef of `name` or `Class.name` at the top level of a parsed module."""
+    *outer, name = dotted.split(".")
+    body = tree.body
+    if outer:
+        body = next(node.body for node in tree.body if isinstance(node, ast.ClassDef) and node.name == outer[0])
+    return next(node for node in body if isinstance(node, ast.FunctionDef) and node.name == name)
+
+
+def exercise_ranges(source, file, keep=()):
+    """[(first line, last line, indent, message)] (1-based, inclusive) of each exercise body in `file`'s source
+    whose steps are not all in `keep`: what `blank_source` replaces."""
+    tree, ranges = ast.parse(source), []
+    for dotted in sorted({f for s in STEPS if s.file == file for f in s.functions}):
+        numbers = steps_of(file, dotted)
+        if any(number in keep for number in numbers):
+            continue
+        node = find_function(tree, dotted)
+        part = next((s.part for s in STEPS if s.number in numbers and s.part), "")
+        if part:  # only a block of the function: the `if` whose first line is `part`
+            lines = source.splitlines()
+            node = next(n for n in ast.walk(node) if isinstance(n, ast.If)
+                        and lines[n.lineno - 1].strip() == part)
+            first, last = node.body[0].lineno, node.body[-1].end_lineno
+        else:  # the body after the docstring
+            has_docstring = isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+            first = node.body[0].end_lineno + 1 if has_docstring else node.body[0].lineno
+            last = node.end_lineno
+        what = f"this block of {dotted}" if part else dotted
+        earlier = ", ".join(str(n) for n in numbers[:-1])
+        label = f"Step {numbers[0]}" if len(numbers) == 1 else f"Steps {earlier} and {numbers[-1]}"
+        ranges.append((first, last, node.body[0].col_offset, f"{label}: write {what} (see EXERCISES.md)"))
+    return sorted(ranges)
+
+
+def blank_source(source, file, keep=()):
+    """`source` with each exercise body of `file` (except those of the steps in `keep`) replaced by one line,
+    `raise NotImplementedError("Step N: ...")`; every other line as it was."""
+    lines = source.splitlines(keepends=True)
+    for first, last, indent, message in reversed(exercise_ranges(source, file, keep)):
+        lines[first - 1 : last] = [" " * indent + f"raise NotImplementedError({message!r})\n"]
+    return "".join(lines)
+
+
+def tracked_files(repo):
+    """{relative path: bytes} of the repository's committed files (HEAD), or of every file under `repo` outside
+    .git and caches when it is not a git repository (a student copy, or an unpacked archive)."""
+    repo = Path(repo)
+    if (repo / ".git").exists():
+        run = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", "HEAD"], capture_output=True)
+        if run.returncode != 0:
+            raise ValueError(f"git archive HEAD failed in {repo}: {run.stderr.decode(errors='replace').strip()}")
+        with tarfile.open(fileobj=io.BytesIO(run.stdout)) as archive:
+            members = [member for member in archive.getmembers() if member.isfile()]
+            return {member.name: archive.extractfile(member).read() for member in members}
+    skip = {".git", "__pycache__", ".pytest_cache", "models"}
+    return {path.relative_to(repo).as_posix(): path.read_bytes() for path in sorted(repo.rglob("*"))
+            if path.is_file() and not skip & set(path.relative_to(repo).parts)}
+
+
+def student_files(repo, keep=()):
+    """{relative path: bytes} of a student copy of `repo`: TEACHER_ONLY left out, the exercises blanked (but
+    those of the steps in `keep`, which tests use to fill in one step at a time)."""
+    files = {path: data for path, data in tracked_files(repo).items() if path not in TEACHER_ONLY}
+    for file in STUDENT_FILES:
+        files[file] = blank_source(files[file].decode("utf-8"), file, keep).encode("utf-8")
+    return files
+
+
+def write_student_copy(repo, folder, keep=()):
+    """Write a student copy of `repo` into `folder`, which must not exist or be empty; returns its Path."""
+    folder = Path(folder)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise ValueError(f"{folder} exists and is not an empty folder: name a new folder for the student copy")
+    for path, data in student_files(repo, keep).items():
+        target = folder / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return folder
+
+
+# --- grading one step -----------------------------------------------------------------------------------------
+
+
+class Check(NamedTuple):
+    name: str
+    passed: bool
+    reason: str  # one line: why it failed or was skipped ("" when it passed)
+
+
+def pytest_command(number, report, *extra):
+    """The child's command line: step N's marker on the step's test files, a JUnit report into `report`."""
+    return [sys.executable, "-m", "pytest", "-m", f"step{number}", *graded_step(number).tests, "-q",
+            "-p", "no:cacheprovider", PER_TEST_TIMEOUT, f"--junitxml={report}", *extra]
+
+
+def child_environment():
+    """The environment of a grading child: no bytecode files written into the graded folder, one BLAS thread."""
+    return {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+
+def read_report(report):
+    """[Check] from a JUnit XML report; a test skipped counts as failed (a step passes with no skips)."""
+    checks = []
+    for case in ElementTree.parse(report).getroot().iter("testcase"):
+        name = case.get("name")
+        outcome = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
+        if outcome is None:
+            checks.append(Check(name, True, ""))
+            continue
+        message = (outcome.get("message") or outcome.text or outcome.tag).strip().splitlines()
+        reason = f"{'skipped: ' if outcome.tag == 'skipped' else ''}{message[0] if message else outcome.tag}"
+        checks.append(Check(name, False, reason[:300]))
+    return checks
+
+
+def grade(number, repo=HERE):
+    """[Check] of step `number` in the folder `repo`, run in a child process (no limits: for a learner's own
+    copy; classroom's gradebook adds them). A run that ends without a report is one failed check saying why."""
+    repo = Path(repo)
+    if not (repo / "pytest.ini").is_file():
+        raise ValueError(f"{repo} is not a copy of the repository (no pytest.ini): pass --repo FOLDER")
+    with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
+        report = Path(scratch) / "report.xml"
+        run = subprocess.run(pytest_command(number, report), cwd=repo, env=child_environment(),
+                             capture_output=True, text=True, errors="replace")
+        return checks_or_crash(report, run.returncode, run.stdout + run.stderr)
+
+
+def checks_or_crash(report, returncode, output):
+    """The report's checks; or, when there is none (a crash, a collection error, nothing selected), one failed
+    check whose reason is the run's last line of output."""
+    checks = read_report(report) if Path(report).is_file() else []
+    if not checks:
+        last = next((line for line in reversed(output.splitlines()) if line.strip()), "no output")
+        checks = [Check("the run", False, f"ended with exit code {returncode} and no check run: {last.strip()[:200]}")]
+    return checks
+
+
+def remove_tree(folder):
+    """shutil.rmtree that also removes read-only files (Windows refuses to delete them otherwise)."""
+    def make_writable_and_retry(function, path, _):
+        os.chmod(path, 0o700)
+        function(path)
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(folder, onexc=make_writable_and_retry)
+    else:  # the same handler, under its old name
+        shutil.rmtree(folder, onerror=make_writable_and_retry)

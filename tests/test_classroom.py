@@ -1,0 +1,166 @@
+"""The teacher's kit does what it promises: its list, a student copy with no answer in it, steps graded alone, hints.
+
+Read EXERCISES.md, exercises.py and classroom.py first. The gradebook's limits are tested in
+tests/test_gradebook.py.
+
+The strongest claim is independence: a learner's step N is graded on step N's functions alone. The test makes a
+student copy (every exercise blank), fills in ONLY step N's reference bodies, and step N must pass; with none
+filled in, every check of every step must fail (so the checks can fail at all), but for step 5's two checks of
+the empty text, which has no word to merge.
+"""
+
+import ast
+import base64
+import json
+import subprocess
+import sys
+
+import pytest
+
+import classroom
+import exercises
+from conftest import REPO_ROOT
+from test_download import release, server  # noqa: F401 (fixtures: a local server with release files)
+
+EVERY_STEP = " or ".join(f"step{n}" for n in exercises.GRADED)
+
+
+def run_kit(*args, cwd=REPO_ROOT):
+    return subprocess.run([sys.executable, str(cwd / "classroom.py"), *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300, env=exercises.child_environment())
+
+
+@pytest.fixture(scope="module")
+def blank_copy(tmp_path_factory):
+    return exercises.write_student_copy(REPO_ROOT, tmp_path_factory.mktemp("classroom") / "student")
+
+
+def test_list_prints_a_tab_separated_line_per_step():
+    run = run_kit("list")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert len(lines) == 13 and lines[6] == "7\tThe acceptance rule\tsampling.py\t_accept"
+    assert lines[10] == "11\tA draft made of the target's first layers\t\t"  # open: no file, no function
+    assert [line.split("\t")[0] for line in lines] == [str(n) for n in range(1, 14)]
+
+
+def test_a_student_copy_refuses_a_folder_that_is_not_empty(tmp_path):
+    (tmp_path / "homework.txt").write_text("mine")
+    run = run_kit("student", str(tmp_path))
+    assert run.returncode == 2 and run.stderr.startswith("error:") and "not an empty folder" in run.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["homework.txt"]
+
+
+def exercise_nodes(source, file):
+    tree = ast.parse(source)
+    return {name: exercises.find_function(tree, name) for s in exercises.STEPS if s.file == file
+            for name in s.functions}
+
+
+def test_every_exercise_raises_not_implemented_naming_its_step_and_keeps_its_signature_and_docstring(blank_copy):
+    for file in exercises.STUDENT_FILES:
+        reference = exercise_nodes((REPO_ROOT / file).read_text(encoding="utf-8"), file)
+        student_source = (blank_copy / file).read_text(encoding="utf-8")
+        for name, node in exercise_nodes(student_source, file).items():
+            assert ast.dump(node.args) == ast.dump(reference[name].args), name
+            assert ast.get_docstring(node) == ast.get_docstring(reference[name]), name
+            raises = [n for n in ast.walk(node) if isinstance(n, ast.Raise) and "NotImplementedError" in ast.unparse(n)]
+            assert len(raises) == 1, name
+            numbers = exercises.steps_of(file, name)
+            assert all(f"{n}" in ast.unparse(raises[0]) for n in numbers), (name, ast.unparse(raises[0]))
+
+
+def distinctive_lines(file):
+    """The lines of `file`'s exercise bodies (without comments) that appear nowhere else in the file: the text
+    of the answers. Short lines (`tokens.append(token)`) say nothing and are left out."""
+    source = (REPO_ROOT / file).read_text(encoding="utf-8")
+    lines = source.splitlines()
+    inside = set()
+    for first, last, _, _ in exercises.exercise_ranges(source, file):
+        inside.update(range(first - 1, last))
+    code = [lines[i].split("  #")[0].strip() for i in sorted(inside)]
+    outside = "\n".join(line for i, line in enumerate(lines) if i not in inside)
+    return {line for line in code if len(line) > 20 and not line.startswith("#") and line not in outside}
+
+
+def test_no_answer_is_anywhere_in_a_student_copy_not_even_in_its_tests_fixtures_hints_or_history(blank_copy):
+    answers = {line: file for file in exercises.STUDENT_FILES for line in distinctive_lines(file)}
+    assert len(answers) > 60
+    assert not (blank_copy / ".git").exists()
+    assert not any((blank_copy / path).exists() for path in exercises.TEACHER_ONLY)
+    texts = {}
+    for path in blank_copy.rglob("*"):
+        if path.is_file() and path.suffix in (".py", ".md", ".txt", ".ini", ".json", ".cfg", ".toml"):
+            texts[path] = path.read_text(encoding="utf-8", errors="replace")
+    hints = json.loads((blank_copy / "classroom_hints.json").read_text(encoding="utf-8"))
+    texts["the hints, decoded"] = "\n".join(base64.b64decode(h).decode() for step in hints.values() for h in step)
+    found = [(str(where), answers[line], line) for where, text in texts.items() for line in answers if line in text]
+    assert found == []
+
+
+def test_the_answers_scan_finds_an_answer_left_in_a_test_file(blank_copy, tmp_path):
+    """Its teeth: the same scan over the repository's own tests/verifiers.py finds _verify's lines."""
+    answers = distinctive_lines("sampling.py")
+    text = (REPO_ROOT / "sampling.py").read_text(encoding="utf-8")
+    assert answers and all(line in text for line in answers)
+
+
+def test_with_nothing_written_every_check_of_every_step_fails(blank_copy):
+    run = subprocess.run([sys.executable, "-m", "pytest", "-m", EVERY_STEP, "-q", "-p", "no:cacheprovider",
+                          "--timeout=60", f"--junitxml={blank_copy / 'report.xml'}"], cwd=blank_copy,
+                         capture_output=True, text=True, env=exercises.child_environment(), timeout=600)
+    checks = exercises.read_report(blank_copy / "report.xml")
+    assert len(checks) >= 80, run.stdout[-2000:]
+    empty_text = [name for name in (check.name for check in checks if check.passed) if name.endswith("[empty]")]
+    assert [check.name for check in checks if check.passed] == empty_text  # "" has no word: bpe is never called
+    assert len(empty_text) == 2
+    assert all("NotImplementedError: Step" in check.reason for check in checks if not check.passed)
+
+
+@pytest.mark.parametrize("number", exercises.GRADED)
+def test_a_step_passes_with_only_its_own_functions_written_and_every_other_step_blank(number, tmp_path):
+    copy = exercises.write_student_copy(REPO_ROOT, tmp_path / "student", keep=(number,))
+    checks = exercises.grade(number, copy)
+    assert checks and [(c.name, c.reason) for c in checks if not c.passed] == []
+
+
+def test_grade_prints_each_check_with_its_reason_and_exits_0_only_if_all_pass(blank_copy):
+    failing = run_kit("grade", "7", "--repo", str(blank_copy))
+    assert failing.returncode == 1
+    assert "FAIL  test_accept_keeps_the_guess" in failing.stdout and "NotImplementedError: Step 7" in failing.stdout
+    assert failing.stdout.splitlines()[-1] == "step 7: 0 of 1 checks passed"
+    passing = run_kit("grade", "7")
+    assert passing.returncode == 0 and passing.stdout.startswith("pass  test_accept_keeps_the_guess")
+
+
+def test_grade_refuses_an_open_step_and_a_step_that_does_not_exist():
+    assert "open-ended" in run_kit("grade", "11").stderr
+    assert "there is no step 14" in run_kit("grade", "14").stderr
+
+
+def test_pytest_selects_a_steps_checks_by_its_marker(blank_copy):
+    """`python -m pytest -m step7` runs the same checks as `classroom.py grade 7`."""
+    run = subprocess.run([sys.executable, "-m", "pytest", "-m", "step7", "--collect-only", "-q",
+                          "-p", "no:cacheprovider"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    collected = [line.split("::")[-1] for line in run.stdout.splitlines() if "::" in line]
+    assert collected == [check.name for check in exercises.grade(7)]
+
+
+def test_hints_come_one_at_a_time_and_are_not_in_the_plain_text_of_exercises(tmp_path):
+    exercises_md = (REPO_ROOT / "EXERCISES.md").read_text(encoding="utf-8")
+    for number in exercises.GRADED:
+        for text in classroom.hints(number):
+            assert text not in exercises_md and text.split(":")[0] not in exercises_md
+    first, second = classroom.hint(3, repo=tmp_path), classroom.hint(3, repo=tmp_path)
+    assert first.startswith("Step 3, hint 1 of 3") and second.startswith("Step 3, hint 2 of 3")
+    assert classroom.hint(3, level=1, repo=tmp_path).startswith("Step 3, hint 1 of 3")
+    with pytest.raises(ValueError, match="hints 1 to 3"):
+        classroom.hint(3, level=4, repo=tmp_path)
+
+
+def test_the_tokenizer_command_fetches_the_four_small_files_and_never_the_weights(server, release, tmp_path):
+    """Step 5 without the 500 MB: from a local server standing in for OpenAI's bucket (tests/test_download.py)."""
+    folder = classroom.fetch_tokenizer_files(tmp_path / "models", base_url=server.url)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(classroom.TOKENIZER_FILES)
+    assert all((folder / name).read_bytes() == release[name] for name in classroom.TOKENIZER_FILES)
+    assert [r["path"] for r in server.requests] == [f"/124M/{name}" for name in classroom.TOKENIZER_FILES]

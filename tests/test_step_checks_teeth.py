@@ -1,0 +1,103 @@
+"""Each step's check fails for a wrong version of the step's function: the checks of the graded steps have teeth.
+
+Read EXERCISES.md, tests/test_steps_forward.py, tests/test_steps_rounds.py and tests/test_accept_and_residual.py
+first. The wrong versions here are each one slip away from the right answer, so `python classroom.py student`
+leaves this file out of a student copy (with the other teacher-only files it lists).
+"""
+
+import numpy as np
+import pytest
+
+import drafters
+import gpt2
+import sampling
+import verifiers
+from test_accept_and_residual import accept_errors
+from test_steps_forward import attention_errors, causal_mask_errors, layer_norm_errors, mha_errors
+from test_steps_rounds import lookup_errors, residual_errors, verify_errors
+
+
+def causal_mask_ignoring_n_past(n_seq, n_past):
+    """The slip EXERCISES.md warns of: np.triu(..., k=1), right only for an empty cache."""
+    return np.triu(np.full((n_seq, n_past + n_seq), -1e10, dtype=np.float32), k=1)[:, -(n_past + n_seq):]
+
+
+def test_a_causal_mask_that_ignores_n_past_fails_step_2():
+    errors = causal_mask_errors(causal_mask_ignoring_n_past)
+    assert errors and all("causal_mask(" in error for error in errors)
+    assert not any(error.startswith(f"causal_mask({n}, 0)") for n in range(1, 7) for error in errors)
+
+
+@pytest.mark.skipif(np.__version__ < "2", reason="NumPy 1 keeps float32 * np.float64 scalar in float32")
+def test_an_attention_scaled_by_a_float64_numpy_scalar_fails_step_2():
+    """The values are right; the dtype is float64 (the slip most often seen)."""
+    def attention_float64_scale(q, k, v, mask):
+        scores = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1]) + mask
+        return gpt2.softmax(scores) @ v
+
+    assert any("dtype float64" in error for error in attention_errors(attention_float64_scale))
+
+
+def test_a_layer_norm_with_the_unbiased_variance_or_without_eps_fails_step_1():
+    def unbiased(x, g, b, eps=1e-5):
+        return g * (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, ddof=1, keepdims=True) + eps) + b
+
+    def without_eps(x, g, b, eps=1e-5):
+        return g * (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True)) + b
+
+    assert layer_norm_errors(unbiased) and layer_norm_errors(without_eps)
+
+
+def test_an_mha_that_writes_its_keys_at_position_0_fails_step_3(monkeypatch):
+    """The reference's mha handed the cache from position 0 on and told n_past = 0: the new keys land at 0."""
+    def keys_at_zero(x, c_attn, c_proj, n_head, kv, n_past, mask):
+        return gpt2.mha(x, c_attn, c_proj, n_head, kv, 0, mask[:, n_past:])
+
+    errors = mha_errors(keys_at_zero, monkeypatch)
+    assert errors and not any("n_past 0)" in error for error in errors)
+
+
+@pytest.mark.parametrize("wrong", ["drawing twice", "upside down", "reporting another u"])
+def test_the_accept_check_fails_for_a_wrong_accept(wrong):
+    def accept(q_row, p_row, token, rng):
+        u = rng.random()
+        if wrong == "drawing twice":
+            u = rng.random()  # a wasted draw: the seed's tokens change, and u is not the first draw
+        ratio = p_row[token] / q_row[token] if wrong == "upside down" else q_row[token] / p_row[token]
+        reported = np.random.default_rng().random() if wrong == "reporting another u" else u
+        return bool(u < ratio), reported
+
+    assert accept_errors(accept) != []
+
+
+def test_a_residual_that_resamples_from_the_target_fails_step_8():
+    assert residual_errors(lambda q_row, p_row: q_row)
+
+
+@pytest.mark.parametrize("mistake, fails_the_chain", [("replacement from the target's row", True),
+                                                      ("same row for every sibling", False),
+                                                      ("Check.q from the node's own row", False),
+                                                      ("rows off by one", True)])
+def test_a_wrong_verify_fails_step_9_where_its_mistake_shows(mistake, fails_the_chain, monkeypatch):
+    """A chain has no siblings, so the sibling mistakes show in the tree part only; the right rule passes both."""
+    assert verify_errors(verifiers.verifier(None), monkeypatch, trees=False) == []
+    assert verify_errors(verifiers.verifier(None), monkeypatch, trees=True) == []
+    assert bool(verify_errors(verifiers.verifier(mistake), monkeypatch, trees=False)) == fails_the_chain
+    assert verify_errors(verifiers.verifier(mistake), monkeypatch, trees=True)
+
+
+def test_a_lookup_that_skips_the_token_after_the_match_fails_step_13(monkeypatch):
+    def skipping(self, x, k):
+        n, end = self.match(x)
+        return [] if n == 0 else [int(t) for t in (list(x) * (k + 2))[end + 1 : end + 1 + k]]
+
+    monkeypatch.setattr(drafters.PromptLookup, "lookup", skipping)
+    assert lookup_errors(drafters.prompt_lookup)
+
+
+def test_the_stand_ins_replay_the_reference_and_refuse_what_it_never_did(monkeypatch):
+    """A stand-in that answered anything would let a wrong caller pass: asked about rows the reference never
+    used, it raises, and the check reports it."""
+    errors = verify_errors(lambda q, proposal, rng, depths: sampling._residual(q[0] * 0 + 1, q[0]), monkeypatch,
+                           trees=False)
+    assert errors and any("never" in error for error in errors)
