@@ -58,12 +58,12 @@ def break_even_alpha(K, c, r=1.0):
 # K="auto": each round's lookahead from the cost model and the acceptance seen so far
 # ------------------------------------------------------------------------------------------------------------
 
-# r(m): the time of a target pass over m new positions, in 1-position passes, measured with the KV cache on our
-# 2-core machines (NumPy's OpenBLAS; 124M, medians; m = 2..16 measured when the drafters were compared, with the
-# missing m filled in linearly). A multi-row product repacks each weight matrix, so r jumps at m = 2 and then
-# grows far more slowly than m, unevenly. `calibrate` below measures it on your machine (main.py does, before its
-# timed runs; so does tools/benchmark_text.py); set `target_model.r_table` (a list, r_table[m - 1] = r(m)) to use
-# your own figures.
+# r(m): the time of a target pass over m new positions, in 1-position passes, measured with the KV cache on an
+# Intel Xeon with 2 cores (NumPy's OpenBLAS; 124M, medians after 512 cached tokens: BENCHMARKS.md's r(m) table).
+# panels.py multiplies a few rows panel by panel, so r stays near 1 for a few positions and then grows far more
+# slowly than m, as the arithmetic catches up with the reading of the weights. `calibrate` below measures it on
+# your machine (main.py does, before its timed runs; so does tools/benchmark_text.py); set `target_model.r_table`
+# (a list, r_table[m - 1] = r(m)) to use your own figures.
 R_TABLE = [1.0, 2.46, 2.74, 2.99, 3.24, 2.99, 2.73, 2.48, 2.92, 3.10, 3.29, 3.47, 3.46, 3.44, 3.43, 3.42]
 
 
