@@ -117,7 +117,7 @@ def _thread_count():
 
 
 THREADS = _thread_count()
-
+CALLER_SHARE = 0.55  # of the panels, for the calling thread: a helper must wake up before it starts
 
 class _Helper(threading.Thread):
     """A thread that waits for a share of a product, computes it, and says it is done (two locks as signals)."""
@@ -158,7 +158,8 @@ def _shared_out(x, panels, out):
         if _helpers_pid != os.getpid():  # a forked child has none of its parent's threads
             _helpers, _helpers_pid = [], os.getpid()
         _helpers += [_Helper() for _ in range(n_threads - 1 - len(_helpers))]
-        bounds = [len(panels) * i // n_threads for i in range(n_threads + 1)]  # equal shares of the panels
+        first = round(len(panels) * CALLER_SHARE)  # the caller starts at once; a helper must wake up first
+        bounds = [0, first] + [first + (len(panels) - first) * i // (n_threads - 1) for i in range(1, n_threads)]
         helpers = _helpers[: n_threads - 1]
         for helper, begin, end in zip(helpers, bounds[1:], bounds[2:]):
             helper.job = (x, panels[begin:end], out[begin:end])
