@@ -45,7 +45,7 @@ import threading
 
 import numpy as np
 
-PANEL_ROWS_MAX = 17  # up to K = 16 guesses and the last token; longer passes (a prompt) go to one BLAS call
+PANEL_ROWS_MAX = 12  # longer passes (a prompt, or 12 guesses and more) go to one BLAS call: faster there
 BLAS_ONE_THREAD_MAX = 2**20  # OpenBLAS (0.3.31) keeps a product of m x n_in x width <= this on the calling thread
 
 
