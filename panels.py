@@ -26,18 +26,28 @@ from memory once, packed, and used from L2 by all m rows. Memory traffic is then
 m is, until the arithmetic itself takes longer than reading the weights (about m = 16 on one core).
 
 A product of one panel is too small for BLAS to split between cores, so the panels are shared out between
-THREADS Python threads (one of them the caller), each writing its part of the output (`out=`); NumPy releases
-the GIL inside matmul, so they run at once. One row keeps BLAS's own matrix-vector product (on all cores, the
-fastest way to stream a matrix once), and so does a long prompt (more than PANEL_ROWS_MAX rows: there the
-arithmetic dominates and BLAS's big kernel is the fastest). `tools/small_parts.py` times the ways against
-each other (the "design-timing" table of BENCHMARKS.md; `python tools/make_readme_figures.py --only
-design-timing`). On an Intel Xeon with 2 cores (NumPy 2.4, OpenBLAS 0.3.31), 124M's 48 block matrices, one
-thread, ms for all 48 products of m rows (best of 11):
+THREADS Python threads (one of them the caller, which takes CALLER_SHARE of them: a helper starts only once
+it has woken up), each writing its part of the output (`out=`); NumPy releases the GIL inside matmul, so
+they run at once. One row keeps BLAS's own matrix-vector product (on all cores, the fastest way to stream a
+matrix once: a one-token step costs what it did), and so do more than PANEL_ROWS_MAX rows (a prompt, or a
+long verification pass: there the arithmetic catches up and BLAS's big kernel is the faster). Measured on
+an Intel Xeon with 2 cores (NumPy 2.4, OpenBLAS 0.3.31, a quiet machine), ms for the products of m rows
+through 124M's 48 block matrices (best of 9; tools/small_parts.py times the same in every figures run, the
+"design-timing" table of BENCHMARKS.md):
 
-    m                                   1      2      4      8     16
-    one BLAS call, (w.T @ x.T).T     22.9   48.7   48.8   54.2   57.6
-    panels of 64, one np.matmul      23.5   23.9   29.7   48.2   57.0
+    m                                              1      2      4      8     16
+    one BLAS call, (w.T @ x.T).T (2 threads)    11.9   26.5   27.2   30.0   31.9
+    panels, the caller alone                       -   24.1   29.2   36.6   49.4
+    panels, the caller and one helper              -   18.1   18.6   24.5   31.6
 
+What holds the panels back on this machine, measured: each hand-over to the helper costs tens of
+microseconds (a sleeping virtual core must be woken), 49 times a pass; and right after a one-row product
+OpenBLAS's own threads keep spinning for a while, waiting for more work, on the core the helper needs. In a
+whole pass after a one-token step the products of 2 rows then take about twice a one-row product, not 1.5
+times (BENCHMARKS.md's pass table shows each part of a pass). Routing one row through the panels as well
+keeps OpenBLAS's threads asleep: the block matrices and the LM head then took 21.5, 25.6 and 32.2 ms for 2,
+4 and 8 rows, but 27.5 ms for one row, against 16.9 ms for BLAS's matrix-vector product (in the same run).
+A one-token step would take about 1.5 times as long: not done.
 """
 
 import os
