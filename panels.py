@@ -62,7 +62,7 @@ BLAS_ONE_THREAD_MAX = 2**20  # OpenBLAS (0.3.31) keeps a product of m x n_in x w
 def panel_width(n_in: int) -> int:
     """Columns of w per panel: the widest power of two up to 64 whose product with PANEL_ROWS_MAX rows OpenBLAS
     runs on the calling thread (larger ones it splits between threads of its own, which would compete with
-    ours). 64 for n_in = 768 (192 KB a panel), 32 for 1024 to 1600, 16 for 3072, 8 for 4096 to 6400."""
+    ours). 64 for n_in = 768 to 1280 (192 KB a panel for 768), 32 for 1600, 16 for 3072 to 5120, 8 for 6400."""
     width = 64
     while width > 1 and PANEL_ROWS_MAX * n_in * width > BLAS_ONE_THREAD_MAX:
         width //= 2
