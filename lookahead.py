@@ -64,7 +64,7 @@ def break_even_alpha(K, c, r=1.0):
 # slowly than m, as the arithmetic catches up with the reading of the weights. `calibrate` below measures it on
 # your machine (main.py does, before its timed runs; so does tools/benchmark_text.py); set `target_model.r_table`
 # (a list, r_table[m - 1] = r(m)) to use your own figures.
-R_TABLE = [1.0, 2.46, 2.74, 2.99, 3.24, 2.99, 2.73, 2.48, 2.92, 3.10, 3.29, 3.47, 3.46, 3.44, 3.43, 3.42]
+R_TABLE = [1.00, 1.99, 2.46, 2.28, 1.88, 1.96, 2.10, 2.12, 2.32, 2.40, 2.57, 2.51, 3.69, 3.76, 4.11, 3.11]
 
 
 MATCH_BUCKETS = (1, 2, 4, 8, 16)  # the shortest match of each bucket: 1, 2-3, 4-7, 8-15, 16 and more tokens
