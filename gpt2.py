@@ -1,7 +1,9 @@
 """GPT-2's forward pass in NumPy, with a KV cache that can score a token tree.
 
-The first file to read: it needs nothing but NumPy. Next come encoder.py (text to token ids) and model_fn.py
-(this forward pass wrapped as the model function the samplers call).
+The first file of the model: it needs only NumPy and panels.py (how a weight matrix is stored and multiplied so
+that a pass over a few positions costs about what one costs; skim it first, or take `linear` on trust). Next
+come encoder.py (text to token ids) and model_fn.py (this forward pass wrapped as the model function the
+samplers call).
 
 A ladder of small pure functions, from the bottom up (the names of the parameters are the names in OpenAI's
 checkpoint, so `gpt2(ids, **params, n_head=hparams["n_head"])` works):
@@ -82,6 +84,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from panels import matmul
+
 # The shapes of OpenAI's four released models (their hparams.json files).
 HPARAMS = {
     "124M": {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12},
@@ -128,14 +132,10 @@ def layer_norm(x, g, b, eps: float = 1e-5):
 def linear(x, w, b):
     """x @ w + b: [m, n_in] @ [n_in, n_out] + [n_out] -> [m, n_out].
 
-    Computed as (w.T @ x.T).T, the same product with the big matrix on the left. w is stored column-major
-    (`column_major`), so w.T is an ordinary row-major [n_out, n_in] matrix. For one row nothing changes (a
-    matrix-vector product either way); for a few rows (a speculative round's verification pass) OpenBLAS
-    prepares the matrix on the left for its kernel faster than the one on the right (the design table in
-    BENCHMARKS.md's "Speed of the forward pass" times both forms on 8 rows through 124M's block matrices, and
-    its r(m) table shows what a pass costs).
+    The product is panels.matmul(x, w): x @ w, computed the way that makes a few rows cost about what one
+    row costs (a speculative round's verification pass; panels.py says how and why).
     """
-    return (w.T @ x.T).T + b  # [n_out, n_in] @ [n_in, m] -> [n_out, m] -> [m, n_out]
+    return matmul(x, w) + b  # [m, n_in] @ [n_in, n_out] + [n_out] -> [m, n_out]
 
 
 def ffn(x, c_fc, c_proj):
@@ -333,7 +333,7 @@ def gpt2(inputs, wte, wpe, blocks, ln_f, n_head: int, past=None, n_logits=None, 
     present = Cache(buffer, n_past + n_seq, () if plain else tree)
 
     x = layer_norm(x[n_seq - n_logits :], **ln_f)  # [n_logits, n_embd]
-    logits = x @ wte.T  # [n_logits, n_embd] @ [n_embd, n_vocab] -> [n_logits, n_vocab]: the LM head is wte
+    logits = matmul(x, wte.T)  # [n_logits, n_embd] @ [n_embd, n_vocab] -> [n_logits, n_vocab]: the LM head is wte
     return (logits, present) if return_cache else logits
 
 
@@ -381,28 +381,8 @@ def _check_parents(parents, n_seq: int, n_cached_nodes: int):
         )
 
 
-def column_major(params: dict) -> dict:
-    """The same parameters, with each block's weight matrices stored column by column (Fortran order).
-
-    Shapes and values do not change: w is still [n_in, n_out] and `x @ w` is the same product; only the order
-    of the numbers in memory does. A decoding step multiplies ONE row x by each w. With w stored column by
-    column, each output x @ w[:, j] is a dot product over contiguous memory, which OpenBLAS streams faster
-    than scaling and adding whole rows (the design table in BENCHMARKS.md's "Speed of the forward pass" times
-    both layouts on 124M's 48 block matrices, in the same run as its other figures). (The LM head, x @ wte.T,
-    gets this layout for free: wte.T is wte read column by column.) The loaders in utils.py and `random_params`
-    return parameters in this layout.
-    """
-
-    def convert(tree):
-        if isinstance(tree, dict):
-            return {key: convert(value) for key, value in tree.items()}
-        return np.asfortranarray(tree) if tree.ndim == 2 else tree  # the [n_in, n_out] matrices
-
-    return {**params, "blocks": [convert(block) for block in params["blocks"]]}
-
-
 def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02) -> dict:
-    """Random float32 weights of GPT-2's shapes, in the loaders' layout (`column_major`), for tests and benchmarks.
+    """Random float32 weights of GPT-2's shapes in the loaders' layout (panels.column_major), for tests and benchmarks.
 
     Every term is non-trivial: biases are random and layer-norm gains and shifts are not 1 and 0, so a
     forward pass that forgets one of them gives different logits. Each block matrix is made column-major as
@@ -429,4 +409,4 @@ def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02) ->
         for _ in range(n_layer)
     ]
     wte, wpe = normal(n_vocab, n_embd), normal(n_ctx, n_embd, scale=0.01)
-    return {"wte": wte, "wpe": wpe, "blocks": blocks, "ln_f": norm()}  # in column_major's layout already
+    return {"wte": wte, "wpe": wpe, "blocks": blocks, "ln_f": norm()}  # in panels.column_major's layout already

@@ -60,13 +60,13 @@ def break_even_alpha(K, c, r=1.0):
 # K="auto": each round's lookahead from the cost model and the acceptance seen so far
 # ------------------------------------------------------------------------------------------------------------
 
-# r(m): the time of a target pass over m new positions, in 1-position passes, measured with the KV cache on our
-# 2-core machines (NumPy's OpenBLAS; 124M, medians; m = 2..16 measured when the drafters were compared, with the
-# missing m filled in linearly). A multi-row product repacks each weight matrix, so r jumps at m = 2 and then
-# grows far more slowly than m, unevenly. `calibrate` below measures it on your machine (main.py does, before its
-# timed runs; so does tools/benchmark_text.py); set `target_model.r_table` (a list, r_table[m - 1] = r(m)) to use
-# your own figures.
-R_TABLE = [1.0, 2.46, 2.74, 2.99, 3.24, 2.99, 2.73, 2.48, 2.92, 3.10, 3.29, 3.47, 3.46, 3.44, 3.43, 3.42]
+# r(m): the time of a target pass over m new positions, in 1-position passes, measured with the KV cache on an
+# Intel Xeon with 2 cores (NumPy's OpenBLAS; 124M, medians after 512 cached tokens: BENCHMARKS.md's r(m) table).
+# panels.py multiplies a few rows panel by panel, so r stays near 1 for a few positions and then grows far more
+# slowly than m, as the arithmetic catches up with the reading of the weights. `calibrate` below measures it on
+# your machine (main.py does, before its timed runs; so does tools/benchmark_text.py); set `target_model.r_table`
+# (a list, r_table[m - 1] = r(m)) to use your own figures.
+R_TABLE = [1.00, 1.99, 2.46, 2.28, 1.88, 1.96, 2.10, 2.12, 2.32, 2.40, 2.57, 2.51, 3.69, 3.76, 4.11, 3.11]
 
 
 MATCH_BUCKETS = (1, 2, 4, 8, 16)  # the shortest match of each bucket: 1, 2-3, 4-7, 8-15, 16 and more tokens
@@ -229,6 +229,7 @@ def draft_cost(drafter, target_model):
 # ------------------------------------------------------------------------------------------------------------
 
 CALIBRATION_MS = (1, 2, 3, 4, 5, 7, 9, 13, 17)  # the m whose r(m) is timed; the m between are interpolated
+CALIBRATION_PREFIX = 512  # the cached tokens each timed pass comes after
 COSTS_FILE = "r_table.json"  # the name of the costs file written next to a model
 
 
@@ -268,8 +269,9 @@ def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, p
 
     A few seconds, untimed by the callers: each of `ms` (those <= m_max, and m_max) is timed `repeats` times, in
     turns, so that a burst of load on a shared machine hits them alike; r(m) is the median over the rounds of
-    turns of time(m) / time(1) in the same round, c the same for the draft's step. Each pass
-    comes after the same prefix (the model function rolls its cache back to it; default 16 tokens): the
+    turns of time(m) / time(1) in the same round, c the same for the draft's step. Each pass comes after the
+    same prefix (the model function rolls its cache back to it; default CALIBRATION_PREFIX tokens, about the
+    context a decoding run works at, since the attention over the cache is part of every pass): the
     target's pass over m positions, target_model(prefix + m tokens, m), as a round with m - 1 guesses makes it;
     the draft's one-position step, draft_model(prefix + 1 token, 1). Any token ids do: the cost is the same.
     The model functions' caches and statistics are changed: calibrate the warm-up models, not the timed ones.
@@ -280,8 +282,8 @@ def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, p
         raise ValueError(f"repeats must be a whole number >= 1; got {repeats!r}")
     n_vocab = getattr(target_model, "n_vocab", None) or 50257
     n_ctx = getattr(target_model, "n_ctx", None) or 1024
-    if prefix is None:  # 16 tokens, or fewer in a context too small for 16 + m_max
-        prefix = [i % n_vocab for i in range(max(1, min(16, n_ctx - m_max)))]
+    if prefix is None:  # CALIBRATION_PREFIX tokens, or fewer in a context too small for them + m_max
+        prefix = [i % n_vocab for i in range(max(1, min(CALIBRATION_PREFIX, n_ctx - m_max)))]
     prefix = [int(token) for token in prefix]
     tokens = prefix + [(7 * i + 3) % n_vocab for i in range(m_max)]
     if len(tokens) > n_ctx:

@@ -84,7 +84,7 @@ def load_model(folder):
     """Step 2 of 2: (encoder, hparams, params) from a folder in OpenAI's layout (hparams.json + model.ckpt.*) or
     a Hugging Face GPT-2 folder (config.json + model.safetensors), with the tokenizer files beside them
     (encoder.json + vocab.bpe, or vocab.json + merges.txt). The weight matrices come back column-major
-    (`gpt2.column_major`): same shapes and values, faster decoding.
+    (`panels.column_major`): same shapes and values, faster decoding.
 
     The tokenizer is checked against the model before any weight is read: its files must agree with each other
     (encoder.check_vocabulary) and give exactly n_vocab ids, one per row of the model's embedding."""

@@ -233,7 +233,7 @@ READ_CHUNK_BYTES = 2 << 20  # rows read per step of read_tensor: about 2 MB, so 
 def read_tensor(file, offset, shape, stored_dtype, path, column_major=False):
     """The tensor of `shape` whose values (row-major, `stored_dtype`) start at byte `offset` of `file`, as
     float32 in its final layout: column-major if `column_major` (the blocks' weight matrices: see
-    gpt2.column_major), else row-major.
+    panels.column_major), else row-major.
 
     The array is allocated once, in its final layout, and filled from the file: a float32 row-major tensor
     by one `readinto`, straight into it; anything else (a matrix made column-major, float16 or bfloat16
@@ -277,7 +277,7 @@ def reading_bar(total_bytes, path):
 
 
 def is_block_matrix(name):
-    """A block's weight matrix ("h3/attn/c_attn/w"): stored column-major (gpt2.column_major)."""
+    """A block's weight matrix ("h3/attn/c_attn/w"): stored column-major (panels.column_major)."""
     return name.startswith("h") and name.endswith("/w")
 
 

@@ -100,13 +100,14 @@ def test_no_module_of_the_project_imports_itself_back_through_others():
     assert cycle is None, "an import circle: " + " -> ".join(cycle) + " (move what both need to the earlier file)"
 
 
-@pytest.mark.parametrize("module, later", [("sampling", "drafters"), ("sampling", "main"), ("gpt2", "sampling"),
+@pytest.mark.parametrize("module, later", [("panels", "gpt2"), ("sampling", "drafters"), ("sampling", "main"),
+                                           ("gpt2", "sampling"),
                                            ("model_fn", "sampling"), ("lookahead", "sampling"),
                                            ("exercises", "gradebook"), ("gradebook", "classroom"),
                                            ("main", "classroom"), ("classroom", "main")])
 def test_a_file_read_earlier_never_imports_one_read_later(module, later):
-    """The reading order of the README's file map: gpt2, model_fn, sampling (with lookahead), drafters, main; the
-    teacher's kit last, beside main: exercises, gradebook, classroom."""
+    """The reading order of the README's file map: panels, gpt2, model_fn, sampling (with lookahead), drafters,
+    main; the teacher's kit last, beside main: exercises, gradebook, classroom."""
     graph = import_graph(project_modules())
     reachable, todo = set(), [module]
     while todo:
@@ -116,6 +117,14 @@ def test_a_file_read_earlier_never_imports_one_read_later(module, later):
                 todo.append(other)
     assert later not in reachable, f"{module}.py reaches {later}.py through its imports: {sorted(reachable)}"
 
+
+def test_the_model_needs_only_numpy_gpt2_py_and_the_panels_it_multiplies_by():
+    """gpt2.py, the first file of the model, imports NumPy and panels.py only; panels.py imports NumPy and the
+    standard library's os and threading, and no file of the project."""
+    graph = import_graph(project_modules())
+    assert graph["gpt2"] == ["panels"] and graph["panels"] == []
+    assert imported_names(REPO_ROOT / "panels.py") == {"numpy", "os", "threading"}
+    assert imported_names(REPO_ROOT / "gpt2.py") == {"numpy", "panels", "typing"}
 
 
 POSIX_ONLY = {"resource", "fcntl", "termios", "pwd", "grp", "posix", "pty", "tty", "syslog", "crypt"}

@@ -186,17 +186,16 @@ def test_the_trace_excerpts_p_and_q_are_the_range_the_text_gives():
     assert f"in this excerpt they run from {low} to {high}" in " ".join(README.split())
 
 
-def test_r_of_m_grows_far_more_slowly_than_m_but_is_neither_flat_nor_monotone():
+def test_r_of_m_grows_far_more_slowly_than_m_after_a_first_step():
     """What the README says of r(m), against every row of BENCHMARKS.md's r table: from m = 8 on, r(m) / r(2)
-    is less than half of m / 2 (rows cost far less than in proportion), in each row some m costs less than
-    m - 1 (not monotone), and the largest r is above 1.2 times r(2) (not flat)."""
+    is less than half of m / 2 (rows cost far less than in proportion), and r(2) is above 1 (the first step)."""
+    assert "grows far more slowly than m, after a first step from m = 1 to 2" in " ".join(README.split())
     header, *rows = markdown_rows(generated_block("r-table"))
     ms = [int(m) for m in header[1:]]
     for row in rows:
         r = dict(zip(ms, map(float, row[1:])))
         assert all(r[m] / r[2] < (m / 2) / 2 for m in ms if m >= 8), row[0]
-        assert any(r[m] < r[m - 1] for m in ms if m > 2), row[0]
-        assert max(r.values()) > 1.2 * r[2], row[0]
+        assert r[2] > 1, row[0]
 
 
 def requirement_names(path):

@@ -308,7 +308,7 @@ def test_a_folder_without_weights_is_a_ValueError_saying_what_it_should_hold(tmp
 
 
 def test_both_layouts_load_block_matrices_column_major_and_embeddings_row_major():
-    """The readers put each tensor in its final layout as they read it (gpt2.column_major's layout): the blocks'
+    """The readers put each tensor in its final layout as they read it (panels.column_major's layout): the blocks'
     weight matrices column by column, wte and wpe row by row; nothing is converted afterwards."""
     hf_folder = Path(__file__).resolve().parent / "fixtures" / "hf_folder_tiny"
     tf_params = load_gpt2_params_from_tf_ckpt(TF_CKPT_DIR / "model.ckpt", HPARAMS)

@@ -425,7 +425,22 @@ def check_llama_cpp(block):
         assert f"{quotient[2]} with {quotient[0]}" in goal, quotient[0]
 
 
-CHECKS = {"forward-table": check_forward_table, "forward-breakdown": check_forward_breakdown,
+def check_pass_table(block):
+    """tools/pass_parts.py's table: r(m) is the row's ms over the m = 1 row's, and the goal column says "met"
+    exactly when r(m) is within its goal, else by how much it misses."""
+    table = block.split("\n\n")[1]
+    header, *rows = markdown_rows(table)
+    assert header[:4] == ["m", "r(m)", "goal", "ms"], header
+    one_ms = rows[0][3]
+    for m, r, goal, ms, *_ in rows:
+        assert consistent(r, ms, one_ms), m
+        if goal:
+            limit = float(goal.split(":")[0].lstrip("≤ "))
+            assert goal.endswith("met") == (float(r) <= limit), (m, goal)
+            assert goal.endswith("met") or goal.endswith(f"missed by {float(r) - limit:.2f}"), (m, goal)
+
+
+CHECKS = {"pass-timing": check_pass_table, "forward-table": check_forward_table, "forward-breakdown": check_forward_breakdown,
           "r-table": check_r_table, "context-table": check_context_table, "loading-table": check_loading_table,
           "design-timing": check_design_table, "peer-speed": check_peer_speed, "llama-cpp": check_llama_cpp}
 
@@ -520,8 +535,7 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
     parts = dry_run_parts(capsys.readouterr().out)
     for name in ("forward-run", "forward-table", "forward-breakdown", "forward-summary", "r-table", "context-table",
                  "peer-speed", "llama-cpp", "loading-table", "break-even-table", "lookup-timing", "bpe-timing",
-                 "sampler-timing",
-                 "design-timing", "hf-agreement", "unicode-count", "machine"):
+                 "sampler-timing", "design-timing", "pass-timing", "hf-agreement", "unicode-count", "machine"):
         assert name in parts, name
     for name in parts:
         assert any(f"<!-- {name}: begin (" in page for page in PAGES.values()), f"no page has marks for {name}"

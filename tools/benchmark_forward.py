@@ -24,7 +24,7 @@ the same states. What this script prints, for random weights of the real shapes 
    (layer norms, attention, GELU, biases, the cache, Python), the sampler's float64 work (logits_to_probs,
    _check_probs, _sample) and the sampler's own loop, beside the floor.
 3. r(m): the cost of an m-position pass (the target's pass over m - 1 guesses and the last token, as in
-   speculative sampling) over a 1-position pass, for m = 1 .. --r_max, with a plot.
+   speculative sampling) over a 1-position pass, after --r_context cached tokens, for m = 1 .. --r_max.
 4. ms per token against the context length (--context_lengths, for --context_size): a step at 1000 tokens
    of context reads ~15% more bytes than at 16 for 124M (the cache: 12 layers x 2 x 1000 x 768 x 4 bytes =
    74 MB, beside 498 MB of weights), so the line should be nearly flat.
@@ -194,7 +194,8 @@ class SizeResult:
         return self.weight_bytes / float(np.median(self.bandwidths))
 
 
-def measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, r_repeats, no_cache, rng):
+def measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, r_repeats, r_context, no_cache,
+                 rng):
     """Everything the tables need for one size; the weights are freed when it returns."""
     hparams = size_hparams(size)
     params = random_params(hparams, rng)
@@ -221,12 +222,14 @@ def measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, 
     # 2. one step, part by part (bests, timed in turns)
     result.breakdown = step_breakdown(model, params, cached_ids, n_prompt, breakdown_rounds, rng)
 
-    # 3. r(m): an m-position pass after the same prefix (the model rolls its cache back to it each time)
-    tokens = prompt + rng.integers(0, hparams["n_vocab"], r_max).tolist()
+    # 3. r(m): an m-position pass after the same r_context tokens (the model rolls its cache back to them)
+    r_context = min(r_context, hparams["n_ctx"] - r_max)  # a small model's context may hold fewer
+    tokens = rng.integers(0, hparams["n_vocab"], r_context + r_max).tolist()
+    model(tokens[: r_context + 1], 1)  # the cached text (not timed)
     result.pass_seconds = {m: [] for m in range(1, r_max + 1)}
     for _ in tqdm(range(r_repeats), desc=f"{result.size}: r(m)", unit="round", leave=False):
         for m in result.pass_seconds:  # m = 1 .. r_max in turns, so load bursts hit them alike
-            result.pass_seconds[m].append(timed(lambda: model(tokens[: n_prompt + m], m))[1])
+            result.pass_seconds[m].append(timed(lambda: model(tokens[: r_context + m], m))[1])
     return result
 
 
@@ -481,8 +484,6 @@ def blas_threads():
     return int(value) if value.isdigit() and int(value) > 0 else os.cpu_count()
 
 
-
-
 # ------------------------------------------------------------------------------------------------------------
 # Everything measured, as JSON (--json), and back
 # ------------------------------------------------------------------------------------------------------------
@@ -519,7 +520,8 @@ def from_json(data) -> tuple:
 
 
 def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 7, no_cache_sizes="124M,355M",
-         breakdown_rounds: int = 15, r_max: int = 16, r_repeats: int = 5, context_size="124M",
+         breakdown_rounds: int = 15, r_max: int = 16, r_repeats: int = 5, r_context: int = 512,
+         context_size="124M",
          context_lengths="16,64,128,256,384,512,640,768,896,1000", context_steps: int = 4, context_rounds: int = 6,
          img_dir="img", seed: int = 0, json=None, r_table_dir=None):
     """Print the table, the breakdown of a step, r(m) and ms/token against the context (see the docstring).
@@ -530,7 +532,8 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
         right after a burst of 4 bandwidth products.
     no_cache_sizes: sizes also decoded without the cache, once each (slow; picoGPT's setting copies the weights).
     breakdown_rounds: rounds over the parts of a step (each part's best is kept).
-    r_max, r_repeats: r(m) for m = 1 .. r_max, from r_repeats rounds over all m.
+    r_max, r_repeats, r_context: r(m) for m = 1 .. r_max, from r_repeats rounds over all m, each pass after
+        r_context cached tokens (as lookahead.calibrate times it).
     context_size: the size for ms/token against the context length (None: skip); context_lengths: the
         lengths; context_steps: steps timed per length per round; context_rounds: rounds over all lengths.
     img_dir: where the plots go (None: no plots).
@@ -571,7 +574,7 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
         v = rng.standard_normal(BANDWIDTH_SHAPE[1], dtype=np.float32)  # [8192]
         for size in sizes:
             results.append(measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, r_repeats,
-                                        size in no_cache_sizes, rng))
+                                        r_context, size in no_cache_sizes, rng))
         del w, v
         print(f"Greedy decoding through the sampler (autoregressive_sampling, create_model_fn), {n_new} tokens after "
               f"a {n_prompt}-token prompt\n(prompt pass not timed), random weights, ms per token; best and median of "
@@ -583,8 +586,8 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
               f"shares of the step through the sampler):\n")
         print(breakdown_table(results))
         print(f"(sampled: logits_to_probs + _check_probs + _sample at {SAMPLING_SETTINGS}, instead of greedy)")
-        print("\nr(m) = time of an m-position pass / time of a 1-position pass, after the prompt (the cache rolled "
-              "back to it each time):\n")
+        print(f"\nr(m) = time of an m-position pass / time of a 1-position pass, after {r_context} cached tokens "
+              f"(the cache rolled back to them each time):\n")
         print(r_table(results))
         for res in results if r_table_dir else ():
             costs = lookahead.costs_from_seconds(res.pass_seconds)  # medians of the same ratios, as calibrate takes
@@ -605,7 +608,7 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
         run = {"machine": machine_description(), "blas": blas_description(), "threads": blas_threads(),
                "load_average": [load_start, load_end], "minutes": minutes,
                "settings": {"n_prompt": n_prompt, "n_new": n_new, "repeats": repeats,
-                            "breakdown_rounds": breakdown_rounds, "r_repeats": r_repeats,
+                            "breakdown_rounds": breakdown_rounds, "r_repeats": r_repeats, "r_context": r_context,
                             "context_steps": context_steps, "context_rounds": context_rounds,
                             "bandwidth_shape": list(BANDWIDTH_SHAPE), "sampling": SAMPLING_SETTINGS}}
         write_json(json, to_json(results, context, run))

@@ -196,7 +196,7 @@ def plot_forward(forward, img_dir):
 # ------------------------------------------------------------------------------------------------------------
 
 
-PEER_INSTALL = "pip install torch==2.13.0 transformers"
+PEER_INSTALL = 'pip install "torch==2.13.0" transformers'  # quoted: the same command in PowerShell
 
 
 def peer_installed():

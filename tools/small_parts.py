@@ -13,11 +13,12 @@ import importlib.util
 import numpy as np
 
 import drafters
+import panels
 from gpt2 import HPARAMS, random_params
 from main import timed
 from model_fn import logits_to_probs
 from sampling import _check_probs, _sample
-from tools import benchmark_forward
+from tools import benchmark_forward, pass_parts
 from tools.pages import duration_text, scientific, wrap
 
 
@@ -129,22 +130,26 @@ def design_table(repeats=200, product_repeats=10, seed=0):
     row_major = [np.ascontiguousarray(m) for m in matrices]
     rows = {n: rng.standard_normal((1, n), dtype=np.float32) for n in (n_embd, 4 * n_embd)}  # [1, n_in]
     rows64 = {n: row.astype(np.float64) for n, row in rows.items()}
-    rows8 = {n: rng.standard_normal((8, n), dtype=np.float32) for n in rows}  # [8, n_in]: a verification pass
+    by_rows = {m: {n: rng.standard_normal((m, n), dtype=np.float32) for n in rows} for m in (2, 8)}  # [m, n_in]
     x, row = rows[4 * n_embd], rows[n_embd]  # x: what GELU sees, [1, 4 n_embd]
 
     def products(by_size, weights):
         return lambda: [by_size[m.shape[0]] @ m for m in weights]
 
-    def left_products(by_size, weights):  # gpt2.linear's way: the big matrix on the left
+    def left_products(by_size, weights):  # one BLAS call, the big matrix on the left
         return lambda: [(m.T @ by_size[m.shape[0]].T).T for m in weights]
+
+    def panel_products(by_size, weights):  # gpt2.linear's way
+        return lambda: [panels.matmul(by_size[m.shape[0]], m) for m in weights]
 
     cases = [  # (what, gpt2.py's way, its function, the other way, its function, calls to time)
         (f"GELU's cube of a [1, {4 * n_embd}] float32 row", "`x * x * x`", lambda: x * x * x, "`x**3`",
          lambda: x**3, repeats),
-        (f"one row through each of the {len(matrices)} block matrices", "column-major (`gpt2.column_major`)",
+        (f"one row through each of the {len(matrices)} block matrices", "column-major (`panels.column_major`)",
          products(rows, matrices), "row-major", products(rows, row_major), product_repeats),
-        (f"8 rows through each of the {len(matrices)} block matrices (`gpt2.linear`)", "`(w.T @ x.T).T`",
-         left_products(rows8, matrices), "`x @ w`", products(rows8, matrices), product_repeats),
+        *[(f"{m} rows through each of the {len(matrices)} block matrices (`gpt2.linear`)",
+           "`panels.matmul` (panel by panel)", panel_products(by_rows[m], matrices),
+           "one BLAS call, `(w.T @ x.T).T`", left_products(by_rows[m], matrices), product_repeats) for m in (2, 8)],
         ("one row through the same products, after it met a float64 scalar", "float32 row", products(rows, matrices),
          "float64 row (every matrix converted each time)", products(rows64, matrices), product_repeats),
         (f"the mean of a [1, {n_embd}] row (`layer_norm`)", "`np.add.reduce(x, axis=-1, keepdims=True) / n`",
@@ -158,6 +163,14 @@ def design_table(repeats=200, product_repeats=10, seed=0):
         lines.append(f"| {what} | {ours_label} | {duration_text(mine)} | {other_label} | {duration_text(theirs)} | "
                      f"{theirs / mine:.2f}× |")
     return "\n".join(lines)
+
+
+def pass_table(n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7):
+    """Markdown: tools/pass_parts.py's table, an m-position pass after n_cached tokens part by part, on
+    TIMED_SIZE's shapes."""
+    best = pass_parts.measure(TIMED_SIZE, n_cached, ms, rounds)
+    n_cached = min(n_cached, HPARAMS[TIMED_SIZE]["n_ctx"] - max(ms))
+    return wrap(pass_parts.header_text(TIMED_SIZE, n_cached, rounds)) + "\n\n" + pass_parts.table(best, markdown=True)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -213,6 +226,7 @@ SMALL_PARTS = {  # the parts that need no model run: name -> f(forward's measure
     "bpe-timing": lambda forward, tokenizer_dir: bpe_text(tokenizer_dir),
     "sampler-timing": lambda forward, tokenizer_dir: sampler_table(),
     "design-timing": lambda forward, tokenizer_dir: design_table(),
+    "pass-timing": lambda forward, tokenizer_dir: pass_table(),
     "hf-agreement": lambda forward, tokenizer_dir: hf_agreement_text(),
     "unicode-count": lambda forward, tokenizer_dir: unicode_text(tokenizer_dir),
 }

@@ -1,0 +1,138 @@
+"""What a cached pass over m new positions costs, part by part, against the r(m) it should reach (a tool).
+
+Read panels.py and tools/benchmark_forward.py first (r(m), and a decoding step part by part). A speculative
+round's verification pass feeds m = K + 1 positions after the cached text; r(m) is its time over a one-position
+pass. With the cache the pass reads every weight once whatever m is, so r(m) should stay near 1 while the
+arithmetic is small: the goals here are r(m) <= 1.3 for m <= 4, <= 1.6 at m = 8, <= 2.5 at m = 16, with
+about 500 cached tokens (GOALS). This tool times, for each m, in turns (the best of --rounds):
+
+- the whole pass through the model function (create_model_fn, temperature 0: what calibrate times), after
+  --n_cached tokens, the cache rolled back each time;
+- its parts, each alone on the same shapes: the block matrix products (every linear of every block,
+  panels.matmul), the attention over the cache (every layer's gpt2.attention over n_cached + m keys), the LM
+  head (panels.matmul by wte.T), logits_to_probs greedy (what the pass ends with), and at temperature 1
+  (what a sampled run's pass ends with instead), and "the rest" (the whole minus the parts: layer norms,
+  GELU, biases, the cache writes, Python).
+
+Each part's share is printed in one-position passes (its time over the whole m = 1 pass), so where r(m)
+misses its goal the line that grew says which part holds it.
+
+    python tools/pass_parts.py                      # 124M shapes, 512 cached tokens (about a minute)
+    python tools/pass_parts.py --size 355M --ms 1,2,4,8,16 --rounds 9
+"""
+
+import sys
+from pathlib import Path
+
+import fire
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's root: python tools/...
+
+import benchmark  # noqa: E402
+import panels  # noqa: E402
+from gpt2 import attention, causal_mask, random_params  # noqa: E402
+from main import timed  # noqa: E402
+from model_fn import create_model_fn, logits_to_probs  # noqa: E402
+from tools.benchmark_forward import block_matrices, machine_description  # noqa: E402
+
+GOALS = {2: 1.3, 3: 1.3, 4: 1.3, 8: 1.6, 16: 2.5}  # the r(m) a pass over m positions should not exceed
+PARTS = ("whole pass", "block products", "attention", "LM head", "logits_to_probs, greedy",
+         "logits_to_probs, temperature 1")
+
+
+def measure(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7, seed=0):
+    """{m: {part: best seconds}} for an m-position pass after n_cached tokens (see the module docstring)."""
+    hparams = benchmark.hparams_of(size)
+    rng = np.random.default_rng(seed)
+    params = random_params(hparams, rng)
+    n_embd, n_head, n_vocab = hparams["n_embd"], hparams["n_head"], hparams["n_vocab"]
+    n_cached = min(n_cached, hparams["n_ctx"] - max(ms))  # a small model's context may hold fewer
+    model = create_model_fn(params, hparams, temperature=0)
+    tokens = rng.integers(0, n_vocab, n_cached + max(ms)).tolist()
+    model(tokens[: n_cached + 1], 1)  # the cached text (not timed)
+    matrices = block_matrices(params)
+    kv = rng.standard_normal((2, n_head, n_cached + max(ms), n_embd // n_head), dtype=np.float32)  # one layer's
+
+    def parts_for(m):
+        rows = {n: rng.standard_normal((m, n), dtype=np.float32) for n in (n_embd, 4 * n_embd)}  # [m, n_in]
+        q = rng.standard_normal((n_head, m, n_embd // n_head), dtype=np.float32)  # [n_head, m, head_dim]
+        k, v = kv[:, :, : n_cached + m]  # [n_head, n_cached + m, head_dim] each
+        mask = causal_mask(m, n_cached)  # [m, n_cached + m]
+        logits = rng.standard_normal((m, n_vocab), dtype=np.float32)  # [m, n_vocab]
+        return {
+            "whole pass": lambda: model(tokens[: n_cached + m], m),
+            "block products": lambda: [panels.matmul(rows[w.shape[0]], w) for w in matrices],
+            "attention": lambda: [attention(q, k, v, mask) for _ in params["blocks"]],
+            "LM head": lambda: panels.matmul(rows[n_embd], params["wte"].T),
+            "logits_to_probs, greedy": lambda: logits_to_probs(logits, temperature=0),
+            "logits_to_probs, temperature 1": lambda: logits_to_probs(logits, temperature=1.0),
+        }
+
+    by_m = {m: parts_for(m) for m in ms}
+    best = {m: {part: float("inf") for part in PARTS} for m in ms}
+    for _ in range(rounds):
+        for m in ms:  # in turns, so that a burst of load hits every m alike
+            for part, fn in by_m[m].items():
+                best[m][part] = min(best[m][part], timed(fn)[1])
+    return best
+
+
+def goal_text(r, m):
+    """'met' or 'missed by 0.12' for r(m) against GOALS; '' for an m without a goal."""
+    if m not in GOALS:
+        return ""
+    r = round(r, 2)  # as the table prints it
+    return "met" if r <= GOALS[m] else f"missed by {r - GOALS[m]:.2f}"
+
+
+def table(best, markdown=False):
+    """One row per m: r(m) of the whole pass, its goal, and each part in one-position passes (ms / whole m=1)."""
+    one = best[min(best)]["whole pass"]
+    header = ["m", "r(m)", "goal", "ms", "block products", "attention", "LM head", "logits_to_probs", "the rest",
+              "(temperature 1)"]
+    rows = []
+    for m, parts in sorted(best.items()):
+        r = parts["whole pass"] / one
+        rest = parts["whole pass"] - sum(parts[p] for p in ("block products", "attention", "LM head",
+                                                            "logits_to_probs, greedy"))
+        rows.append([str(m), f"{r:.2f}", f"{'≤ ' + str(GOALS[m]) + ': ' if m in GOALS else ''}{goal_text(r, m)}",
+                     f"{parts['whole pass'] * 1e3:.1f}",
+                     *[f"{parts[p] / one:.2f}" for p in ("block products", "attention", "LM head",
+                                                         "logits_to_probs, greedy")],
+                     f"{rest / one:.2f}", f"{parts['logits_to_probs, temperature 1'] / one:.2f}"])
+    return benchmark.format_table([header, *rows], markdown) + misses_text(best)
+
+
+def misses_text(best):
+    """For each m whose r(m) misses its goal, the part that grew the most over its m = 1 time (in one-position
+    passes), or '' when every goal is met."""
+    one = best[min(best)]
+    lines = []
+    for m, parts in sorted(best.items()):
+        r = parts["whole pass"] / one["whole pass"]
+        if goal_text(r, m).startswith("missed"):
+            growth = {part: (parts[part] - one[part]) / one["whole pass"] for part in PARTS[1:5]}
+            part = max(growth, key=growth.get)
+            lines.append(f"r({m}) = {r:.2f} misses its goal of {GOALS[m]} by {r - GOALS[m]:.2f}; the part that grew "
+                         f"most is {part}: +{growth[part]:.2f} one-position passes over its m = 1 time.")
+    return "\n\n" + "\n".join(lines) if lines else ""
+
+
+def header_text(size, n_cached, rounds):
+    """The sentence above the table: what was timed, where."""
+    return (f"{size} shapes, {n_cached} cached tokens, the best of {rounds} in turns; {machine_description()}, "
+            f"{panels.THREADS} threads for the panels. Parts in one-position passes: their time over the whole "
+            f"m = 1 pass.")
+
+
+def main(size="124M", n_cached=512, ms="1,2,3,4,8,16", rounds=7, seed=0):
+    """Print the table (see the module docstring)."""
+    ms = [int(m) for m in benchmark.as_list(ms, "ms", str) for m in str(m).split(",")]
+    best = measure(size, n_cached, ms, rounds, seed)
+    print(header_text(size, n_cached, rounds) + "\n")
+    print(table(best))
+
+
+if __name__ == "__main__":
+    fire.Fire(main)
