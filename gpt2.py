@@ -385,7 +385,8 @@ def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02) ->
     """Random float32 weights of GPT-2's shapes in the loaders' layout (panels.column_major), for tests and benchmarks.
 
     Every term is non-trivial: biases are random and layer-norm gains and shifts are not 1 and 0, so a
-    forward pass that forgets one of them gives different logits. Each block matrix is made column-major as
+    forward pass that forgets one of them gives different logits. Every array is read-only, as the loaders'
+    are. Each block matrix is made column-major as
     it is drawn, so the memory needed is the weights plus one matrix (1558M: 6.2 GB, not twice that).
     """
     n_vocab, n_ctx, n_embd, n_layer = (hparams[k] for k in ("n_vocab", "n_ctx", "n_embd", "n_layer"))
@@ -408,5 +409,16 @@ def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02) ->
         }
         for _ in range(n_layer)
     ]
-    wte, wpe = normal(n_vocab, n_embd), normal(n_ctx, n_embd, scale=0.01)
-    return {"wte": wte, "wpe": wpe, "blocks": blocks, "ln_f": norm()}  # in panels.column_major's layout already
+    params = {"wte": normal(n_vocab, n_embd), "wpe": normal(n_ctx, n_embd, scale=0.01), "blocks": blocks, "ln_f": norm()}
+    for array in _arrays(params):
+        array.flags.writeable = False  # constants, as the loaders give them (panels.matmul shares only those)
+    return params  # in panels.column_major's layout already
+
+
+def _arrays(tree):
+    """Every array of a tree of parameters (nested dicts and lists)."""
+    if isinstance(tree, dict):
+        tree = list(tree.values())
+    if isinstance(tree, list):
+        return [array for value in tree for array in _arrays(value)]
+    return [tree]

@@ -251,7 +251,7 @@ def read_tensor(file, offset, shape, stored_dtype, path, column_major=False):
     array = np.empty(shape, dtype=np.float32, order="F" if column_major else "C")  # the final array
     file.seek(offset)
     if stored == np.float32 and not column_major:  # already in its final form: straight from the file
-        return _read_exactly(file, array, offset, path)
+        return _read_only(_read_exactly(file, array, offset, path))
     row_values = math.prod(shape[1:])  # values per row (1 for a vector, whose "rows" are its values)
     rows_per_chunk = max(1, READ_CHUNK_BYTES // (row_values * stored.itemsize))
     for first in range(0, shape[0], rows_per_chunk):
@@ -260,6 +260,13 @@ def read_tensor(file, offset, shape, stored_dtype, path, column_major=False):
         if stored_dtype == "<u2":  # bfloat16: the top half of a float32
             chunk = (chunk.astype(np.uint32) << 16).view(np.float32)
         array[first : first + rows] = chunk  # widened to float32 and put in the array's layout
+    return _read_only(array)
+
+
+def _read_only(array):
+    """array, made read-only: weights are constants (and panels.matmul shares only read-only matrices with its
+    helper process, whose copy of them must stay equal)."""
+    array.flags.writeable = False
     return array
 
 

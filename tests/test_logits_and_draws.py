@@ -87,7 +87,9 @@ def test_a_model_function_with_a_nan_weight_refuses_to_decode():
     function raises the ValueError rather than returning a row the sampler would draw token 0 from."""
     hparams = {"n_vocab": 16, "n_ctx": 8, "n_embd": 8, "n_head": 2, "n_layer": 1}
     params = gpt2.random_params(hparams, np.random.default_rng(0))
-    params["blocks"][0]["mlp"]["c_fc"]["w"][3, 5] = np.nan
+    damaged = params["blocks"][0]["mlp"]["c_fc"]["w"].copy(order="F")  # weights are read-only: a damaged copy
+    damaged[3, 5] = np.nan
+    params["blocks"][0]["mlp"]["c_fc"]["w"] = damaged
     model = create_model_fn(params, hparams, temperature=0)
     with pytest.raises(ValueError, match="NaN/inf logits"):
         model([1, 2, 3], 1)

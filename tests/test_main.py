@@ -555,7 +555,9 @@ def test_a_draft_with_another_vocabulary_gets_one_clear_line(tmp_path, target_di
 def test_nan_weights_are_reported_not_decoded(tmp_path, release_124M_dir):
     """A NaN in one weight makes every logit NaN, and greedy decoding would print "!!!!!" (token 0) forever."""
     params = tiny_params(seed=1)
-    params["blocks"][1]["mlp"]["c_fc"]["w"][3, 5] = np.nan
+    damaged = params["blocks"][1]["mlp"]["c_fc"]["w"].copy(order="F")  # weights are read-only: a damaged copy
+    damaged[3, 5] = np.nan
+    params["blocks"][1]["mlp"]["c_fc"]["w"] = damaged
     folder = write_hf_folder(tmp_path / "nan_target", params, TINY_HPARAMS, release_124M_dir)
     result = run_main("--prompt", PROMPT, "--drafter", "lookup", "--target_model_size", folder, cwd=tmp_path)
     line = one_error_line(result)

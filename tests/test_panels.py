@@ -1,6 +1,7 @@
 """panels.matmul is x @ w: for every number of rows a pass may have, and every matrix of GPT-2's four sizes.
 
-Read panels.py first (why a product of a few rows goes panel by panel, on several threads). The reference is
+Read panels.py first (why a product of a few rows goes panel by panel, its columns split between two processes).
+tests/test_helper_process.py checks the products the helper process shares. The reference is
 NumPy's own x @ w in float32; the products may differ from it only by float32 rounding, since they add the
 same products in another order.
 """
@@ -71,30 +72,3 @@ def test_a_long_prompt_and_a_row_major_matrix_take_plain_blas_and_give_the_same_
     for matrix in (w, np.asfortranarray(w)):
         assert_same_product(panels.matmul(x, matrix), x @ w, "a long prompt")
         assert_same_product(panels.matmul(x[:5], matrix), x[:5] @ w, "5 rows")
-
-
-def test_the_result_does_not_depend_on_how_many_threads_share_the_panels(monkeypatch):
-    """Each panel's product is the same computation whichever thread runs it, so the bits are the same with 1,
-    2 or 3 threads: a seed reproduces a run on any machine."""
-    rng = np.random.default_rng(2)
-    w = np.asfortranarray(rng.standard_normal((768, 50257), dtype=np.float32) * 0.02)
-    x = rng.standard_normal((8, 768), dtype=np.float32)
-    results = []
-    for threads in (1, 2, 3):
-        monkeypatch.setattr(panels, "THREADS", threads)
-        results.append(panels.matmul(x, w))
-    assert all(np.array_equal(results[0], other) for other in results[1:])
-
-
-def test_a_failing_share_is_raised_in_the_caller_and_the_helpers_stay_usable(monkeypatch):
-    """An error in the shares (here an output buffer of the wrong shape) is raised in the caller, after every
-    helper has finished, and the helpers stay usable: nothing hangs, nothing is swallowed."""
-    monkeypatch.setattr(panels, "THREADS", 2)
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal((4, 64), dtype=np.float32)
-    stack = rng.standard_normal((4, 64, 8), dtype=np.float32)  # [4 panels, n_in, 8]
-    with pytest.raises(ValueError):
-        panels._shared_out(x, stack, np.empty((4, 5, 8), dtype=np.float32))  # 5 rows of room for 4 rows
-    out = np.empty((4, 4, 8), dtype=np.float32)
-    panels._shared_out(x, stack, out)
-    assert np.allclose(out, np.matmul(x, stack), atol=1e-5)

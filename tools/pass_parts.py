@@ -30,6 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's root: python tools/...
 
 import benchmark  # noqa: E402
+import helper_process  # noqa: E402
 import panels  # noqa: E402
 from gpt2 import attention, causal_mask, random_params  # noqa: E402
 from main import timed  # noqa: E402
@@ -122,7 +123,7 @@ def misses_text(best):
 def header_text(size, n_cached, rounds):
     """The sentence above the table: what was timed, where."""
     return (f"{size} shapes, {n_cached} cached tokens, the best of {rounds} in turns; {machine_description()}, "
-            f"{panels.THREADS} threads for the panels. Parts in one-position passes: their time over the whole "
+            f"helper process: {helper_process.unavailable() or 'yes'}. Parts in one-position passes: their time over the whole "
             f"m = 1 pass.")
 
 

@@ -1,0 +1,273 @@
+"""The second core: a helper PROCESS, a copy of this one made by fork, multiplies half of a matrix's columns
+while this process multiplies the other half.
+
+Read panels.py's docstring first (why a product of a few rows goes panel by panel); panels.matmul is the only
+caller. This file needs only NumPy and the standard library.
+
+Why a process, and why it spins
+-------------------------------
+A decoding pass multiplies by 49 matrices one after the other (4 per block, then the LM head), each in a
+fraction of a millisecond, with the small steps of the model in between. Sharing each product between two
+cores means 49 hand-overs a pass, so a hand-over must cost about a microsecond. Between two Python threads it
+cannot: a thread waiting for work must sleep (spinning would hold the interpreter's lock, the GIL, that the
+other thread needs), and waking a sleeping thread costs tens of microseconds, twice as much on a virtual
+machine whose idle core has to be woken too (78 us for a round trip through two locks, measured on the
+project's machines). A second process has its own interpreter and its own GIL, so it CAN spin: it polls a
+number in memory that both processes map, and sees a new job within a microsecond. Measured on an Intel Xeon
+with 2 cores (NumPy 2.4, OpenBLAS 0.3.31), ms for the products of m rows through 124M's 48 block matrices,
+best of 9 (tools/small_parts.py times the same in every figures run):
+
+    m                                                1      2      4      8     16
+    one BLAS call, (w.T @ x.T).T, OpenBLAS's 2 threads   11.9   26.5   27.2   30.0   31.9
+    panels shared with a helper THREAD (locks)           -   18.1   18.6   24.5   31.6
+    half the columns each, here and in the helper process  11.3   11.6   14.2   24.3   29.2
+
+What is shared, and why it is safe
+----------------------------------
+- The weights, without a copy: fork gives the child this process's memory as it is at that moment (pages are
+  shared until one side writes). A matrix is handed over only if the child has it: it was alive at the fork
+  and is read-only (`_frozen`), so the child's numbers are still the parent's. The loaders and
+  gpt2.random_params make their weights read-only; anything else is multiplied here, as before.
+- The rows x, the child's columns of the result, and a few integers that describe the job (`control`):
+  shared memory (anonymous `mmap`), written by one side and read by the other. The parent writes the job,
+  then its number into control[POSTED]; the child, seeing a new number, does the job, writes the result,
+  then the number into control[DONE]. Stores are seen by the other core in the order they were made only on
+  x86-64 (its memory model, "total store order"), so the helper runs only there.
+- Both processes run BLAS on one thread each (`blas_thread_setter`): OpenBLAS's own threads would compete
+  with the helper for the two cores.
+
+It spins for SPIN_SECONDS after its last job (a decode step comes every few tens of ms), then sleeps on a pipe;
+the parent writes a byte to wake it. It ignores Ctrl-C (the parent handles that) and ends when the parent's
+end of the pipe closes, that is when the parent process ends.
+
+When it runs: Linux on x86-64, two cores or more, OPENBLAS_NUM_THREADS not 1 (the project's one knob for
+threads), and NumPy's BLAS OpenBLAS. `unavailable()` says why not; then every product is made here, with
+BLAS's own threads.
+"""
+
+import ctypes
+import mmap
+import os
+import platform
+import signal
+import sys
+import threading
+import time
+import warnings
+import weakref
+
+import numpy as np
+
+SPIN_SECONDS = 0.05  # the helper polls for this long after a job, then sleeps until woken
+ROWS_MAX = 64  # rows per job; a longer product (a prompt) goes to the helper in slices of this many rows
+MIN_BYTES = 1 << 20  # a smaller matrix (a tiny test model's) is multiplied here: a hand-over would cost more
+
+# the integers of `control`, shared by the two processes
+POSTED, DONE, FAILED, SLEEPING, STOP, KEY, TRANSPOSED, ROWS, BEGIN, END = range(10)
+BLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+                "openblas_set_num_threads64_", "openblas_set_num_threads")  # NumPy 2's wheels, then older builds
+
+
+def blas_thread_setter():
+    """OpenBLAS's set_num_threads function, in the OpenBLAS library this process has loaded, or None.
+
+    NumPy's wheels bring their own OpenBLAS under a name of their own; /proc/self/maps lists every library the
+    process has mapped (Linux), so it is found wherever NumPy put it (threadpoolctl does the same).
+    """
+    with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+        paths = sorted({line.split(maxsplit=5)[5].strip() for line in maps
+                        if len(line.split(maxsplit=5)) == 6 and "openblas" in line.lower() and ".so" in line})
+    for path in paths:
+        library = ctypes.CDLL(path)  # the library already loaded: the same copy NumPy calls
+        for name in BLAS_SETTERS:
+            if hasattr(library, name):
+                setter = getattr(library, name)
+                setter.argtypes, setter.restype = [ctypes.c_int], None
+                return setter
+    return None
+
+
+def _cores():
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def unavailable():
+    """None if a helper process can share the products here, else why not (one line)."""
+    if sys.platform != "linux" or not hasattr(os, "fork"):
+        return f"the helper process needs Linux (fork and /proc); this is {sys.platform}"
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return f"the helper process needs x86-64's memory order; this is {platform.machine()}"
+    if os.environ.get("OPENBLAS_NUM_THREADS", "").strip() == "1":
+        return "OPENBLAS_NUM_THREADS=1 asks for one core"
+    if _cores() < 2:
+        return "this process may use one core only"
+    if blas_thread_setter() is None:
+        return "NumPy's BLAS is not an OpenBLAS whose threads can be set"
+    return None
+
+
+def _frozen(array):
+    """True if nothing can change array's numbers through NumPy: it, and every array it is a view of, is
+    read-only (so the helper's copy made by fork stays equal to it)."""
+    while isinstance(array, np.ndarray):
+        if array.flags.writeable:
+            return False
+        array = array.base
+    return True
+
+
+def _owner(w):
+    """(the array that owns w's numbers, whether w is its transpose): the LM head multiplies by wte.T, a new
+    view of wte each pass, so the helper is told "wte, transposed" rather than about the view."""
+    base = w.base
+    if (isinstance(base, np.ndarray) and base.ndim == 2 and w.shape == base.shape[::-1]
+            and w.strides == base.strides[::-1] and w.ctypes.data == base.ctypes.data):
+        return base, True
+    return w, False
+
+
+class Helper:
+    """A forked copy of this process that runs `work(x, w, begin, end, out)` (out = x @ w[:, begin:end]) for
+    the jobs posted to it, on the matrices it was given when it was made."""
+
+    def __init__(self, matrices: dict, work):
+        if not hasattr(os, "fork"):  # Windows: `unavailable()` says so, and `for_matrix` makes no helper there
+            raise RuntimeError(unavailable())
+        n_in = max(w.shape[0] for w in matrices.values())  # the widest x, and the most columns, of any matrix
+        n_out = max(max(w.shape) for w in matrices.values())  # (a transposed one has its shape the other way)
+        self.control = np.frombuffer(mmap.mmap(-1, 8 * 16), dtype=np.int64)
+        self.rows_in = np.frombuffer(mmap.mmap(-1, 4 * ROWS_MAX * n_in), dtype=np.float32)
+        self.rows_out = np.frombuffer(mmap.mmap(-1, 4 * ROWS_MAX * n_out), dtype=np.float32)
+        self.message = mmap.mmap(-1, 4096)  # why a job failed, as text
+        self.known = weakref.WeakValueDictionary(matrices)  # the parent does not keep a model alive for it
+        self.posted, self.out_shape, self.parent = 0, None, os.getpid()
+        wake_read, self.wake = os.pipe()
+        with warnings.catch_warnings():  # Python 3.12+ warns that forking a process with threads may deadlock
+            warnings.simplefilter("ignore", DeprecationWarning)  # in the child: this child only multiplies
+            self.pid = os.fork()
+        if self.pid == 0:  # the child: serve, and never return into the parent's code
+            code = 1
+            try:
+                os.close(self.wake)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+                self._serve(wake_read, dict(matrices), work)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(wake_read)
+
+    def knows(self, key, owner):
+        """True if the child has this matrix (the same object as at the fork, not a later one at its address)."""
+        return self.known.get(key) is owner
+
+    def _serve(self, wake_read, matrices, work):
+        """The child's loop: do each new job; spin SPIN_SECONDS for the next; then sleep until woken."""
+        control, seen, last = self.control, 0, time.monotonic()  # job numbers start at 1
+        while not control[STOP]:
+            if control[POSTED] != seen:
+                seen = int(control[POSTED])
+                try:
+                    w = matrices[int(control[KEY])]
+                    w = w.T if control[TRANSPOSED] else w  # [n_in, n_out]
+                    rows, begin, end = int(control[ROWS]), int(control[BEGIN]), int(control[END])
+                    x = self.rows_in[: rows * w.shape[0]].reshape(rows, w.shape[0])  # [rows, n_in]
+                    work(x, w, begin, end, self.rows_out[: rows * (end - begin)].reshape(rows, end - begin))
+                except BaseException as error:  # reported to the parent, which raises it
+                    self.message[:] = f"{type(error).__name__}: {error}".encode()[:4096].ljust(4096)
+                    control[FAILED] = seen
+                control[DONE] = seen
+                last = time.monotonic()
+            elif time.monotonic() - last < SPIN_SECONDS:
+                os.sched_yield()  # lets anything else that needs this core run
+            else:  # sleep: say so first, then look once more, so a job posted meanwhile is not missed
+                control[SLEEPING] = 1
+                if control[POSTED] == seen and not control[STOP] and not os.read(wake_read, 4096):
+                    return  # every write end of the pipe is closed: the parent has ended
+                control[SLEEPING] = 0
+                last = time.monotonic()
+
+    def post(self, x, key, transposed, begin, end):
+        """Hand the child out = x @ w[:, begin:end] (x at most ROWS_MAX rows); `collect` waits for it."""
+        rows = x.shape[0]
+        self.rows_in[: x.size].reshape(x.shape)[...] = x
+        control = self.control
+        control[KEY], control[TRANSPOSED], control[ROWS], control[BEGIN], control[END] = key, transposed, rows, begin, end
+        self.posted += 1
+        self.out_shape = (rows, end - begin)
+        control[POSTED] = self.posted  # last: the job is complete in memory before its number is seen
+        if control[SLEEPING]:
+            os.write(self.wake, b"!")
+
+    def collect(self, out):
+        """Wait for the posted job (spinning), then copy its columns into out; RuntimeError if it failed."""
+        control, woken, spins = self.control, False, 0
+        while control[DONE] != self.posted:
+            if control[SLEEPING] and not woken:  # it went to sleep just as the job was posted: wake it
+                os.write(self.wake, b"!")
+                woken = True
+            spins += 1
+            if spins % 100_000 == 0 and os.waitpid(self.pid, os.WNOHANG)[0]:
+                raise RuntimeError(f"the helper process (pid {self.pid}) has ended; set OPENBLAS_NUM_THREADS=1 "
+                                   "to run without it")
+            os.sched_yield()
+        if control[FAILED] == self.posted:
+            raise RuntimeError("the helper process failed: " + bytes(self.message).decode(errors="replace").strip())
+        out[...] = self.rows_out[: out.size].reshape(self.out_shape)
+
+    def stop(self):
+        """Tell the child to end, and wait for it."""
+        self.control[STOP] = 1
+        try:
+            os.write(self.wake, b"!")  # wakes it if it sleeps
+            os.waitpid(self.pid, 0)
+        except (BrokenPipeError, ChildProcessError):  # it has ended already (and `collect` said so)
+            pass
+        os.close(self.wake)
+
+
+_helper = None  # the helper process, made on first need
+_seen = weakref.WeakValueDictionary()  # id -> matrix multiplied here once, not known to the helper
+_in_use = threading.Lock()  # one product at a time uses the helper; another thread meanwhile works alone
+_REASON = unavailable()  # checked once: None where a helper may run
+
+
+def for_matrix(w, work):
+    """(the helper, the key and transposed flag to post) for a product by w, or None to multiply here.
+
+    A matrix multiplied for the first time is multiplied here and remembered; the second time (the next pass),
+    a new helper is forked that has every matrix seen so far, so a model costs one fork, not 49. The caller
+    must `release()` after collecting.
+    """
+    global _helper
+    if _REASON is not None or w.dtype != np.float32 or w.nbytes < MIN_BYTES:
+        return None
+    owner, transposed = _owner(w)
+    if not _frozen(owner):
+        return None
+    key = id(owner)
+    if _helper is not None and _helper.parent != os.getpid():  # a forked child of ours: the helper is not its own
+        _helper = None
+    if _helper is None or not _helper.knows(key, owner):
+        if _seen.get(key) is not owner:
+            _seen[key] = owner
+            return None
+        matrices = {**(dict(_helper.known) if _helper else {}), **dict(_seen)}
+        if _helper is not None:
+            _helper.stop()
+        _set_blas_threads_to_one()
+        _helper = Helper(matrices, work)
+        _seen.clear()
+    if not _in_use.acquire(blocking=False):
+        return None
+    return _helper, key, transposed
+
+
+def release():
+    """The product that `for_matrix` handed the helper is collected."""
+    _in_use.release()
+
+
+def _set_blas_threads_to_one():
+    """From now on BLAS runs on the calling thread only, here and in the helper (which inherits it)."""
+    blas_thread_setter()(1)

@@ -1,0 +1,187 @@
+"""The helper process shares products and gives exactly x @ w; it is handed only what it can see; it fails loudly.
+
+Read helper_process.py first (why a second PROCESS multiplies half of each matrix's columns, and how the two
+meet in shared memory). Where no helper can run (not Linux on x86-64, one core, OPENBLAS_NUM_THREADS=1) these
+tests skip with the reason; the project's CI machines run them.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from conftest import REPO_ROOT
+
+import helper_process
+import panels
+from test_panels import assert_same_product
+
+pytestmark = pytest.mark.skipif(helper_process.unavailable() is not None,
+                                reason=f"no helper process here: {helper_process.unavailable()}")
+
+
+def read_only(array):
+    """array, read-only: as the loaders and gpt2.random_params give weights."""
+    array.flags.writeable = False
+    return array
+
+
+def shared(w, x):
+    """Multiply by w twice (the first product is made here and remembers w; the second forks a helper that has
+    it), and return the helper that now holds w."""
+    panels.matmul(x, w)
+    panels.matmul(x, w)
+    owner, _ = helper_process._owner(w)
+    helper = helper_process._helper
+    assert helper is not None and helper.knows(id(owner), owner), "the second product did not reach a helper"
+    return helper
+
+
+@pytest.fixture(scope="module")
+def matrices():
+    """A c_attn-shaped block matrix (column-major) and an LM head (wte, multiplied as wte.T), read-only."""
+    rng = np.random.default_rng(0)
+    w = np.empty((768, 2304), dtype=np.float32, order="F")
+    w[...] = rng.standard_normal((768, 2304), dtype=np.float32) * 0.02
+    wte = rng.standard_normal((50257, 768), dtype=np.float32) * 0.02
+    return read_only(w), read_only(wte)
+
+
+def test_a_shared_product_is_x_times_w_for_every_row_count(matrices):
+    """With the helper holding the matrices, m = 1 .. 64 rows, and 200 (a prompt, posted in slices of
+    ROWS_MAX rows), give x @ w to float32 rounding: the block matrix, and the LM head through wte.T."""
+    w, wte = matrices
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((200, 768), dtype=np.float32)
+    for matrix in (w, wte.T):
+        shared(matrix, x[:2])
+        reference = x @ np.ascontiguousarray(matrix)  # [200, n_out], row-major: plain BLAS
+        for m in [*range(1, 65), 200]:
+            assert_same_product(panels.matmul(x[:m], matrix), reference[:m], f"{m} rows, shared")
+
+
+def test_the_helper_gives_the_same_bits_as_one_process_alone(matrices):
+    """Each column is computed by the same routine in either process, so sharing changes no bit of the
+    result (a seed reproduces a run whether a helper runs or not)."""
+    w, wte = matrices
+    rng = np.random.default_rng(2)
+    for matrix in (w, wte.T):
+        for m in (1, 3, 8, 16, 40):
+            x = rng.standard_normal((m, 768), dtype=np.float32)
+            shared(matrix, x)
+            alone = np.empty((m, matrix.shape[1]), dtype=np.float32)
+            panels.columns(x, matrix, 0, matrix.shape[1], alone)
+            assert np.array_equal(panels.matmul(x, matrix), alone), f"{m} rows: the helper changed bits"
+
+
+def test_a_writable_matrix_is_never_handed_to_the_helper():
+    """Fork gives the helper a copy of memory as it was: a matrix that can still change would be multiplied
+    with old numbers. So a writable one stays here, however often it is used, and its product follows its
+    changes."""
+    rng = np.random.default_rng(3)
+    w = np.asfortranarray(rng.standard_normal((768, 2304), dtype=np.float32))
+    x = rng.standard_normal((4, 768), dtype=np.float32)
+    for _ in range(3):
+        assert helper_process.for_matrix(w, panels.columns) is None
+    w[:, 1500] = 7.0  # a column that the helper would multiply
+    assert_same_product(panels.matmul(x, w), x @ np.ascontiguousarray(w), "after a change")
+
+
+def test_the_check_has_teeth_a_matrix_changed_after_the_fork_gives_a_stale_product(monkeypatch):
+    """Why only read-only matrices go to the helper: let a writable one through, change it after the fork,
+    and the helper's half of the product is computed from the old numbers."""
+    monkeypatch.setattr(helper_process, "_frozen", lambda array: True)
+    rng = np.random.default_rng(4)
+    w = np.asfortranarray(rng.standard_normal((768, 2304), dtype=np.float32))
+    x = rng.standard_normal((4, 768), dtype=np.float32)
+    shared(w, x)
+    w[:, 2000] += 1.0  # the helper's half (columns from about 1152 on); the parent sees it, the helper does not
+    with pytest.raises(AssertionError, match="off by"):
+        assert_same_product(panels.matmul(x, w), x @ np.ascontiguousarray(w), "after a change")
+
+
+def test_an_error_in_the_helper_is_raised_in_the_parent_and_the_helper_goes_on():
+    """A job that raises in the helper: the parent raises RuntimeError with the helper's message, and the next
+    job is done as usual (nothing hangs, nothing is swallowed)."""
+    def work(x, w, begin, end, out):
+        if x[0, 0] < 0:
+            raise ValueError("a negative first entry")
+        out[...] = x @ w[:, begin:end]
+
+    w = read_only(np.asfortranarray(np.ones((512, 512), dtype=np.float32)))
+    helper = helper_process.Helper({id(w): w}, work)
+    try:
+        helper.post(-np.ones((2, 512), dtype=np.float32), id(w), False, 256, 512)
+        with pytest.raises(RuntimeError, match="the helper process failed: ValueError: a negative first entry"):
+            helper.collect(np.empty((2, 256), dtype=np.float32))
+        out = np.empty((2, 256), dtype=np.float32)
+        helper.post(np.ones((2, 512), dtype=np.float32), id(w), False, 256, 512)
+        helper.collect(out)
+        assert np.all(out == 512)
+    finally:
+        helper.stop()
+
+
+def test_the_helper_sleeps_after_spinning_and_wakes_for_the_next_job():
+    """After SPIN_SECONDS without a job the helper sleeps (it says so in control[SLEEPING]); a job posted
+    then wakes it, and is done."""
+    w = read_only(np.asfortranarray(np.ones((512, 512), dtype=np.float32)))
+    helper = helper_process.Helper({id(w): w}, lambda x, w, begin, end, out: np.matmul(x, w[:, begin:end], out=out))
+    try:
+        deadline = time.monotonic() + 10 * helper_process.SPIN_SECONDS + 5
+        while not helper.control[helper_process.SLEEPING] and time.monotonic() < deadline:
+            time.sleep(helper_process.SPIN_SECONDS)
+        assert helper.control[helper_process.SLEEPING] == 1, "the helper never went to sleep"
+        out = np.empty((3, 256), dtype=np.float32)
+        helper.post(np.full((3, 512), 2, dtype=np.float32), id(w), False, 256, 512)
+        helper.collect(out)
+        assert np.all(out == 1024)
+    finally:
+        helper.stop()
+
+
+def test_a_helper_that_has_died_is_reported_not_waited_for():
+    """The helper killed in the middle of its work: the parent's wait ends with a RuntimeError that says so,
+    within seconds, instead of spinning for ever."""
+    def slow(x, w, begin, end, out):
+        time.sleep(60)
+
+    w = read_only(np.asfortranarray(np.ones((512, 512), dtype=np.float32)))
+    helper = helper_process.Helper({id(w): w}, slow)
+    try:
+        helper.post(np.ones((1, 512), dtype=np.float32), id(w), False, 256, 512)
+        os.kill(helper.pid, 9)
+        started = time.monotonic()
+        with pytest.raises(RuntimeError, match=f"the helper process \\(pid {helper.pid}\\) has ended"):
+            helper.collect(np.empty((1, 256), dtype=np.float32))
+        assert time.monotonic() - started < 10
+    finally:
+        helper.stop()
+
+
+def test_the_helper_ends_when_its_parent_ends():
+    """A program that makes a helper and exits without stopping it: the helper sees its pipe close and ends
+    too, so no process is left spinning behind a finished run."""
+    program = (
+        "import numpy as np, helper_process\n"
+        "w = np.asfortranarray(np.ones((512, 512), dtype=np.float32)); w.flags.writeable = False\n"
+        "helper = helper_process.Helper({id(w): w}, lambda *job: None)\n"
+        "print(helper.pid, flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    pid = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    assert not _alive(pid), f"the helper {pid} outlived its parent"
+
+
+def _alive(pid):
+    """True while a process with this pid exists (and is not a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
