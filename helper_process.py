@@ -15,12 +15,14 @@ machine whose idle core has to be woken too (78 us for a round trip through two 
 project's machines). A second process has its own interpreter and its own GIL, so it CAN spin: it polls a
 number in memory that both processes map, and sees a new job within a microsecond. Measured on an Intel Xeon
 with 2 cores (NumPy 2.4, OpenBLAS 0.3.31), ms for the products of m rows through 124M's 48 block matrices,
-best of 9 (tools/small_parts.py times the same in every figures run):
+panel by panel, the panels split between two workers (best of 9):
 
-    m                                                1      2      4      8     16
-    one BLAS call, (w.T @ x.T).T, OpenBLAS's 2 threads   11.9   26.5   27.2   30.0   31.9
-    panels shared with a helper THREAD (locks)           -   18.1   18.6   24.5   31.6
-    half the columns each, here and in the helper process  11.3   11.6   14.2   24.3   29.2
+    m                                                      2      4      8     16
+    the caller and a helper THREAD, woken through a lock    18.1   18.6   24.5   31.6
+    the caller and a helper PROCESS, spinning               12.7   15.3   19.5   27.7
+
+(the thread's row from an earlier run on the same machine: the thread is gone). A whole pass over m positions
+after 512 cached tokens, in one-position passes: r(2) = 1.85 with the thread, 1.06 with the process.
 
 What is shared, and why it is safe
 ----------------------------------
@@ -34,7 +36,10 @@ What is shared, and why it is safe
   then the number into control[DONE]. Stores are seen by the other core in the order they were made only on
   x86-64 (its memory model, "total store order"), so the helper runs only there.
 - Both processes run BLAS on one thread each (`blas_thread_setter`): OpenBLAS's own threads would compete
-  with the helper for the two cores.
+  with the helper for the two cores. From the first helper on, every other BLAS call of this process (a
+  product of your own, `x @ w` with a writable w) runs on one core too.
+- Memory: pages that either side writes after the fork are copied, so a model freed in the parent stays in
+  the helper's copy until a new helper replaces it (`for_matrix` makes one for each new set of matrices).
 
 It spins for SPIN_SECONDS after its last job (a decode step comes every few tens of ms), then sleeps on a pipe;
 the parent writes a byte to wake it. It ignores Ctrl-C (the parent handles that) and ends when the parent's
@@ -59,17 +64,17 @@ import weakref
 import numpy as np
 
 SPIN_SECONDS = 0.05  # the helper polls for this long after a job, then sleeps until woken
-ROWS_MAX = 64  # rows per job; a longer product (a prompt) goes to the helper in slices of this many rows
 MIN_BYTES = 1 << 20  # a smaller matrix (a tiny test model's) is multiplied here: a hand-over would cost more
 
 # the integers of `control`, shared by the two processes
-POSTED, DONE, FAILED, SLEEPING, STOP, KEY, TRANSPOSED, ROWS, BEGIN, END = range(10)
-BLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
-                "openblas_set_num_threads64_", "openblas_set_num_threads")  # NumPy 2's wheels, then older builds
+POSTED, DONE, FAILED, SLEEPING, STOP, NAP, KEY, TRANSPOSED, ROWS, BEGIN, END = range(11)
+BLAS_PREFIXES = ("scipy_openblas_", "openblas_")  # NumPy 2's wheels, then older builds
+BLAS_SUFFIXES = ("64_", "")  # the 64-bit-integer build, then the 32-bit one
 
 
-def blas_thread_setter():
-    """OpenBLAS's set_num_threads function, in the OpenBLAS library this process has loaded, or None.
+def blas_thread_setter(name="set_num_threads"):
+    """OpenBLAS's set_num_threads function (or get_num_threads, by `name`), in the OpenBLAS library this
+    process has loaded, or None.
 
     NumPy's wheels bring their own OpenBLAS under a name of their own; /proc/self/maps lists every library the
     process has mapped (Linux), so it is found wherever NumPy put it (threadpoolctl does the same).
@@ -79,11 +84,11 @@ def blas_thread_setter():
                         if len(line.split(maxsplit=5)) == 6 and "openblas" in line.lower() and ".so" in line})
     for path in paths:
         library = ctypes.CDLL(path)  # the library already loaded: the same copy NumPy calls
-        for name in BLAS_SETTERS:
-            if hasattr(library, name):
-                setter = getattr(library, name)
-                setter.argtypes, setter.restype = [ctypes.c_int], None
-                return setter
+        for symbol in (prefix + name + suffix for prefix in BLAS_PREFIXES for suffix in BLAS_SUFFIXES):
+            if hasattr(library, symbol):
+                function = getattr(library, symbol)
+                function.argtypes, function.restype = ([ctypes.c_int], None) if name.startswith("set") else ([], ctypes.c_int)
+                return function
     return None
 
 
@@ -131,14 +136,14 @@ class Helper:
     """A forked copy of this process that runs `work(x, w, begin, end, out)` (out = x @ w[:, begin:end]) for
     the jobs posted to it, on the matrices it was given when it was made."""
 
-    def __init__(self, matrices: dict, work):
+    def __init__(self, matrices: dict, work, rows_max: int):
         if not hasattr(os, "fork"):  # Windows: `unavailable()` says so, and `for_matrix` makes no helper there
             raise RuntimeError(unavailable())
         n_in = max(w.shape[0] for w in matrices.values())  # the widest x, and the most columns, of any matrix
         n_out = max(max(w.shape) for w in matrices.values())  # (a transposed one has its shape the other way)
         self.control = np.frombuffer(mmap.mmap(-1, 8 * 16), dtype=np.int64)
-        self.rows_in = np.frombuffer(mmap.mmap(-1, 4 * ROWS_MAX * n_in), dtype=np.float32)
-        self.rows_out = np.frombuffer(mmap.mmap(-1, 4 * ROWS_MAX * n_out), dtype=np.float32)
+        self.rows_in = np.frombuffer(mmap.mmap(-1, 4 * rows_max * n_in), dtype=np.float32)  # jobs of <= rows_max rows
+        self.rows_out = np.frombuffer(mmap.mmap(-1, 4 * rows_max * n_out), dtype=np.float32)
         self.message = mmap.mmap(-1, 4096)  # why a job failed, as text
         self.known = weakref.WeakValueDictionary(matrices)  # the parent does not keep a model alive for it
         self.posted, self.out_shape, self.parent = 0, None, os.getpid()
@@ -178,7 +183,7 @@ class Helper:
                     control[FAILED] = seen
                 control[DONE] = seen
                 last = time.monotonic()
-            elif time.monotonic() - last < SPIN_SECONDS:
+            elif time.monotonic() - last < SPIN_SECONDS and not control[NAP]:
                 os.sched_yield()  # lets anything else that needs this core run
             else:  # sleep: say so first, then look once more, so a job posted meanwhile is not missed
                 control[SLEEPING] = 1
@@ -188,11 +193,12 @@ class Helper:
                 last = time.monotonic()
 
     def post(self, x, key, transposed, begin, end):
-        """Hand the child out = x @ w[:, begin:end] (x at most ROWS_MAX rows); `collect` waits for it."""
+        """Hand the child out = x @ w[:, begin:end] (x at most rows_max rows); `collect` waits for it."""
         rows = x.shape[0]
         self.rows_in[: x.size].reshape(x.shape)[...] = x
         control = self.control
         control[KEY], control[TRANSPOSED], control[ROWS], control[BEGIN], control[END] = key, transposed, rows, begin, end
+        control[NAP] = 0
         self.posted += 1
         self.out_shape = (rows, end - begin)
         control[POSTED] = self.posted  # last: the job is complete in memory before its number is seen
@@ -215,6 +221,16 @@ class Helper:
             raise RuntimeError("the helper process failed: " + bytes(self.message).decode(errors="replace").strip())
         out[...] = self.rows_out[: out.size].reshape(self.out_shape)
 
+    def nap(self):
+        """Send the child to sleep now, not after SPIN_SECONDS, and wait until it sleeps (its core is free)."""
+        self.control[NAP] = 1
+        spins = 0
+        while not self.control[SLEEPING]:
+            spins += 1
+            if spins % 100_000 == 0 and os.waitpid(self.pid, os.WNOHANG)[0]:
+                return  # it has ended: its core is free too
+            os.sched_yield()
+
     def stop(self):
         """Tell the child to end, and wait for it."""
         self.control[STOP] = 1
@@ -227,19 +243,22 @@ class Helper:
 
 
 _helper = None  # the helper process, made on first need
+_blas_threads = None  # OpenBLAS's thread count before the first helper set it to 1
+_all_cores = False  # True while BLAS has every core and the helper naps (`all_cores`)
 _seen = weakref.WeakValueDictionary()  # id -> matrix multiplied here once, not known to the helper
 _in_use = threading.Lock()  # one product at a time uses the helper; another thread meanwhile works alone
 _REASON = unavailable()  # checked once: None where a helper may run
 
 
-def for_matrix(w, work):
-    """(the helper, the key and transposed flag to post) for a product by w, or None to multiply here.
+def for_matrix(w, work, rows_max):
+    """(the helper, the key and transposed flag to post) for a product by w of at most rows_max rows, or None
+    to multiply here.
 
     A matrix multiplied for the first time is multiplied here and remembered; the second time (the next pass),
     a new helper is forked that has every matrix seen so far, so a model costs one fork, not 49. The caller
     must `release()` after collecting.
     """
-    global _helper
+    global _helper, _blas_threads, _all_cores
     if _REASON is not None or w.dtype != np.float32 or w.nbytes < MIN_BYTES:
         return None
     owner, transposed = _owner(w)
@@ -255,11 +274,15 @@ def for_matrix(w, work):
         matrices = {**(dict(_helper.known) if _helper else {}), **dict(_seen)}
         if _helper is not None:
             _helper.stop()
-        _set_blas_threads_to_one()
-        _helper = Helper(matrices, work)
+        _blas_threads = _blas_threads or blas_thread_setter("get_num_threads")()
+        blas_thread_setter()(1)  # from now on BLAS runs on the calling thread only, here and in the helper
+        _helper, _all_cores = Helper(matrices, work, rows_max), False
         _seen.clear()
     if not _in_use.acquire(blocking=False):
         return None
+    if _all_cores:  # back from a prompt: BLAS on one thread again (the helper wakes with the job)
+        blas_thread_setter()(1)
+        _all_cores = False
     return _helper, key, transposed
 
 
@@ -268,6 +291,17 @@ def release():
     _in_use.release()
 
 
-def _set_blas_threads_to_one():
-    """From now on BLAS runs on the calling thread only, here and in the helper (which inherits it)."""
-    blas_thread_setter()(1)
+def all_cores():
+    """Before a product of many rows (a prompt): the helper sleeps, and BLAS runs on all its threads here, until
+    the next product `for_matrix` shares. Its big kernel is the faster there (the arithmetic has caught up with
+    the reading of the weights), and it would not fit the shared buffers anyway. OpenBLAS's threads spin for a
+    while after such a product (about 0.1 s), slowing the next few shared products."""
+    global _all_cores
+    if _helper is None or _all_cores or _helper.parent != os.getpid() or not _in_use.acquire(blocking=False):
+        return
+    try:
+        _helper.nap()
+        blas_thread_setter()(_blas_threads)
+        _all_cores = True
+    finally:
+        _in_use.release()

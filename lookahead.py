@@ -62,11 +62,12 @@ def break_even_alpha(K, c, r=1.0):
 
 # r(m): the time of a target pass over m new positions, in 1-position passes, measured with the KV cache on an
 # Intel Xeon with 2 cores (NumPy's OpenBLAS; 124M, medians after 512 cached tokens: BENCHMARKS.md's r(m) table).
-# panels.py multiplies a few rows panel by panel, so r stays near 1 for a few positions and then grows far more
-# slowly than m, as the arithmetic catches up with the reading of the weights. `calibrate` below measures it on
+# panels.py multiplies a few rows panel by panel, half of the columns in a helper process on the second core, so
+# r stays near 1 for two positions and then grows far more slowly than m, as the arithmetic catches up with the
+# reading of the weights. `calibrate` below measures it on
 # your machine (main.py does, before its timed runs; so does tools/benchmark_text.py); set `target_model.r_table`
 # (a list, r_table[m - 1] = r(m)) to use your own figures.
-R_TABLE = [1.00, 1.99, 2.46, 2.28, 1.88, 1.96, 2.10, 2.12, 2.32, 2.40, 2.57, 2.51, 3.69, 3.76, 4.11, 3.11]
+R_TABLE = [1.00, 1.07, 1.38, 1.41, 1.57, 1.64, 1.78, 1.77, 1.96, 2.01, 2.16, 2.18, 2.35, 2.32, 2.60, 2.58]
 
 
 MATCH_BUCKETS = (1, 2, 4, 8, 16)  # the shortest match of each bucket: 1, 2-3, 4-7, 8-15, 16 and more tokens

@@ -30,36 +30,38 @@ Why two processes: one core cannot read memory as fast as two. BLAS's one-row pr
 panel product is too small for BLAS to split. So `matmul` splits the COLUMNS instead: this process multiplies
 the first half of w's panels and a helper process (helper_process.py: why a process, and how the two meet
 in shared memory) the second half, at the same time, each on one core. One row goes the same way (half the
-matrix-vector product each), and so does a prompt (half of one BLAS call each). Where no helper can run
+matrix-vector product each); a prompt does not (below). Where no helper can run
 (not Linux on x86-64, one core, OPENBLAS_NUM_THREADS=1) this process multiplies every column, BLAS using
 its own threads. Measured on an Intel Xeon with 2 cores (NumPy 2.4, OpenBLAS 0.3.31), ms for the products
 of m rows through 124M's 48 block matrices (best of 9; tools/small_parts.py times the same in every figures
 run, the "design-timing" table of BENCHMARKS.md):
 
     m                                                     1      2      4      8     16
-    one BLAS call, (w.T @ x.T).T (2 threads)            11.9   26.5   27.2   30.0   31.9
-    panels, one process, one core                          -   24.1   29.2   36.6   49.4
-    half the columns here, half in the helper process   11.3   11.6   14.2   24.3   29.2
+    one BLAS call, (w.T @ x.T).T (2 threads)            11.1   24.8   25.3   29.2   31.2
+    panels, this process alone                             -   21.6   26.9   35.5   48.6
+    half the columns here, half in the helper process   12.0   12.7   15.3   19.5   27.7
 
-Which product, by rows: one row, BLAS's matrix-vector product; 2 to PANEL_ROWS_MAX rows, the panels; more
-(a prompt), one BLAS call, whose big kernel is the faster once the arithmetic catches up.
+Which product, by rows: one row, BLAS's matrix-vector product; 2 to PANEL_ROWS_MAX rows, the panels (each half
+in its process); more (a prompt), one BLAS call on all cores while the helper sleeps, whose big kernel is the
+faster once the arithmetic has caught up.
 """
 
 import numpy as np
 
 import helper_process
 
-PANEL_ROWS_MAX = 16  # longer passes (a prompt, or 16 guesses and more) go to one BLAS call: faster there
+PANEL_ROWS_MAX = 24  # longer passes (a prompt) go to one BLAS call on all cores: faster there
 HELPER_SHARE = 0.5  # of a matrix's panels, for the helper process
 BLAS_ONE_THREAD_MAX = 2**20  # OpenBLAS (0.3.31) keeps a product of m x n_in x width <= this on the calling thread
 
 
 def panel_width(n_in: int) -> int:
-    """Columns of w per panel: the widest power of two up to 64 whose product with PANEL_ROWS_MAX rows OpenBLAS
-    runs on the calling thread (where BLAS has threads of its own, they would compete with the other half's
-    core). 64 for n_in = 768 to 1280 (192 KB a panel for 768), 32 for 1600, 16 for 3072 to 5120, 8 for 6400."""
+    """Columns of w per panel: the widest power of two up to 64 whose product with 16 rows (a round of 15
+    guesses) OpenBLAS runs on the calling thread (where BLAS has threads of its own, they would compete with the
+    other half's core). 64 for n_in = 768 to 1280 (192 KB a panel for 768), 32 for 1600, 16 for 3072 to 5120,
+    8 for 6400."""
     width = 64
-    while width > 1 and PANEL_ROWS_MAX * n_in * width > BLAS_ONE_THREAD_MAX:
+    while width > 1 and 16 * n_in * width > BLAS_ONE_THREAD_MAX:
         width //= 2
     return width
 
@@ -84,15 +86,19 @@ def column_major(params: dict) -> dict:
 def matmul(x, w):
     """x @ w for x [m, n_in] and w [n_in, n_out] float32: the same product, computed the fastest way for m.
 
-    w column-major (`column_major`): the columns split between this process and the helper process where one
-    runs (`helper_process.for_matrix`), each half multiplied by `columns`. Any other w (a row-major matrix, as
-    a test or a tiny model may pass) gets plain x @ w.
+    w column-major (`column_major`) and m <= PANEL_ROWS_MAX: the columns split between this process and the
+    helper process where one runs (`helper_process.for_matrix`), each half multiplied by `columns`. More rows
+    (a prompt): one BLAS call on every core (`helper_process.all_cores`). Any other w (a row-major matrix, as a
+    test or a tiny model may pass) gets plain x @ w.
     """
+    m, n_out = x.shape[0], w.shape[1]
     if not w.flags.f_contiguous or w.ndim != 2 or x.ndim != 2:
         return x @ w  # [m, n_out]
-    m, n_out = x.shape[0], w.shape[1]
+    if m > PANEL_ROWS_MAX:
+        helper_process.all_cores()
+        return x @ w  # [m, n_in] @ [n_in, n_out] -> [m, n_out]: one BLAS call, on all cores
     y = np.empty((m, n_out), dtype=np.result_type(x, w))  # [m, n_out]
-    share = helper_process.for_matrix(w, columns) if x.dtype == w.dtype == np.float32 else None
+    share = helper_process.for_matrix(w, columns, PANEL_ROWS_MAX) if x.dtype == w.dtype == np.float32 else None
     if share is None:
         columns(x, w, 0, n_out, y)  # every column here
         return y
@@ -100,30 +106,26 @@ def matmul(x, w):
     width = panel_width(w.shape[0])
     split = width * round(n_out // width * (1 - HELPER_SHARE))  # whole panels here, the rest in the helper
     try:
-        for first in range(0, m, helper_process.ROWS_MAX):  # a prompt goes in slices of rows
-            rows = slice(first, first + helper_process.ROWS_MAX)
-            helper.post(x[rows], key, transposed, split, n_out)  # the helper: columns split .. n_out
-            columns(x[rows], w, 0, split, y[rows, :split])  # meanwhile, here: columns 0 .. split
-            helper.collect(y[rows, split:])
+        helper.post(x, key, transposed, split, n_out)  # the helper: columns split .. n_out
+        columns(x, w, 0, split, y[:, :split])  # meanwhile, here: columns 0 .. split
+        helper.collect(y[:, split:])
     finally:
         helper_process.release()
     return y
 
 
 def columns(x, w, begin, end, out):
-    """out = x @ w[:, begin:end] for out [m, end - begin]: columns begin .. end of the product, on one core (or
-    on BLAS's threads, where no helper runs), by the product that is fastest for m rows."""
+    """out = x @ w[:, begin:end] for out [m, end - begin] and m <= PANEL_ROWS_MAX: columns begin .. end of the
+    product, on one core (or on BLAS's threads, where no helper runs)."""
     m, n_in = x.shape
     w_t = w.T[begin:end]  # [n, n_in]: w's columns, each one contiguous row of w.T
     if m == 1:
         np.matmul(w_t, x[0], out=out[0])  # [n, n_in] @ [n_in] -> [n]: BLAS's matrix-vector product
-    elif m <= PANEL_ROWS_MAX:
-        width = panel_width(n_in)
-        n_full = (end - begin) // width * width  # the columns in whole panels; the rest (wte.T's last few) after
-        panels = w_t[:n_full].reshape(-1, width, n_in).transpose(0, 2, 1)  # [n_panels, n_in, width]: views
-        product = np.matmul(x, panels)  # [m, n_in] @ [n_panels, n_in, width] -> [n_panels, m, width]
-        out[:, :n_full] = product.transpose(1, 0, 2).reshape(m, n_full)  # panel p holds columns p * width ...
-        if n_full < end - begin:
-            out[:, n_full:] = (w_t[n_full:] @ x.T).T  # [m, n - n_full]
-    else:
-        out[...] = (w_t @ x.T).T  # [n, n_in] @ [n_in, m] -> [n, m] -> [m, n]
+        return
+    width = panel_width(n_in)
+    n_full = (end - begin) // width * width  # the columns in whole panels; the rest (wte.T's last few) after
+    panels = w_t[:n_full].reshape(-1, width, n_in).transpose(0, 2, 1)  # [n_panels, n_in, width]: views
+    product = np.matmul(x, panels)  # [m, n_in] @ [n_panels, n_in, width] -> [n_panels, m, width]
+    out[:, :n_full] = product.transpose(1, 0, 2).reshape(m, n_full)  # panel p holds columns p * width ...
+    if n_full < end - begin:
+        out[:, n_full:] = (w_t[n_full:] @ x.T).T  # [m, n - n_full]

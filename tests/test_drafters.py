@@ -33,7 +33,7 @@ def drafter_tv(make_drafter, K, n_samples, seed):
     """(TV of n_samples outputs of speculative sampling with a fresh drafter each run, the bound).
 
     The target claims r(m) = 1 for every m (Leviathan et al.'s assumption), so that K="auto" proposes from the
-    first round: with R_TABLE's r(2) ~ 2.5 it would decline every round of a 5-token run (its first probe comes
+    first round: with an r(2) of 2.5 (DIPPING_R's) it would decline every round of a 5-token run (its first probe comes
     in round 5) and the check would never see a guess. The runs must have checked guesses, or the test says so.
     """
     rng = np.random.default_rng(seed)
@@ -218,13 +218,13 @@ def lookup_round(match_length, checks):
 def test_auto_with_lookup_trusts_a_long_match_and_learns_to_decline_a_short_one():
     """By match length (lookahead.AutoK): a_i = A(n + i - 1), A of a bucket starting at Laplace's (l + 1)/(l + 2).
     A 20-token match: a = 17/18 at every position, and (1 + a + ... + a^k) / r(k + 1) grows with k up to
-    k_max = 16 (11.2 / 3.42 = 3.3 there, R_TABLE's r(17) being its last entry). A 1-token match before any
-    evidence: a_1 = 2/3, a_2 = a_3 = 3/4, ..., best k = 7 at 1.42 (R_TABLE's dip at r(8)). After ten
+    k_max = 16 (11.2 / 3.42 = 3.3 there, DIPPING_R's r(16) being its last entry, used beyond). A 1-token match
+    before any evidence: a_1 = 2/3, a_2 = a_3 = 3/4, ..., best k = 7 at 1.42 (DIPPING_R's dip at r(8)). After ten
     1-token matches whose first guess was rejected, A(1) = (2 * 2/3) / (2 + sum of 0.95^j for j < 10 = 8.03) =
     0.13, and every k is worse than a plain step: k = 0, while the 20-token match still proposes 16. No match:
     nothing to propose, k = 0."""
     lookup = drafters.prompt_lookup()
-    auto = lookahead.AutoK(lookup, markov_model(TARGET_TABLE), k_max=16)
+    auto = lookahead.AutoK(lookup, target_with_r(DIPPING_R), k_max=16)
     long_match = list(range(30)) + list(range(20))
     short_match = [7, 8, 9, 10, 11, 7]
     assert lookup.match_length(long_match) == 20 and lookup.match_length(short_match) == 1

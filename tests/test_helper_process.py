@@ -50,8 +50,8 @@ def matrices():
 
 
 def test_a_shared_product_is_x_times_w_for_every_row_count(matrices):
-    """With the helper holding the matrices, m = 1 .. 64 rows, and 200 (a prompt, posted in slices of
-    ROWS_MAX rows), give x @ w to float32 rounding: the block matrix, and the LM head through wte.T."""
+    """With the helper holding the matrices, m = 1 .. 64 rows, and 200 (a prompt, multiplied here on all
+    cores while the helper naps), give x @ w to float32 rounding: the block matrix, and the LM head (wte.T)."""
     w, wte = matrices
     rng = np.random.default_rng(1)
     x = rng.standard_normal((200, 768), dtype=np.float32)
@@ -68,12 +68,28 @@ def test_the_helper_gives_the_same_bits_as_one_process_alone(matrices):
     w, wte = matrices
     rng = np.random.default_rng(2)
     for matrix in (w, wte.T):
-        for m in (1, 3, 8, 16, 40):
+        for m in (1, 3, 8, panels.PANEL_ROWS_MAX):
             x = rng.standard_normal((m, 768), dtype=np.float32)
             shared(matrix, x)
             alone = np.empty((m, matrix.shape[1]), dtype=np.float32)
             panels.columns(x, matrix, 0, matrix.shape[1], alone)
             assert np.array_equal(panels.matmul(x, matrix), alone), f"{m} rows: the helper changed bits"
+
+
+def test_a_prompt_gets_every_core_and_the_next_pass_shares_again(matrices):
+    """A product of more rows than PANEL_ROWS_MAX sends the helper to sleep at once and gives BLAS back its
+    threads; the next few-row product wakes the helper and puts BLAS on one thread again."""
+    w, _ = matrices
+    rng = np.random.default_rng(5)
+    shared(w, rng.standard_normal((2, 768), dtype=np.float32))
+    get_threads = helper_process.blas_thread_setter("get_num_threads")
+    assert get_threads() == 1
+    x = rng.standard_normal((100, 768), dtype=np.float32)
+    assert_same_product(panels.matmul(x, w), x @ np.ascontiguousarray(w), "a 100-row prompt")
+    assert helper_process._helper.control[helper_process.SLEEPING] == 1, "the helper did not nap"
+    assert get_threads() == helper_process._blas_threads > 1
+    assert_same_product(panels.matmul(x[:3], w), x[:3] @ np.ascontiguousarray(w), "3 rows after the prompt")
+    assert get_threads() == 1
 
 
 def test_a_writable_matrix_is_never_handed_to_the_helper():
@@ -84,7 +100,7 @@ def test_a_writable_matrix_is_never_handed_to_the_helper():
     w = np.asfortranarray(rng.standard_normal((768, 2304), dtype=np.float32))
     x = rng.standard_normal((4, 768), dtype=np.float32)
     for _ in range(3):
-        assert helper_process.for_matrix(w, panels.columns) is None
+        assert helper_process.for_matrix(w, panels.columns, panels.PANEL_ROWS_MAX) is None
     w[:, 1500] = 7.0  # a column that the helper would multiply
     assert_same_product(panels.matmul(x, w), x @ np.ascontiguousarray(w), "after a change")
 
@@ -111,7 +127,7 @@ def test_an_error_in_the_helper_is_raised_in_the_parent_and_the_helper_goes_on()
         out[...] = x @ w[:, begin:end]
 
     w = read_only(np.asfortranarray(np.ones((512, 512), dtype=np.float32)))
-    helper = helper_process.Helper({id(w): w}, work)
+    helper = helper_process.Helper({id(w): w}, work, rows_max=4)
     try:
         helper.post(-np.ones((2, 512), dtype=np.float32), id(w), False, 256, 512)
         with pytest.raises(RuntimeError, match="the helper process failed: ValueError: a negative first entry"):
@@ -128,7 +144,8 @@ def test_the_helper_sleeps_after_spinning_and_wakes_for_the_next_job():
     """After SPIN_SECONDS without a job the helper sleeps (it says so in control[SLEEPING]); a job posted
     then wakes it, and is done."""
     w = read_only(np.asfortranarray(np.ones((512, 512), dtype=np.float32)))
-    helper = helper_process.Helper({id(w): w}, lambda x, w, begin, end, out: np.matmul(x, w[:, begin:end], out=out))
+    helper = helper_process.Helper({id(w): w}, lambda x, w, begin, end, out: np.matmul(x, w[:, begin:end], out=out),
+                                    rows_max=4)
     try:
         deadline = time.monotonic() + 10 * helper_process.SPIN_SECONDS + 5
         while not helper.control[helper_process.SLEEPING] and time.monotonic() < deadline:
@@ -149,7 +166,7 @@ def test_a_helper_that_has_died_is_reported_not_waited_for():
         time.sleep(60)
 
     w = read_only(np.asfortranarray(np.ones((512, 512), dtype=np.float32)))
-    helper = helper_process.Helper({id(w): w}, slow)
+    helper = helper_process.Helper({id(w): w}, slow, rows_max=4)
     try:
         helper.post(np.ones((1, 512), dtype=np.float32), id(w), False, 256, 512)
         os.kill(helper.pid, 9)
@@ -167,7 +184,7 @@ def test_the_helper_ends_when_its_parent_ends():
     program = (
         "import numpy as np, helper_process\n"
         "w = np.asfortranarray(np.ones((512, 512), dtype=np.float32)); w.flags.writeable = False\n"
-        "helper = helper_process.Helper({id(w): w}, lambda *job: None)\n"
+        "helper = helper_process.Helper({id(w): w}, lambda *job: None, rows_max=4)\n"
         "print(helper.pid, flush=True)\n"
     )
     done = subprocess.run([sys.executable, "-c", program], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)

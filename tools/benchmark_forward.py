@@ -9,8 +9,8 @@ but every weight must come from memory, so a decoding step cannot beat
     floor = bytes of the weights / memory bandwidth        (≈ 498 MB / 30 GB/s ≈ 17 ms for 124M)
 
 The bandwidth is the STRICT one: the best that a single large float32 matrix-vector product reaches in the
-same run ([8192, 8192] @ [8192] and [8192] @ [8192, 8192], 256 MiB, 8x the largest cache, each product timed
-on its own). Bursts of such products are timed in turns with the decoding runs, so both see the machine in
+same run ([8192, 8192] @ [8192], 256 MiB, 8x the largest cache, each product timed on its own), made the way
+the model makes a one-row product (panels.matmul: both cores streaming, this process and its helper). Bursts of such products are timed in turns with the decoding runs, so both see the machine in
 the same states. What this script prints, for random weights of the real shapes of each --sizes:
 
 1. The table. `autoregressive_sampling` with a `create_model_fn` model at temperature 0, per token, after
@@ -70,6 +70,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import benchmark  # noqa: E402
 import lookahead  # noqa: E402
+import panels  # noqa: E402
 from benchmark import model_name  # noqa: E402
 from gpt2 import HPARAMS, random_params  # noqa: E402
 from main import timed  # noqa: E402
@@ -153,11 +154,19 @@ def as_picogpt_runs_it(tree):
 
 
 def product_bandwidths(w, v, n_products: int) -> list:
-    """Bytes per second of n_products float32 matrix-vector products, each timed on its own, taking turns
-    between w @ v (each output a dot product over a contiguous row) and v @ w (each row of w scaled and
-    added): OpenBLAS streams the two at different rates, and the floor takes the better."""
-    products = [lambda: w @ v, lambda: v @ w]
-    return [w.nbytes / timed(products[i % 2])[1] for i in range(n_products)]
+    """Bytes per second of n_products float32 matrix-vector products w @ v, each timed on its own (each
+    output a dot product over a contiguous row of w), made as the model makes a one-row product:
+    panels.matmul(v, w.T), whose columns are shared with the helper process where one runs (so both cores
+    stream, as a decoding step's do), else BLAS's matrix-vector product on its own threads. w is read-only,
+    as the model's weights are; its first two products are not timed (the second starts the helper)."""
+    w.flags.writeable = False
+    row = v[None, :]  # [1, n]
+
+    def product():
+        return panels.matmul(row, w.T)  # [1, n] @ [n, n] -> [1, n]: w @ v
+
+    product(), product()
+    return [w.nbytes / timed(product)[1] for _ in range(n_products)]
 
 
 def sampler_seconds_per_token(model, prompt, n_new: int, rng) -> float:
@@ -257,8 +266,8 @@ def step_breakdown(model, params, ids, n_prompt, rounds, rng) -> dict:
     parts = {
         "sampler step": lambda: autoregressive_sampling(step_ids[:-1], model, 1, rng),  # the same pass, + sampler
         "model step": lambda: model(step_ids, 1),
-        "block products": lambda: [rows[m.shape[0]] @ m for m in matrices],
-        "LM head": lambda: rows[n_embd] @ wte.T,
+        "block products": lambda: [panels.matmul(rows[m.shape[0]], m) for m in matrices],  # as gpt2.linear
+        "LM head": lambda: panels.matmul(rows[n_embd], wte.T),  # as gpt2.gpt2
         "logits_to_probs": lambda: logits_to_probs(logits, temperature=0),
         "_check_probs + _sample": lambda: _sample(_check_probs(logits_to_probs(logits, 0), 1, n_vocab, "m")[0], rng),
         "sampled": lambda: sampler_work(SAMPLING_SETTINGS),

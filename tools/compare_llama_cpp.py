@@ -74,9 +74,10 @@ DEFAULTS = {"model": "124M", "threads": "1,2", "prompt": PROMPT, "n_check": "32"
             "ms": "1,2,4,8,16", "repeats": "5", "seed": "0", "flash_attn": "false", "gguf": None, "reuse_gguf": "false",
             "json": None}
 DECODE_TARGET = 1.0  # the goal: a decoding step no slower than llama.cpp's
-# After a call, each implementation's worker threads spin a while, waiting for more work (OpenBLAS's for 2^28 cycles,
-# about a tenth of a second; llama.cpp's OpenMP threads for less) before they sleep: in one process they would take
-# a core from the other's turn. So each timed turn starts after this pause, long enough for both to sleep.
+# After a call, each implementation's workers spin a while, waiting for more work (OpenBLAS's threads for 2^28
+# cycles, about a tenth of a second; this project's helper process for helper_process.SPIN_SECONDS; llama.cpp's
+# OpenMP threads for less) before they sleep: in one process they would take a core from the other's turn. So
+# each timed turn starts after this pause, long enough for all of them to sleep.
 SETTLE_SECONDS = 0.2
 
 
