@@ -186,16 +186,17 @@ def test_the_trace_excerpts_p_and_q_are_the_range_the_text_gives():
     assert f"in this excerpt they run from {low} to {high}" in " ".join(README.split())
 
 
-def test_r_of_m_grows_far_more_slowly_than_m_after_a_first_step():
-    """What the README says of r(m), against every row of BENCHMARKS.md's r table: from m = 8 on, r(m) / r(2)
-    is less than half of m / 2 (rows cost far less than in proportion), and r(2) is above 1 (the first step)."""
-    assert "grows far more slowly than m, after a first step from m = 1 to 2" in " ".join(README.split())
+def test_r_of_m_is_about_1_at_2_and_grows_far_more_slowly_than_m():
+    """What the README says of r(m), against every row of BENCHMARKS.md's r table: r(2) is about 1 (within a
+    fifth of it), and from m = 8 on r(m) / r(2) is less than half of m / 2 (rows cost far less than in
+    proportion)."""
+    assert "is about 1 at m = 2 and then grows far more slowly than m" in " ".join(README.split())
     header, *rows = markdown_rows(generated_block("r-table"))
     ms = [int(m) for m in header[1:]]
     for row in rows:
         r = dict(zip(ms, map(float, row[1:])))
         assert all(r[m] / r[2] < (m / 2) / 2 for m in ms if m >= 8), row[0]
-        assert r[2] > 1, row[0]
+        assert abs(r[2] - 1) <= 0.2, row[0]
 
 
 def requirement_names(path):

@@ -36,14 +36,16 @@ def assert_same_product(y, reference, what):
 
 @pytest.mark.parametrize("n_in, n_out", family_shapes(), ids=lambda value: str(value))
 def test_every_row_count_from_1_to_64_gives_x_times_w(n_in, n_out):
-    """One random matrix of the shape, column-major as the loaders keep it (small values, like GPT-2's), and
-    64 random rows: panels.matmul(x[:m], w) against x[:m] @ w for m = 1 .. 64 (the 64-row reference's first m
-    rows: a BLAS product's rows do not depend on the other rows, beyond rounding)."""
+    """One random matrix of the shape, column-major and read-only as the loaders keep it (small values, like
+    GPT-2's), and 64 random rows: panels.matmul(x[:m], w) against x[:m] @ w for m = 1 .. 64 (the 64-row
+    reference's first m rows: a BLAS product's rows do not depend on the other rows, beyond rounding). From the
+    second product on, where a helper process can run, its columns are shared with it, as a model's are."""
     rng = np.random.default_rng(n_in * 100_000 + n_out)
     w = np.empty((n_in, n_out), dtype=np.float32, order="F")
     rng.random(out=w.T, dtype=np.float32)  # fills w column by column, in place
     w -= 0.5
     w *= 0.04  # values in [-0.02, 0.02)
+    w.flags.writeable = False
     x = rng.standard_normal((64, n_in), dtype=np.float32)  # [64, n_in]
     reference = x @ np.ascontiguousarray(w) if n_in * n_out < 10**7 else x @ w  # [64, n_out]
     for m in range(1, 65):
