@@ -35,7 +35,7 @@ What is shared, and why it is safe
   then its number into control[POSTED]; the child, seeing a new number, does the job, writes the result,
   then the number into control[DONE]. Stores are seen by the other core in the order they were made only on
   x86-64 (its memory model, "total store order"), so the helper runs only there.
-- Both processes run BLAS on one thread each (`blas_thread_setter`): OpenBLAS's own threads would compete
+- Both processes run BLAS on one thread each (`openblas_function`): OpenBLAS's own threads would compete
   with the helper for the two cores. From the first helper on, every other BLAS call of this process (a
   product of your own, `x @ w` with a writable w) runs on one core too.
 - Memory: pages that either side writes after the fork are copied, so a model freed in the parent stays in
@@ -72,8 +72,8 @@ BLAS_PREFIXES = ("scipy_openblas_", "openblas_")  # NumPy 2's wheels, then older
 BLAS_SUFFIXES = ("64_", "")  # the 64-bit-integer build, then the 32-bit one
 
 
-def blas_thread_setter(name="set_num_threads"):
-    """OpenBLAS's set_num_threads function (or get_num_threads, by `name`), in the OpenBLAS library this
+def openblas_function(name):
+    """OpenBLAS's function `name` ("set_num_threads" or "get_num_threads"), from the OpenBLAS library this
     process has loaded, or None.
 
     NumPy's wheels bring their own OpenBLAS under a name of their own; /proc/self/maps lists every library the
@@ -87,7 +87,8 @@ def blas_thread_setter(name="set_num_threads"):
         for symbol in (prefix + name + suffix for prefix in BLAS_PREFIXES for suffix in BLAS_SUFFIXES):
             if hasattr(library, symbol):
                 function = getattr(library, symbol)
-                function.argtypes, function.restype = ([ctypes.c_int], None) if name.startswith("set") else ([], ctypes.c_int)
+                setting = name.startswith("set")
+                function.argtypes, function.restype = ([ctypes.c_int], None) if setting else ([], ctypes.c_int)
                 return function
     return None
 
@@ -107,7 +108,7 @@ def unavailable():
         return "OPENBLAS_NUM_THREADS=1 asks for one core"
     if _cores() < 2:
         return "this process may use one core only"
-    if blas_thread_setter() is None:
+    if openblas_function("set_num_threads") is None:
         return "NumPy's BLAS is not an OpenBLAS whose threads can be set"
     return None
 
@@ -197,8 +198,8 @@ class Helper:
         rows = x.shape[0]
         self.rows_in[: x.size].reshape(x.shape)[...] = x
         control = self.control
-        control[KEY], control[TRANSPOSED], control[ROWS], control[BEGIN], control[END] = key, transposed, rows, begin, end
-        control[NAP] = 0
+        control[KEY], control[TRANSPOSED], control[ROWS] = key, transposed, rows
+        control[BEGIN], control[END], control[NAP] = begin, end, 0
         self.posted += 1
         self.out_shape = (rows, end - begin)
         control[POSTED] = self.posted  # last: the job is complete in memory before its number is seen
@@ -274,14 +275,14 @@ def for_matrix(w, work, rows_max):
         matrices = {**(dict(_helper.known) if _helper else {}), **dict(_seen)}
         if _helper is not None:
             _helper.stop()
-        _blas_threads = _blas_threads or blas_thread_setter("get_num_threads")()
-        blas_thread_setter()(1)  # from now on BLAS runs on the calling thread only, here and in the helper
+        _blas_threads = _blas_threads or openblas_function("get_num_threads")()
+        openblas_function("set_num_threads")(1)  # from now on BLAS runs on the calling thread, here and in the helper
         _helper, _all_cores = Helper(matrices, work, rows_max), False
         _seen.clear()
     if not _in_use.acquire(blocking=False):
         return None
     if _all_cores:  # back from a prompt: BLAS on one thread again (the helper wakes with the job)
-        blas_thread_setter()(1)
+        openblas_function("set_num_threads")(1)
         _all_cores = False
     return _helper, key, transposed
 
@@ -301,7 +302,7 @@ def all_cores():
         return
     try:
         _helper.nap()
-        blas_thread_setter()(_blas_threads)
+        openblas_function("set_num_threads")(_blas_threads)
         _all_cores = True
     finally:
         _in_use.release()

@@ -82,7 +82,7 @@ def test_a_prompt_gets_every_core_and_the_next_pass_shares_again(matrices):
     w, _ = matrices
     rng = np.random.default_rng(5)
     shared(w, rng.standard_normal((2, 768), dtype=np.float32))
-    get_threads = helper_process.blas_thread_setter("get_num_threads")
+    get_threads = helper_process.openblas_function("get_num_threads")
     assert get_threads() == 1
     x = rng.standard_normal((100, 768), dtype=np.float32)
     assert_same_product(panels.matmul(x, w), x @ np.ascontiguousarray(w), "a 100-row prompt")
