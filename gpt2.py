@@ -386,19 +386,23 @@ def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02) ->
 
     Every term is non-trivial: biases are random and layer-norm gains and shifts are not 1 and 0, so a
     forward pass that forgets one of them gives different logits. Every array is read-only, as the loaders'
-    are. Each block matrix is made column-major as
-    it is drawn, so the memory needed is the weights plus one matrix (1558M: 6.2 GB, not twice that).
+    are. Each block matrix is made column-major as it is drawn, so the memory needed is the weights plus one
+    matrix (1558M: 6.2 GB, not twice that).
     """
     n_vocab, n_ctx, n_embd, n_layer = (hparams[k] for k in ("n_vocab", "n_ctx", "n_embd", "n_layer"))
 
+    def constant(array):  # read-only, as the loaders' weights are (panels.matmul shares only those)
+        array.flags.writeable = False
+        return array
+
     def normal(*shape, scale=std):
-        return scale * rng.standard_normal(shape, dtype=np.float32)  # float32: a Python float adapts
+        return constant(scale * rng.standard_normal(shape, dtype=np.float32))  # float32: a Python float adapts
 
     def norm():
-        return {"g": 1 + normal(n_embd, scale=0.1), "b": normal(n_embd, scale=0.1)}
+        return {"g": constant(1 + normal(n_embd, scale=0.1)), "b": normal(n_embd, scale=0.1)}
 
     def dense(n_in, n_out):  # column-major as it is made: one matrix at a time is copied, never all of them
-        return {"w": np.asfortranarray(normal(n_in, n_out)), "b": normal(n_out)}
+        return {"w": constant(np.asfortranarray(normal(n_in, n_out))), "b": normal(n_out)}
 
     blocks = [
         {
@@ -409,16 +413,5 @@ def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02) ->
         }
         for _ in range(n_layer)
     ]
-    params = {"wte": normal(n_vocab, n_embd), "wpe": normal(n_ctx, n_embd, scale=0.01), "blocks": blocks, "ln_f": norm()}
-    for array in _arrays(params):
-        array.flags.writeable = False  # constants, as the loaders give them (panels.matmul shares only those)
-    return params  # in panels.column_major's layout already
-
-
-def _arrays(tree):
-    """Every array of a tree of parameters (nested dicts and lists)."""
-    if isinstance(tree, dict):
-        tree = list(tree.values())
-    if isinstance(tree, list):
-        return [array for value in tree for array in _arrays(value)]
-    return [tree]
+    wte, wpe = normal(n_vocab, n_embd), normal(n_ctx, n_embd, scale=0.01)
+    return {"wte": wte, "wpe": wpe, "blocks": blocks, "ln_f": norm()}  # in panels.column_major's layout already

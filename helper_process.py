@@ -51,6 +51,7 @@ BLAS's own threads.
 """
 
 import ctypes
+import functools
 import mmap
 import os
 import platform
@@ -72,6 +73,7 @@ BLAS_PREFIXES = ("scipy_openblas_", "openblas_")  # NumPy 2's wheels, then older
 BLAS_SUFFIXES = ("64_", "")  # the 64-bit-integer build, then the 32-bit one
 
 
+@functools.lru_cache(maxsize=None)  # looked up once per name: a mode switch calls it again
 def openblas_function(name):
     """OpenBLAS's function `name` ("set_num_threads" or "get_num_threads"), from the OpenBLAS library this
     process has loaded, or None.

@@ -157,9 +157,8 @@ def product_bandwidths(w, v, n_products: int) -> list:
     """Bytes per second of n_products float32 matrix-vector products w @ v, each timed on its own (each
     output a dot product over a contiguous row of w), made as the model makes a one-row product:
     panels.matmul(v, w.T), whose columns are shared with the helper process where one runs (so both cores
-    stream, as a decoding step's do), else BLAS's matrix-vector product on its own threads. w is read-only,
-    as the model's weights are; its first two products are not timed (the second starts the helper)."""
-    w.flags.writeable = False
+    stream, as a decoding step's do), else BLAS's matrix-vector product on its own threads. w must be
+    read-only, as the model's weights are; its first two products are not timed (the second starts the helper)."""
     row = v[None, :]  # [1, n]
 
     def product():
@@ -580,6 +579,7 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
     results = []
     if sizes:
         w = rng.standard_normal(BANDWIDTH_SHAPE, dtype=np.float32)  # [8192, 8192]
+        w.flags.writeable = False  # as the model's weights: panels.matmul shares it with its helper process
         v = rng.standard_normal(BANDWIDTH_SHAPE[1], dtype=np.float32)  # [8192]
         for size in sizes:
             results.append(measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, r_repeats,
