@@ -1,7 +1,8 @@
 """GPT-2's forward pass in NumPy, with a KV cache that can score a token tree.
 
 The first file of the model: it needs only NumPy and panels.py (how a weight matrix is stored and multiplied so
-that a pass over a few positions costs about what one costs; skim it first, or take `linear` on trust). Next
+that a pass over a few positions costs about what one costs, and attention's q @ k.T the same way; skim it
+first, or take `linear` and `matmul` on trust). Next
 come encoder.py (text to token ids) and model_fn.py (this forward pass wrapped as the model function the
 samplers call).
 
@@ -248,7 +249,7 @@ def attention(q, k, v, mask):
     q [n_head, n_seq, head_dim], k and v [n_head, n_past + n_seq, head_dim], mask [n_seq, n_past + n_seq].
     """
     scale = np.float32(1 / np.sqrt(q.shape[-1]))  # float32, see the module docstring
-    scores = q @ k.transpose(0, 2, 1) * scale + mask  # [n_head, n_seq, n_past + n_seq]
+    scores = matmul(q, k.transpose(0, 2, 1)) * scale + mask  # [n_head, n_seq, n_past + n_seq]: q @ k.T
     return softmax(scores) @ v  # [n_head, n_seq, head_dim]
 
 

@@ -44,6 +44,28 @@ run, the "design-timing" table of BENCHMARKS.md):
 Which product, by rows: one row, BLAS's matrix-vector product; 2 to PANEL_ROWS_MAX rows, the panels (each half
 in its process); more (a prompt), one BLAS call on all cores while the helper sleeps, whose big kernel is the
 faster once the arithmetic has caught up.
+
+Attention's scores: q @ k.T, turned round
+-----------------------------------------
+The same trouble, small: the scores of a few queries against the cache, q [n_head, m, head_dim] @ k.T, hand
+OpenBLAS a TRANSPOSED operand (k is stored a position per row, so k.T is read column by column), and for a
+transposed operand it keeps its small-matrix kernel only while the product is small (m × the keys): past that
+it packs k first, which made the scores of 3 queries over 515 keys cost six times those of 2. The same come from
+the product turned round, (k @ q.T).T with q.T copied to a small contiguous array: no operand is transposed,
+and no key is packed. Scores of 12 heads (124M's) over 512 or 1,000 cached keys and the m new ones, µs (best
+of 300, one thread, OpenBLAS 0.3.31, Intel Xeon; the design-timing table of BENCHMARKS.md times m = 4 over 512
+in every figures run):
+
+    m                              1     2     3     4     8    16
+    512 keys   q @ k.T            32    40   236   224   258   302
+               (k @ q.T).T        32    45    77    69   128   172
+    1,000 keys q @ k.T           101   450   496   476   526   590
+               (k @ q.T).T       102   115   174   148   262   447
+
+So `matmul` turns round a stack of products whose w is a transposed view (attention's scores) for 2 to
+PANEL_ROWS_MAX rows; one row is a matrix-vector product either way, and a prompt's big product packs anyway.
+In a whole 124M pass after 512 tokens, the attention went from 0.22 to 0.12 one-position passes at m = 3 and 4
+(tools/pass_parts.py, same session).
 """
 
 import numpy as np
@@ -90,7 +112,12 @@ def matmul(x, w):
     helper process where one runs (`helper_process.for_matrix`), each half multiplied by `columns`. More rows
     (a prompt): one BLAS call on every core (`helper_process.all_cores`). Any other w (a row-major matrix, as a
     test or a tiny model may pass) gets plain x @ w.
+
+    A stack of products, x [n_stack, m, n_in] @ w [n_stack, n_in, n_out] with w a transposed view (attention's
+    q @ k.T) and 2 <= m <= PANEL_ROWS_MAX: `turned_round` (see the module docstring).
     """
+    if x.ndim == 3 and 2 <= x.shape[1] <= PANEL_ROWS_MAX and w.ndim == 3 and w.strides[1] == w.itemsize:
+        return turned_round(x, w)  # [n_stack, m, n_out]
     m, n_out = x.shape[0], w.shape[1]
     if not w.flags.f_contiguous or w.ndim != 2 or x.ndim != 2:
         return x @ w  # [m, n_out]
@@ -129,3 +156,12 @@ def columns(x, w, begin, end, out):
     out[:, :n_full] = product.transpose(1, 0, 2).reshape(m, n_full)  # panel p holds columns p * width ...
     if n_full < end - begin:
         out[:, n_full:] = (w_t[n_full:] @ x.T).T  # [m, n - n_full]
+
+
+def turned_round(x, w):
+    """x @ w computed as (w.T @ x.T).T, for x [n_stack, m, n_in] and w [n_stack, n_in, n_out] a transposed view:
+    w.T is then stored row by row and x.T is copied to a small contiguous array, so BLAS sees no transposed
+    operand (attention's scores for a few queries; see the module docstring). Returns a contiguous array."""
+    x_t = np.ascontiguousarray(x.transpose(0, 2, 1))  # [n_stack, n_in, m]: a copy, m columns
+    product = np.matmul(w.transpose(0, 2, 1), x_t)  # [n_stack, n_out, n_in] @ [n_stack, n_in, m] -> [.., n_out, m]
+    return np.ascontiguousarray(product.transpose(0, 2, 1))  # [n_stack, m, n_out]

@@ -74,3 +74,53 @@ def test_a_long_prompt_and_a_row_major_matrix_take_plain_blas_and_give_the_same_
     for matrix in (w, np.asfortranarray(w)):
         assert_same_product(panels.matmul(x, matrix), x @ w, "a long prompt")
         assert_same_product(panels.matmul(x[:5], matrix), x[:5] @ w, "5 rows")
+
+
+def head_shapes():
+    """(n_head, head_dim) of each size of the family: 12 x 64 for 124M ... 25 x 64 for 1558M."""
+    return sorted({(h["n_head"], h["n_embd"] // h["n_head"]) for h in HPARAMS.values()})
+
+
+@pytest.mark.parametrize("n_head, head_dim", head_shapes(), ids=lambda value: str(value))
+def test_attention_scores_for_every_query_count_give_q_times_k_transposed(n_head, head_dim):
+    """gpt2.attention's scores, panels.matmul(q, k.transpose(0, 2, 1)), against NumPy's q @ k.T for m = 1 .. 64
+    queries over 1, 100 and 1,000 cached keys (plus the m new ones): the same numbers to float32 rounding, for
+    the products turned round (2 .. PANEL_ROWS_MAX queries) and the plain ones alike."""
+    rng = np.random.default_rng(n_head)
+    for n_cached in (1, 100, 1000):
+        q = rng.standard_normal((n_head, 64, head_dim), dtype=np.float32)  # [n_head, 64, head_dim]
+        k = rng.standard_normal((n_head, n_cached + 64, head_dim), dtype=np.float32)  # [n_head, keys, head_dim]
+        for m in range(1, 65):
+            keys = k[:, : n_cached + m]  # [n_head, n_cached + m, head_dim], a view as in gpt2.mha
+            y = panels.matmul(q[:, :m], keys.transpose(0, 2, 1))  # [n_head, m, n_cached + m]
+            assert y.flags.c_contiguous, f"{m} queries over {n_cached} cached keys: not a contiguous array"
+            assert_same_product(y, q[:, :m] @ keys.transpose(0, 2, 1), f"{m} queries over {n_cached} cached keys")
+
+
+def test_the_scores_of_2_to_PANEL_ROWS_MAX_queries_are_computed_turned_round(monkeypatch):
+    """The dispatch, watched: turned_round runs for a transposed k and 2 .. PANEL_ROWS_MAX queries, and for
+    nothing else (one query, a prompt's many, or a k that is not a transposed view)."""
+    calls = []
+    turned_round = panels.turned_round
+    monkeypatch.setattr(panels, "turned_round", lambda x, w: calls.append(x.shape[1]) or turned_round(x, w))
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((12, 40, 64), dtype=np.float32)
+    k = rng.standard_normal((12, 600, 64), dtype=np.float32)
+    for m in range(1, 41):
+        panels.matmul(q[:, :m], k.transpose(0, 2, 1))  # a transposed view: k.T
+        panels.matmul(q[:, :m], np.ascontiguousarray(k.transpose(0, 2, 1)))  # k.T stored as such: plain q @ w
+    assert calls == list(range(2, panels.PANEL_ROWS_MAX + 1))
+
+
+def test_the_check_has_teeth_scores_turned_round_without_the_last_transpose_fail(monkeypatch):
+    """A turned-round product handed back the wrong way round ([n_stack, n_out, m] read as [n_stack, m, n_out],
+    as a reshape instead of a transpose would) is caught by the same check."""
+    def wrong(x, w):
+        product = np.matmul(w.transpose(0, 2, 1), np.ascontiguousarray(x.transpose(0, 2, 1)))  # [.., n_out, m]
+        return product.reshape(x.shape[0], x.shape[1], w.shape[2])  # the numbers in the wrong places
+    monkeypatch.setattr(panels, "turned_round", wrong)
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((12, 4, 64), dtype=np.float32)
+    k = rng.standard_normal((12, 516, 64), dtype=np.float32)
+    with pytest.raises(AssertionError, match="off by"):
+        assert_same_product(panels.matmul(q, k.transpose(0, 2, 1)), q @ k.transpose(0, 2, 1), "4 queries")

@@ -136,6 +136,9 @@ def design_table(repeats=200, product_repeats=10, seed=0):
     rows64 = {n: row.astype(np.float64) for n, row in rows.items()}
     by_rows = {m: {n: rng.standard_normal((m, n), dtype=np.float32) for n in rows} for m in (2, 8)}  # [m, n_in]
     x, row = rows[4 * n_embd], rows[n_embd]  # x: what GELU sees, [1, 4 n_embd]
+    n_head, n_keys = HPARAMS[TIMED_SIZE]["n_head"], 512 + 4  # attention's scores: 4 queries after 512 cached
+    q = rng.standard_normal((n_head, 4, n_embd // n_head), dtype=np.float32)  # [n_head, 4, head_dim]
+    k = rng.standard_normal((n_head, n_keys, n_embd // n_head), dtype=np.float32)  # [n_head, n_keys, head_dim]
 
     def products(by_size, weights):  # plain BLAS on all cores (the helper process asleep, if there is one)
         return lambda: (helper_process.all_cores(), [by_size[m.shape[0]] @ m for m in weights])
@@ -155,6 +158,9 @@ def design_table(repeats=200, product_repeats=10, seed=0):
            "`panels.matmul` (panel by panel, half in the helper process)", panel_products(by_rows[m], matrices),
            "one BLAS call on all cores, `(w.T @ x.T).T`", left_products(by_rows[m], matrices), product_repeats)
           for m in (2, 8)],
+        (f"attention's scores of 4 queries over {n_keys} keys, {n_head} heads (`gpt2.attention`)",
+         "`panels.matmul(q, k.T)` (turned round: `(k @ q.T).T`)", lambda: panels.matmul(q, k.transpose(0, 2, 1)),
+         "`q @ k.T` (k.T a transposed operand)", lambda: q @ k.transpose(0, 2, 1), repeats),
         ("one row through the same products, after it met a float64 scalar", "float32 row", products(rows, matrices),
          "float64 row (every matrix converted each time)", products(rows64, matrices), product_repeats),
         (f"the mean of a [1, {n_embd}] row (`layer_norm`)", "`np.add.reduce(x, axis=-1, keepdims=True) / n`",
