@@ -216,7 +216,7 @@ class Helper:
                 os.write(self.wake, b"!")
                 woken = True
             spins += 1
-            if spins % 100_000 == 0 and os.waitpid(self.pid, os.WNOHANG)[0]:
+            if spins % 100_000 == 0 and self._ended():
                 raise RuntimeError(f"the helper process (pid {self.pid}) has ended; set OPENBLAS_NUM_THREADS=1 "
                                    "to run without it")
             os.sched_yield()
@@ -224,13 +224,17 @@ class Helper:
             raise RuntimeError("the helper process failed: " + bytes(self.message).decode(errors="replace").strip())
         out[...] = self.rows_out[: out.size].reshape(self.out_shape)
 
+    def _ended(self):
+        """True if the child has ended (a look every 100,000 spins of a wait, so a dead helper is not waited for)."""
+        return os.waitpid(self.pid, os.WNOHANG)[0] != 0
+
     def nap(self):
         """Send the child to sleep now, not after SPIN_SECONDS, and wait until it sleeps (its core is free)."""
         self.control[NAP] = 1
         spins = 0
         while not self.control[SLEEPING]:
             spins += 1
-            if spins % 100_000 == 0 and os.waitpid(self.pid, os.WNOHANG)[0]:
+            if spins % 100_000 == 0 and self._ended():
                 return  # it has ended: its core is free too
             os.sched_yield()
 

@@ -126,7 +126,8 @@ def matmul(x, w):
         helper_process.all_cores()
         return x @ w  # [m, n_in] @ [n_in, n_out] -> [m, n_out]: one BLAS call, on all cores
     y = np.empty((m, n_out), dtype=np.result_type(x, w))  # [m, n_out]
-    share = helper_process.for_matrix(w, columns, PANEL_ROWS_MAX) if x.dtype == w.dtype == np.float32 else None
+    # for_matrix checks w (float32, big, read-only); x must be float32 to go into the helper's shared rows
+    share = helper_process.for_matrix(w, columns, PANEL_ROWS_MAX) if x.dtype == np.float32 else None
     if share is None:
         columns(x, w, 0, n_out, y)  # every column here
         return y
