@@ -69,14 +69,14 @@ MIN_BYTES = 1 << 20  # a smaller matrix (a tiny test model's) is multiplied here
 
 # the integers of `control`, shared by the two processes
 POSTED, DONE, FAILED, SLEEPING, STOP, NAP, KEY, TRANSPOSED, ROWS, BEGIN, END = range(11)
-BLAS_PREFIXES = ("scipy_openblas_", "openblas_")  # NumPy 2's wheels, then older builds
+BLAS_PREFIXES = ("scipy_openblas_", "openblas_", "")  # NumPy 2's wheels, older builds, a name given whole
 BLAS_SUFFIXES = ("64_", "")  # the 64-bit-integer build, then the 32-bit one
 
 
 @functools.lru_cache(maxsize=None)  # looked up once per name: a mode switch calls it again
 def openblas_function(name):
-    """OpenBLAS's function `name` ("set_num_threads" or "get_num_threads"), from the OpenBLAS library this
-    process has loaded, or None.
+    """OpenBLAS's function `name` ("set_num_threads", "get_num_threads" or "blas_thread_shutdown_"), from the
+    OpenBLAS library this process has loaded, or None.
 
     NumPy's wheels bring their own OpenBLAS under a name of their own; /proc/self/maps lists every library the
     process has mapped (Linux), so it is found wherever NumPy put it (threadpoolctl does the same).
@@ -289,6 +289,7 @@ def for_matrix(w, work, rows_max):
         return None
     if _all_cores:  # back from a prompt: BLAS on one thread again (the helper wakes with the job)
         openblas_function("set_num_threads")(1)
+        _end_blas_threads()
         _all_cores = False
     return _helper, key, transposed
 
@@ -301,8 +302,8 @@ def release():
 def all_cores():
     """Before a product of many rows (a prompt): the helper sleeps, and BLAS runs on all its threads here, until
     the next product `for_matrix` shares. Its big kernel is the faster there (the arithmetic has caught up with
-    the reading of the weights), and it would not fit the shared buffers anyway. OpenBLAS's threads spin for a
-    while after such a product (about 0.1 s), slowing the next few shared products."""
+    the reading of the weights), and it would not fit the shared buffers anyway. The next shared product ends
+    BLAS's threads again (`_end_blas_threads`)."""
     global _all_cores
     if _helper is None or _all_cores or _helper.parent != os.getpid() or not _in_use.acquire(blocking=False):
         return
@@ -312,3 +313,16 @@ def all_cores():
         _all_cores = True
     finally:
         _in_use.release()
+
+
+def _end_blas_threads():
+    """End OpenBLAS's own threads, back from a prompt. Idle, they spin for about 0.1 s before they sleep, and
+    the waits of this process and the helper give their core away to them (sched_yield) at every hand-over: the
+    first 23 ms decoding steps after a 500-token prompt took 40 to 119 ms, 0.1 s lost after each prompt. OpenBLAS
+    starts them again at the next product that wants them (in about 40 us), as it does after every fork.
+    Only where OpenBLAS exports blas_thread_shutdown_ (0.3.27 and 0.3.31 do; NumPy 2.5's 0.3.34 does not, and
+    there the first steps after a prompt stay slow), and only while no other Python thread runs: one might be
+    inside a BLAS call on those threads, which would then wait for ever."""
+    shutdown = openblas_function("blas_thread_shutdown_")
+    if shutdown is not None and threading.active_count() == 1:
+        shutdown()

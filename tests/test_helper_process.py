@@ -92,6 +92,28 @@ def test_a_prompt_gets_every_core_and_the_next_pass_shares_again(matrices):
     assert get_threads() == 1
 
 
+def test_after_a_prompt_the_next_shared_product_ends_blas_threads_where_openblas_can():
+    """Idle, OpenBLAS's threads spin for about 0.1 s and take the helper's core at every hand-over, so the
+    first shared product after a prompt ends them. In a fresh process (no other Python thread, which would
+    keep them): one OS thread before the prompt (the fork of the helper ended BLAS's), more during it, and
+    after the next shared product one again, where OpenBLAS exports blas_thread_shutdown_; where it does not,
+    they are still there."""
+    program = (
+        "import os, numpy as np, helper_process, panels\n"
+        "w = np.asfortranarray(np.ones((768, 2304), dtype=np.float32)); w.flags.writeable = False\n"
+        "x = np.ones((100, 768), dtype=np.float32)\n"
+        "threads = lambda: len(os.listdir('/proc/self/task'))\n"
+        "panels.matmul(x[:2], w); panels.matmul(x[:2], w)\n"
+        "before = threads(); panels.matmul(x, w); during = threads(); panels.matmul(x[:2], w)\n"
+        "can = helper_process.openblas_function('blas_thread_shutdown_') is not None\n"
+        "print(before, during, threads(), can)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    before, during, after, can = done.stdout.split()
+    assert (int(before), int(after)) == (1, 1 if can == "True" else int(during)) and int(during) > 1, done.stdout
+
+
 def test_a_writable_matrix_is_never_handed_to_the_helper():
     """Fork gives the helper a copy of memory as it was: a matrix that can still change would be multiplied
     with old numbers. So a writable one stays here, however often it is used, and its product follows its
