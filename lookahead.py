@@ -67,7 +67,7 @@ def break_even_alpha(K, c, r=1.0):
 # reading of the weights. `calibrate` below measures it on
 # your machine (main.py does, before its timed runs; so does tools/benchmark_text.py); set `target_model.r_table`
 # (a list, r_table[m - 1] = r(m)) to use your own figures.
-R_TABLE = [1.00, 1.11, 1.30, 1.34, 1.58, 1.53, 1.68, 1.64, 1.88, 1.96, 2.16, 2.19, 2.37, 2.46, 2.67, 2.71]
+R_TABLE = [1.00, 1.04, 1.24, 1.26, 1.46, 1.50, 1.64, 1.61, 1.81, 1.94, 2.04, 2.01, 2.14, 2.17, 2.37, 2.35]
 
 
 MATCH_BUCKETS = (1, 2, 4, 8, 16)  # the shortest match of each bucket: 1, 2-3, 4-7, 8-15, 16 and more tokens
