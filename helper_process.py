@@ -37,7 +37,9 @@ What is shared, and why it is safe
   x86-64 (its memory model, "total store order"), so the helper runs only there.
 - Both processes run BLAS on one thread each (`openblas_function`): OpenBLAS's own threads would compete
   with the helper for the two cores. From the first helper on, every other BLAS call of this process (a
-  product of your own, `x @ w` with a writable w) runs on one core too.
+  product of your own, `x @ w` with a writable w) runs on one core too. A prompt gets BLAS's threads back
+  (`all_cores`); the next shared product ends them (`_end_blas_threads`: idle, they would spin on the
+  helper's core).
 - Memory: pages that either side writes after the fork are copied, so a model freed in the parent stays in
   the helper's copy until a new helper replaces it (`for_matrix` makes one for each new set of matrices).
 
