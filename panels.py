@@ -75,16 +75,21 @@ import helper_process
 
 PANEL_ROWS_MAX = 24  # longer passes (a prompt) go to one BLAS call on all cores: faster there
 HELPER_SHARE = 0.5  # of a matrix's panels, for the helper process
-BLAS_ONE_THREAD_MAX = 2**20  # OpenBLAS (0.3.31) keeps a product of m x n_in x width <= this on the calling thread
+SMALL_KERNEL_MAX = 100**3  # OpenBLAS runs m x width x n_in <= this in its small-matrix kernel (see panel_width)
+SMALL_KERNEL_ROWS_BY_COLUMNS_MAX = 1200  # ... and, for a panel stored as ours are, m x width <= this
 
 
-def panel_width(n_in: int) -> int:
-    """Columns of w per panel: the widest power of two up to 64 whose product with 16 rows (a round of 15
-    guesses) OpenBLAS runs on the calling thread (where BLAS has threads of its own, they would compete with the
-    other half's core). 64 for n_in = 768 to 1280 (192 KB a panel for 768), 32 for 1600, 16 for 3072 to 5120,
-    8 for 6400."""
+def panel_width(n_in: int, m: int = 16) -> int:
+    """Columns of w per panel, for a product of m rows: the widest power of two up to 64 whose product with
+    max(m, 16) rows stays in OpenBLAS's small-matrix kernel, m x width x n_in <= 100^3 and m x width <= 1,200
+    (its rule for Intel's AVX-512 cores: kernel/x86_64/sgemm_small_kernel_permit_skylakex.c). That kernel runs
+    on the calling thread and packs nothing; past it, OpenBLAS packs each panel first, and 16 rows through a
+    [1024, 3072] matrix (355M's c_fc) took 2.4 ms in 64-column panels against 1.4 in 32-column ones (one thread).
+    At least 16 rows, so that the passes of a round of up to 15 guesses share one width: 64 for n_in = 768, 32
+    for 1024 to 1600, 16 for 3072, 8 for 4096 to 6400; for more rows, narrower (768: 32 from 19 rows)."""
+    rows = max(m, 16)
     width = 64
-    while width > 1 and 16 * n_in * width > BLAS_ONE_THREAD_MAX:
+    while width > 1 and (rows * width * n_in > SMALL_KERNEL_MAX or rows * width > SMALL_KERNEL_ROWS_BY_COLUMNS_MAX):
         width //= 2
     return width
 
@@ -132,7 +137,7 @@ def matmul(x, w):
         columns(x, w, 0, n_out, y)  # every column here
         return y
     helper, key, transposed = share
-    width = panel_width(w.shape[0])
+    width = panel_width(w.shape[0], m)
     split = width * round(n_out // width * (1 - HELPER_SHARE))  # whole panels here, the rest in the helper
     try:
         helper.post(x, key, transposed, split, n_out)  # the helper: columns split .. n_out
@@ -151,7 +156,7 @@ def columns(x, w, begin, end, out):
     if m == 1:
         np.matmul(w_t, x[0], out=out[0])  # [n, n_in] @ [n_in] -> [n]: BLAS's matrix-vector product
         return
-    width = panel_width(n_in)
+    width = panel_width(n_in, m)
     n_full = (end - begin) // width * width  # the columns in whole panels; the rest (wte.T's last few) after
     panels = w_t[:n_full].reshape(-1, width, n_in).transpose(0, 2, 1)  # [n_panels, n_in, width]: views
     product = np.matmul(x, panels)  # [m, n_in] @ [n_panels, n_in, width] -> [n_panels, m, width]

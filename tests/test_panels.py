@@ -52,6 +52,21 @@ def test_every_row_count_from_1_to_64_gives_x_times_w(n_in, n_out):
         assert_same_product(panels.matmul(x[:m], w), reference[:m], f"{m} rows through [{n_in}, {n_out}]")
 
 
+def test_panels_are_as_wide_as_openblas_small_kernel_allows_for_every_shape_of_the_family():
+    """The widths panel_width's docstring names, for the n_in of 124M-1558M (n_embd and 4 n_embd): 64 for 768,
+    32 for 1024 to 1600, 16 for 3072, 8 for 4096 to 6400, the same for every pass of 1 to 16 rows; for 768,
+    32 from 19 rows on (19 x 64 = 1,216 > 1,200). Each is the widest power of two up to 64 with
+    rows x width x n_in <= 100^3 and rows x width <= 1,200, rows = max(m, 16)."""
+    for n_in, width in {768: 64, 1024: 32, 1280: 32, 1600: 32, 3072: 16, 4096: 8, 5120: 8, 6400: 8}.items():
+        assert [panels.panel_width(n_in, m) for m in range(1, 17)] == [width] * 16, f"n_in = {n_in}"
+    assert [panels.panel_width(768, m) for m in range(17, 25)] == [64, 64] + [32] * 6
+    for n_in in (768, 1024, 1280, 1600, 3072, 4096, 5120, 6400):
+        for m in range(1, 25):
+            width, rows = panels.panel_width(n_in, m), max(m, 16)
+            assert rows * width * n_in <= 100**3 and rows * width <= 1200, (n_in, m, width)
+            assert width == 64 or rows * 2 * width * n_in > 100**3 or rows * 2 * width > 1200, (n_in, m, width)
+
+
 def test_the_check_has_teeth_a_product_with_two_panels_swapped_fails():
     """A layout bug that puts one panel's columns where another's belong is caught by the same check."""
     rng = np.random.default_rng(0)
