@@ -323,8 +323,10 @@ def _end_blas_threads():
     first 23 ms decoding steps after a 500-token prompt took 40 to 119 ms, 0.1 s lost after each prompt. OpenBLAS
     starts them again at the next product that wants them (in about 40 us), as it does after every fork.
     Only where OpenBLAS exports blas_thread_shutdown_ (0.3.27 and 0.3.31 do; NumPy 2.5's 0.3.34 does not, and
-    there the first steps after a prompt stay slow), and only while no other Python thread runs: one might be
-    inside a BLAS call on those threads, which would then wait for ever."""
+    there the first steps after a prompt stay slow), and only while every other Python thread is a daemon: a
+    thread the program does not wait for, such as the monitor of a tqdm progress bar, is taken to do no
+    arithmetic, but any other might be inside a BLAS call on those threads, which would then wait for ever."""
     shutdown = openblas_function("blas_thread_shutdown_")
-    if shutdown is not None and threading.active_count() == 1:
+    others = [thread for thread in threading.enumerate() if thread is not threading.current_thread()]
+    if shutdown is not None and all(thread.daemon for thread in others):
         shutdown()

@@ -94,24 +94,35 @@ def test_a_prompt_gets_every_core_and_the_next_pass_shares_again(matrices):
 
 def test_after_a_prompt_the_next_shared_product_ends_blas_threads_where_openblas_can():
     """Idle, OpenBLAS's threads spin for about 0.1 s and take the helper's core at every hand-over, so the
-    first shared product after a prompt ends them. In a fresh process (no other Python thread, which would
-    keep them): one OS thread before the prompt (the fork of the helper ended BLAS's), more during it, and
-    after the next shared product one again, where OpenBLAS exports blas_thread_shutdown_; where it does not,
-    they are still there."""
+    first shared product after a prompt ends them. In a fresh process, with a tqdm progress bar open (its
+    monitor is a daemon thread): one OS thread besides the bar's before the prompt (the fork of the helper
+    ended BLAS's), more during it, and after the next shared product one again where OpenBLAS exports
+    blas_thread_shutdown_ (where it does not, they are still there). With another thread that is not a
+    daemon, which might be inside a BLAS call, they are left alone."""
     program = (
-        "import os, numpy as np, helper_process, panels\n"
+        "import os, threading, numpy as np, helper_process, panels\n"
+        "from tqdm import tqdm\n"
         "w = np.asfortranarray(np.ones((768, 2304), dtype=np.float32)); w.flags.writeable = False\n"
         "x = np.ones((100, 768), dtype=np.float32)\n"
-        "threads = lambda: len(os.listdir('/proc/self/task'))\n"
+        "threads = lambda: len(os.listdir('/proc/self/task')) - threading.active_count()  # not Python's\n"
         "panels.matmul(x[:2], w); panels.matmul(x[:2], w)\n"
-        "before = threads(); panels.matmul(x, w); during = threads(); panels.matmul(x[:2], w)\n"
+        "def counts():\n"
+        "    before = threads(); panels.matmul(x, w); during = threads(); panels.matmul(x[:2], w)\n"
+        "    return before, during, threads()\n"
+        "with tqdm(total=1, disable=False, file=open(os.devnull, 'w')) as bar:\n"
+        "    assert threading.active_count() == 2, 'the bar has a monitor thread'\n"
+        "    with_daemon = counts()\n"
+        "done = threading.Event(); other = threading.Thread(target=done.wait); other.start()\n"
+        "with_other = counts(); done.set(); other.join()\n"
         "can = helper_process.openblas_function('blas_thread_shutdown_') is not None\n"
-        "print(before, during, threads(), can)\n"
+        "print(*with_daemon, *with_other, can)\n"
     )
     done = subprocess.run([sys.executable, "-c", program], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    before, during, after, can = done.stdout.split()
-    assert (int(before), int(after)) == (1, 1 if can == "True" else int(during)) and int(during) > 1, done.stdout
+    *counts, can = done.stdout.split()
+    before, during, after, _, during_other, after_other = map(int, counts)
+    assert before == 0 and during > 0 and after == (0 if can == "True" else during), done.stdout
+    assert during_other > 0 and after_other == during_other, f"ended beside a thread that is not a daemon: {done.stdout}"
 
 
 def test_a_writable_matrix_is_never_handed_to_the_helper():
