@@ -22,8 +22,9 @@ into a buffer of its own, block by block: a 9 MB matrix is read, written to the 
 neither the matrix nor the buffer fits in the core's L2 cache. So on a CPU a 2-row product of a big matrix
 costs two to three 1-row products, and a speculative round's verification pass costs that much more than a
 decoding step (r(m), in the README). Multiplying panel by panel instead (ONE `np.matmul(x, panels)`, a small
-product per panel) packs one panel at a time: width × n_in floats (192 KB for 124M's c_attn) are read
-from memory once, packed, and used from L2 by all m rows. Memory traffic is then the weights once, whatever
+product per panel) takes one panel at a time: width × n_in floats (192 KB for 124M's c_attn) are read from
+memory once and used from L2 by all m rows (OpenBLAS's small-matrix kernel multiplies a panel where it lies,
+packing nothing: `panel_width` keeps panels within it). Memory traffic is then the weights once, whatever
 m is, until the arithmetic itself takes longer than reading the weights (between m = 8 and 16 on one core).
 
 Why two processes: one core cannot read memory as fast as two. BLAS's one-row product runs on every core; a
