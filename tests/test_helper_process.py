@@ -95,8 +95,8 @@ def test_a_prompt_gets_every_core_and_the_next_pass_shares_again(matrices):
 def test_after_a_prompt_the_next_shared_product_ends_blas_threads_where_openblas_can():
     """Idle, OpenBLAS's threads spin for about 0.1 s and take the helper's core at every hand-over, so the
     first shared product after a prompt ends them. In a fresh process, with a tqdm progress bar open (its
-    monitor is a daemon thread): one OS thread besides the bar's before the prompt (the fork of the helper
-    ended BLAS's), more during it, and after the next shared product one again where OpenBLAS exports
+    monitor is a daemon thread), the OS threads that are not Python's: none before the prompt (the fork of the
+    helper ended BLAS's), some during it, and none again after the next shared product where OpenBLAS exports
     blas_thread_shutdown_ (where it does not, they are still there). With another thread that is not a
     daemon, which might be inside a BLAS call, they are left alone."""
     program = (
@@ -109,7 +109,7 @@ def test_after_a_prompt_the_next_shared_product_ends_blas_threads_where_openblas
         "def counts():\n"
         "    before = threads(); panels.matmul(x, w); during = threads(); panels.matmul(x[:2], w)\n"
         "    return before, during, threads()\n"
-        "with tqdm(total=1, disable=False, file=open(os.devnull, 'w')) as bar:\n"
+        "with tqdm(total=1, file=open(os.devnull, 'w')):\n"
         "    assert threading.active_count() == 2, 'the bar has a monitor thread'\n"
         "    with_daemon = counts()\n"
         "done = threading.Event(); other = threading.Thread(target=done.wait); other.start()\n"
