@@ -1,0 +1,90 @@
+"""tools/pass_parts.py: how the block products' arithmetic is measured with no weight read from memory, and what
+the tool says when r(m) misses its goal (no timing is asserted: a shared machine's clock proves nothing)."""
+
+import json
+
+import numpy as np
+import pytest
+
+import panels
+from benchmark import HPARAMS
+from tools import pass_parts
+
+
+def block_shapes(hparams):
+    """Stand-ins with the shapes of a size's block matrices (no memory: slices_per_matrix reads shapes only)."""
+    n_embd = hparams["n_embd"]
+    shapes = [(n_embd, 3 * n_embd), (n_embd, n_embd), (n_embd, 4 * n_embd), (4 * n_embd, n_embd)]
+    return [np.broadcast_to(np.float32(0), shape) for shape in shapes * hparams["n_layer"]]
+
+
+def test_124ms_matrices_are_measured_in_twelfths_of_whole_panels_within_a_megabyte():
+    """1/12 of 124M's columns: c_attn 2304 / 12 = 192, c_fc 3072 / 12 = 256 and c_proj 768 / 12 = 64 columns, each
+    a multiple of its 64- or 16-column panels; the biggest slice, c_fc's [768, 256] (and mlp c_proj's [3072, 64]),
+    is 768 x 256 x 4 = 786,432 bytes <= 2^20. No smaller n will do: 1/6 of c_fc is 1.5 MB, and the n between
+    7 and 11 do not divide every column count into whole panels (2304 / 8 = 288 is no multiple of 64)."""
+    assert pass_parts.slices_per_matrix(block_shapes(HPARAMS["124M"])) == 12
+
+
+@pytest.mark.parametrize("size", sorted(HPARAMS))
+def test_every_sizes_slices_fit_the_budget_in_whole_panels_and_no_smaller_n_does(size):
+    matrices = block_shapes(HPARAMS[size])
+    n = pass_parts.slices_per_matrix(matrices)
+
+    def fits(k):
+        return all(k == 1 or (w.shape[1] % k == 0 and w.shape[1] // k % panels.panel_width(w.shape[0]) == 0)
+                   for w in matrices) and all(w.shape[0] * (w.shape[1] // k) * 4 <= pass_parts.IN_CACHE_BYTES
+                                              for w in matrices)
+
+    assert fits(n) and not any(fits(k) for k in range(1, n))
+
+
+def test_a_tiny_model_fits_whole_and_a_budget_nothing_fits_in_is_a_clear_error():
+    """A [8, 32] matrix is 1 KB: n = 1, the whole matrix, even though 32 columns are no whole 64-column panel."""
+    tiny = [np.broadcast_to(np.float32(0), (8, 32)), np.broadcast_to(np.float32(0), (32, 8))]
+    assert pass_parts.slices_per_matrix(tiny) == 1
+    with pytest.raises(ValueError, match="no slice"):
+        pass_parts.slices_per_matrix(tiny, budget=16)
+
+
+def test_the_arithmetic_function_multiplies_slices_that_stay_in_cache_by_rows_of_the_pass(monkeypatch):
+    """Each product it makes is m rows by a column-major slice of at most IN_CACHE_BYTES, of its matrix's n_in
+    rows, and it makes one per matrix: 4 x 12 = 48 for 124M's shapes."""
+    calls = []
+    def columns(x, w, begin, end, out):
+        calls.append((x.shape, w.shape, w.flags.f_contiguous, out.shape))
+
+    monkeypatch.setattr(panels, "columns", columns)
+    matrices = block_shapes(HPARAMS["124M"])
+    pass_parts.arithmetic(matrices, 8, np.random.default_rng(0))()
+    assert len(calls) == 48
+    for x_shape, w_shape, f_contiguous, out_shape in calls:
+        assert x_shape == (8, w_shape[0]) and out_shape == (8, w_shape[1]) and f_contiguous
+        assert w_shape[0] * w_shape[1] * 4 <= pass_parts.IN_CACHE_BYTES
+    assert sorted({w for _, w, _, _ in calls}) == [(768, 64), (768, 192), (768, 256), (3072, 64)]
+
+
+def test_a_miss_held_by_the_block_products_also_says_how_much_their_arithmetic_grew():
+    """In one-position passes of the m = 1 pass (10 ms): r(8) = 17 / 10 = 1.70 misses 1.6 by 0.10; the block
+    products grew (9 - 5) / 10 = +0.40, more than attention's +0.10 and the LM head's +0.10, and their arithmetic
+    (4 - 1) / 10 = +0.30."""
+    def parts(whole, blocks, arithmetic, attention, head):
+        return {"whole pass": whole, "block products": blocks, "block arithmetic": arithmetic, "attention": attention,
+                "LM head": head, "logits_to_probs, greedy": 0.0, "logits_to_probs, temperature 1": 0.0}
+
+    best = {1: parts(10, 5, 1, 1, 2), 8: parts(17, 9, 4, 2, 3)}
+    assert pass_parts.misses_text(best).strip() == (
+        "r(8) = 1.70 misses its goal of 1.6 by 0.10; the part that grew most is block products: +0.40 one-position "
+        "passes over its m = 1 time (their arithmetic alone, the weights in cache: +0.30).")
+    best[8]["attention"] = 7  # now attention grew the most (+0.60), and no arithmetic is named
+    assert pass_parts.misses_text(best).strip().endswith("the part that grew most is attention: +0.60 one-position "
+                                                         "passes over its m = 1 time.")
+
+
+def test_a_whole_measurement_on_a_tiny_model_has_every_part_for_every_m(tmp_path):
+    (tmp_path / "hparams.json").write_text(json.dumps({"n_vocab": 50, "n_ctx": 64, "n_embd": 8, "n_head": 2,
+                                                       "n_layer": 2}))
+    best = pass_parts.measure(str(tmp_path), n_cached=8, ms=(1, 2, 4), rounds=1)
+    assert sorted(best) == [1, 2, 4]
+    assert all(set(parts) == set(pass_parts.PARTS) and all(t > 0 for t in parts.values()) for parts in best.values())
+    assert "block products" in pass_parts.table(best) and "(their arithmetic)" in pass_parts.table(best)
