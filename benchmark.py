@@ -89,7 +89,8 @@ from cli import MAX_SEED, as_bool, as_text, as_whole_number, check_model_names, 
 from cli import check_whole_number, errors_as_one_line
 from commands import as_fractions, as_whole_numbers, check_output_folder, run_script
 from main import check_same_tokenizer, download_and_load, timed
-from sampling import AutoregressiveStats, SpeculativeStats, autoregressive_sampling, speculative_sampling
+from records import AutoregressiveStats, SpeculativeStats
+from sampling import autoregressive_sampling, speculative_sampling
 from model_fn import create_model_fn
 from download import MODEL_SIZES
 from hf_folder import read_hf_hparams

@@ -181,7 +181,7 @@ class AutoK:
         return 0
 
     def record(self, round_):
-        """Learn from a finished round (a sampling.Round): which guesses were checked and kept."""
+        """Learn from a finished round (a records.Round): which guesses were checked and kept."""
         if self.by_match:
             n = getattr(round_.proposal, "match_length", 0)
             for check in round_.checks if n > 0 else ():

@@ -70,7 +70,7 @@ from cli import (
     tree_text,
 )
 from commands import check_stdout, ending_as_one_line
-from sampling import AutoregressiveStats, SpeculativeStats
+from records import AutoregressiveStats, SpeculativeStats
 from model_fn import create_model_fn
 from download import MODEL_SIZES
 from utils import load_model, resolve_model

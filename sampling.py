@@ -1,7 +1,8 @@
 """Autoregressive and speculative sampling, both written against one model-function contract.
 
-Read model_fn.py first (what a model function is); lookahead.py (how many guesses a round makes) and drafters.py
-(where else guesses come from) build on this file. It is longer than the others because it holds Chen et al.'s
+Read model_fn.py first (what a model function is), and skim records.py (what a run records: each Round, and
+the statistics); lookahead.py (how many guesses a round makes) and drafters.py (where else guesses come from)
+build on this file. It is longer than the others because it holds Chen et al.'s
 Algorithm 2 whole, each step beside the proof that relies on it: splitting it would split the proof.
 
 The idea
@@ -162,11 +163,12 @@ per draft token, so the same `np.random.Generator` seed always gives the same to
 """
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 import lookahead
+from records import Check, Round
 
 # ------------------------------------------------------------------------------------------------------------
 # Step 1: what a drafter proposes (the drafter contract), and the draft model's own guesses
@@ -227,137 +229,6 @@ def as_drafter(draft):
         f"the draft must be a model function `model(x, n) -> probs` or a drafter with a `propose` method "
         f"(see the drafter contract in sampling.py's docstring); got {type(draft).__name__}"
     )
-
-
-# ------------------------------------------------------------------------------------------------------------
-# What a round did: its checks and the tokens it wrote (the samplers yield one Round per round)
-# ------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Check:
-    """One proposed token put to the accept/reject test of Step 3: kept exactly when u < q / p."""
-
-    depth: int  # its draft position in the round: 1 for a guess right after x, 2 for the next, ...
-    token: int
-    p: float  # the probability the proposal gave the token (1.0 for a deterministic, one-hot proposal)
-    q: float  # the target's probability of the token at that point (after earlier siblings' residual updates)
-    u: float  # the uniform draw, u ~ U[0, 1)
-    kept: bool
-
-
-@dataclass
-class Round:
-    """One draft-then-verify round, as `speculative_stream` yields it.
-
-    index:       1, 2, ... within a run.
-    k:           the lookahead of the round (0: a plain target step, nothing proposed).
-    proposal:    what the drafter proposed (a Proposal: tokens, parents, rows).
-    checks:      the Checks of Step 3, in the order they were made.
-    tokens:      the tokens written, in order (cut right after a stop token).
-    origins:     one per written token: "draft" (a guess that was kept), "residual" (drawn from the residual
-                 after a rejection), "bonus" (Step 4's free token, drawn from the target's row after the last
-                 kept guess; in a round with nothing proposed, the plain step's token).
-    target_rows: [len(tokens), n_vocab] the target's distribution q at each written position, before any
-                 residual update (the staged drafter reads them); None in the log of SpeculativeStats.
-    """
-
-    index: int
-    k: int
-    proposal: object
-    checks: list
-    tokens: list
-    origins: list
-    target_rows: object = None
-
-
-# ------------------------------------------------------------------------------------------------------------
-# Statistics the samplers fill in
-# ------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class AutoregressiveStats:
-    """Filled in by `autoregressive_sampling(..., stats=AutoregressiveStats())`; counts add up over runs.
-
-    tokens:        new tokens written.
-    target_passes: calls of the model function (forward passes); one per token.
-    """
-
-    tokens: int = 0
-    target_passes: int = 0
-
-    @property
-    def tokens_per_target_pass(self):
-        return self.tokens / self.target_passes if self.target_passes else 0.0
-
-
-@dataclass
-class SpeculativeStats:
-    """Filled in by `speculative_sampling(..., stats=SpeculativeStats())`; counts add up over runs.
-
-    rounds:          draft-then-verify rounds (each makes exactly one target pass).
-    tokens:          new tokens written.
-    drafted:         tokens proposed (Step 1); for a tree, every node.
-    checked:         proposed tokens that went through the accept/reject test (Step 3). Guesses below a
-                     rejection are never checked: they are thrown away.
-    accepted:        checked tokens that were kept.
-    drafted_at[i], checked_at[i], accepted_at[i]: the same, for draft position (depth) i + 1 of a round.
-    draft_passes:    forward passes of the draft model (0 for a drafter that runs no model, like lookup).
-    target_passes:   forward passes of the target (one per round).
-    ks:              each round's lookahead k, in order (K="auto" chooses it round by round).
-    nodes:           proposed tokens sent to the target, in all (for a chain, the same as drafted).
-    matched_rounds:  rounds whose proposal was not empty (for prompt lookup: the rounds that found a match).
-    accepted_depths: for each round, how many guesses of its path were kept (0 .. k).
-    round_log:       every Round, without its probability rows (they would take megabytes per round).
-
-    acceptance_rate = accepted / checked is the empirical alpha of Leviathan et al.: the chance that a
-    guess is kept. acceptance_rate_at[i] is the same for draft position i + 1 (given positions 1 .. i were
-    kept), None where no guess was ever checked ("n/a": 0 of 0 is not a rate).
-    tokens_per_target_pass = tokens / target_passes (autoregressive sampling has 1.0).
-    """
-
-    rounds: int = 0
-    tokens: int = 0
-    drafted: int = 0
-    checked: int = 0
-    accepted: int = 0
-    drafted_at: list = field(default_factory=list)
-    checked_at: list = field(default_factory=list)
-    accepted_at: list = field(default_factory=list)
-    draft_passes: int = 0
-    target_passes: int = 0
-    ks: list = field(default_factory=list)
-    nodes: int = 0
-    matched_rounds: int = 0
-    accepted_depths: list = field(default_factory=list)
-    round_log: list = field(default_factory=list)
-
-    @property
-    def acceptance_rate(self):
-        return self.accepted / self.checked if self.checked else 0.0
-
-    @property
-    def acceptance_rate_at(self):
-        return [a / c if c else None for a, c in zip(self.accepted_at, self.checked_at)]
-
-    @property
-    def tokens_per_target_pass(self):
-        return self.tokens / self.target_passes if self.target_passes else 0.0
-
-    @property
-    def mean_k(self):
-        return sum(self.ks) / len(self.ks) if self.ks else 0.0
-
-    def summary(self):
-        """A few readable lines, e.g. for main.py."""
-        per_position = ", ".join("n/a" if rate is None else f"{rate:.2f}" for rate in self.acceptance_rate_at)
-        return (
-            f"{self.tokens} tokens in {self.rounds} rounds: {self.target_passes} target passes, "
-            f"{self.draft_passes} draft passes, {self.tokens_per_target_pass:.2f} tokens per target pass\n"
-            f"draft tokens: {self.drafted} drafted, {self.checked} checked, {self.accepted} accepted; "
-            f"acceptance rate alpha = {self.acceptance_rate:.2f} (by draft position: {per_position})"
-        )
 
 
 # ------------------------------------------------------------------------------------------------------------

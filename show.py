@@ -1,8 +1,9 @@
 """Watching speculative sampling happen: the colored stream, one trace line per round, a picture of the rounds.
 
-Read sampling.py first (a Round and its Checks are what this file draws). main.py decodes a prompt twice and prints numbers. What speculative sampling does inside a round (Chen et
-al.'s Algorithm 2: guesses kept in a run, a rejection, the target's correction, the free token) is made visible
-here, in three ways that all read the same `sampling.Round` records (see sampling.py):
+Read sampling.py first, and records.py (a Round and its Checks are what this file draws). main.py decodes a
+prompt twice and prints numbers. What speculative sampling does inside a round (Chen et al.'s Algorithm 2:
+guesses kept in a run, a rejection, the target's correction, the free token) is made visible here, in three
+ways that all read the same `records.Round` records:
 
     round.k          this round's lookahead (0: a plain target step)
     round.proposal   what the drafter proposed: .tokens and .parents (a chain, or the nodes of a tree)

@@ -19,7 +19,7 @@ import benchmark
 from benchmark import pass_times
 from lookahead import break_even_alpha, predicted_speedup, tokens_per_round
 from gpt2 import random_params
-from sampling import SpeculativeStats
+from records import SpeculativeStats
 from model_fn import create_model_fn
 from tools import compare_drafters
 from test_main import TINY_HPARAMS, tiny_params, write_hf_folder

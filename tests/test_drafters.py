@@ -18,7 +18,8 @@ import lookahead
 import sampling
 import verifiers
 from markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
-from sampling import Round, SpeculativeStats, autoregressive_sampling, speculative_sampling
+from records import Check, Round, SpeculativeStats
+from sampling import autoregressive_sampling, speculative_sampling
 from model_fn import create_model_fn
 from test_sampling import NOISY_DRAFT_PARAMS, TARGET_HPARAMS, TARGET_PARAMS
 from test_tree_sampling import one_hot_table
@@ -164,7 +165,7 @@ def test_at_temperature_zero_lookup_reproduces_greedy_markov_output():
 
 def round_with(checks):
     """A Round whose checks kept/rejected guesses at depths 1, 2, ...: round_with([True, False])."""
-    return Round(1, len(checks), None, [sampling.Check(d + 1, 0, 1.0, 0.5, 0.0, kept) for d, kept in enumerate(checks)],
+    return Round(1, len(checks), None, [Check(d + 1, 0, 1.0, 0.5, 0.0, kept) for d, kept in enumerate(checks)],
                  [0], ["draft"])
 
 

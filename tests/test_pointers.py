@@ -101,7 +101,7 @@ def test_the_pointer_check_catches_a_stale_pointer(pointer):
 
 @pytest.mark.parametrize("pointer", [
     "`create_model_fn` in model_fn.py", "gpt2.py's `random_params`", "`PromptLookup`'s docstring in `drafters.py`",
-    'BENCHMARKS.md\'s "Speed of the forward pass"', "`Round` in sampling.py",
+    'BENCHMARKS.md\'s "Speed of the forward pass"', "`Round` in records.py",
     "`sampling._verify`", 'the README\'s "Tokens per round"', "(BENCHMARKS.md, \"Which Unicode\")",
 ])
 def test_the_pointer_check_passes_a_pointer_that_resolves(pointer):

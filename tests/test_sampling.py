@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import gpt2
-from sampling import AutoregressiveStats, SpeculativeStats, autoregressive_sampling, speculative_sampling
+from records import AutoregressiveStats, SpeculativeStats
+from sampling import autoregressive_sampling, speculative_sampling
 from model_fn import create_model_fn, logits_to_probs
 
 TARGET_HPARAMS = {"n_vocab": 64, "n_ctx": 64, "n_embd": 32, "n_head": 4, "n_layer": 2}

@@ -26,7 +26,7 @@ from show import (
 
 try:  # the real records, once sampling.py has them; the same fields either way
     from sampling import Proposal
-    from sampling import Check, Round
+    from records import Check, Round
 except ImportError:
     from sampling import Proposal
 

@@ -39,7 +39,8 @@ import pytest
 
 import sampling
 from markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
-from sampling import SpeculativeStats, autoregressive_sampling, speculative_sampling
+from records import SpeculativeStats
+from sampling import autoregressive_sampling, speculative_sampling
 from verifiers import verifier
 
 PROMPT = [2, 0, 1]  # three tokens, so that even the off-by-one variant (c) has two tokens of context

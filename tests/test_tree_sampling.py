@@ -29,7 +29,8 @@ import pytest
 import drafters
 import sampling
 from markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
-from sampling import SpeculativeStats, autoregressive_sampling
+from records import SpeculativeStats
+from sampling import autoregressive_sampling
 from model_fn import create_model_fn
 from drafters import tree_speculative_sampling
 from test_sampling import NOISY_DRAFT_PARAMS, TARGET_HPARAMS, TARGET_PARAMS

@@ -1,8 +1,9 @@
 """What a round records, as an executable specification: every field `Check`'s and `Round`'s docstrings promise.
 
-Read sampling.py's `Check`, `Round` and `_verify` first. The exactness tests judge the tokens' distribution; they
-cannot see a round that samples right but records wrong, say a Check whose q is the target's row before the
-earlier siblings' residual updates (Check's docstring forbids it). show.py and the statistics read these records.
+Read records.py's `Check` and `Round`, and sampling.py's `_verify`, first. The exactness tests judge the
+tokens' distribution; they cannot see a round that samples right but records wrong, say a Check whose q is the
+target's row before the earlier siblings' residual updates (Check's docstring forbids it). show.py and the
+statistics read these records.
 
 How: run real rounds (a chain, a tree of top tokens, a tree of independently sampled siblings, on the Markov tables
 of tests/markov.py) with a target that keeps the q it returned, then REPLAY each round: walk its own proposal

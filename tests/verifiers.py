@@ -14,7 +14,7 @@ in MISTAKES switches on one mistake.
 
 import numpy as np
 
-from sampling import Check
+from records import Check
 
 MISTAKES = {
     "replacement from the target's row": "after a rejection, the next sibling and the replacement token use the "

@@ -33,7 +33,8 @@ from lookahead import tokens_per_round
 from cli import check_whole_number
 from main import timed
 from model_fn import create_model_fn
-from sampling import AutoregressiveStats, SpeculativeStats, autoregressive_sampling, speculative_sampling
+from records import AutoregressiveStats, SpeculativeStats
+from sampling import autoregressive_sampling, speculative_sampling
 
 RANDOM_MEANINGLESS = "meaningless"  # what lookup's acceptance is called with random weights
 
