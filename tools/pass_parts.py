@@ -152,10 +152,10 @@ def misses_text(best):
         if goal_text(r, m).startswith("missed"):
             growth = {part: (parts[part] - one[part]) / one["whole pass"] for part in PARTS[1:5]}
             part = max(growth, key=growth.get)
-            arithmetic = (parts["block arithmetic"] - one["block arithmetic"]) / one["whole pass"]
+            its_arithmetic = (parts["block arithmetic"] - one["block arithmetic"]) / one["whole pass"]
             lines.append(f"r({m}) = {r:.2f} misses its goal of {GOALS[m]} by {r - GOALS[m]:.2f}; the part that grew "
                          f"most is {part}: +{growth[part]:.2f} one-position passes over its m = 1 time"
-                         + (f" (their arithmetic alone, the weights in cache: +{arithmetic:.2f})."
+                         + (f" (their arithmetic alone, the weights in cache: +{its_arithmetic:.2f})."
                             if part == "block products" else "."))
     return "\n\n" + "\n".join(lines) if lines else ""
 
