@@ -322,24 +322,11 @@ def _end_blas_threads():
     the waits of this process and the helper give their core away to them (sched_yield) at every hand-over: the
     first 23 ms decoding steps after a 500-token prompt took 40 to 119 ms, 0.1 s lost after each prompt. OpenBLAS
     starts them again at the next product that wants them (in about 40 us), as it does after every fork.
-    Where OpenBLAS exports blas_thread_shutdown_ (0.3.27 and 0.3.31 do), that ends them. Where it does not
-    (NumPy 2.5's 0.3.34), a fork does: OpenBLAS ends its threads before every fork (its pthread_atfork handler),
-    so a child that exits at once ends them, for about 10 ms with 124M loaded (the first step after a prompt:
-    115 ms without, 25 with). Only while every other Python thread is a daemon: a thread the program does not
-    wait for, such as the monitor of a tqdm progress bar, is taken to do no arithmetic, but any other might be
-    inside a BLAS call on those threads, which would then wait for ever."""
-    others = [thread for thread in threading.enumerate() if thread is not threading.current_thread()]
-    if not all(thread.daemon for thread in others):
-        return
+    Only where OpenBLAS exports blas_thread_shutdown_ (0.3.27 and 0.3.31 do; NumPy 2.5's 0.3.34 does not, and
+    there the first steps after a prompt stay slow), and only while every other Python thread is a daemon: a
+    thread the program does not wait for, such as the monitor of a tqdm progress bar, is taken to do no
+    arithmetic, but any other might be inside a BLAS call on those threads, which would then wait for ever."""
     shutdown = openblas_function("blas_thread_shutdown_")
-    if shutdown is not None:
+    others = [thread for thread in threading.enumerate() if thread is not threading.current_thread()]
+    if shutdown is not None and all(thread.daemon for thread in others):
         shutdown()
-        return
-    if not hasattr(os, "fork") or len(os.listdir("/proc/self/task")) <= threading.active_count():
-        return  # no fork (no helper either), or no thread that is not Python's: none of BLAS's is running
-    with warnings.catch_warnings():  # Python 3.12+ warns that forking a process with threads may deadlock
-        warnings.simplefilter("ignore", DeprecationWarning)  # in the child: this child only exits
-        pid = os.fork()  # OpenBLAS's handler ends its threads first
-    if pid == 0:
-        os._exit(0)
-    os.waitpid(pid, 0)
