@@ -50,6 +50,7 @@ def test_the_arithmetic_function_multiplies_slices_that_stay_in_cache_by_rows_of
     """Each product it makes is m rows by a column-major slice of at most IN_CACHE_BYTES, of its matrix's n_in
     rows, and it makes one per matrix: 4 x 12 = 48 for 124M's shapes."""
     calls = []
+
     def columns(x, w, begin, end, out):
         calls.append((x.shape, w.shape, w.flags.f_contiguous, out.shape))
 
