@@ -1,14 +1,15 @@
 """The README as a learning path: short, in order, every term defined before it is used, no answer given away.
 
-Read README.md first, then tests/test_readme.py (the pages' generated blocks and line links, and the helpers
-these tests share with it).
+Read README.md first, then tests/page_blocks.py (how the pages' generated blocks are read) and
+tests/test_readme.py (their line links).
 """
 
 import re
 
 import pytest
 from conftest import REPO_ROOT
-from test_readme import BENCHMARKS, EXERCISES, README, generated_block, line_links, markdown_rows
+from page_blocks import BENCHMARKS, EXERCISES, README, generated_block, markdown_rows
+from test_readme import line_links
 
 README_MAX_LINES = 465  # "at most about 450": the learning path; measured tables go to BENCHMARKS.md
 

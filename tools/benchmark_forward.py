@@ -52,10 +52,7 @@ Plots (into --img_dir, if matplotlib is installed: pip install -r requirements-p
     forward_ms_per_token_vs_context.png     ms per token against the context length, and the floor
 """
 
-import contextlib
 import json
-import os
-import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -78,6 +75,7 @@ from model_fn import create_model_fn, logits_to_probs  # noqa: E402
 from safe_files import write_atomically  # noqa: E402
 from sampling import _check_probs, _sample, autoregressive_sampling  # noqa: E402
 from tools.benchmark_plots import import_pyplot, save  # noqa: E402
+from tools.machine import blas_description, blas_threads, load_average, machine_description  # noqa: E402
 from cli import MAX_SEED, as_optional, as_text, as_whole_number, errors_as_one_line  # noqa: E402
 from commands import as_names, as_whole_numbers, check_output_file, check_output_folder, run_script  # noqa: E402
 from weights import CheckpointError  # noqa: E402
@@ -453,43 +451,6 @@ def plot_context(plt, contexts: dict, floor, path):
            title=f"{next(iter(contexts.values())).size}: a cached decoding step against the context length")
     ax.legend(fontsize=8)
     save(plt, fig, path)
-
-
-# ------------------------------------------------------------------------------------------------------------
-# The machine: what timings depend on (make_readme_figures.py quotes it too)
-# ------------------------------------------------------------------------------------------------------------
-
-
-def machine_description():
-    """'Intel(R) Xeon(R) ... , 2 cores, Linux, Python 3.11.2, NumPy 2.1.0': what the timings depend on."""
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return (f"{cpu}, {os.cpu_count()} cores, {platform.system()}, Python {platform.python_version()}, "
-            f"NumPy {np.__version__}")
-
-
-def load_average():
-    """The 1-minute run-queue average, or nan where the system keeps none (Windows)."""
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-
-
-def blas_description():
-    """The BLAS NumPy was built with, as NumPy reports it ('scipy-openblas 0.3.31.188.0'), or 'an unknown BLAS'."""
-    with contextlib.suppress(Exception):  # np.show_config(mode=...) is NumPy >= 1.26; its keys vary by build
-        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-        return f"{blas['name']} {blas['version']}"
-    return "an unknown BLAS"
-
-
-def blas_threads():
-    """The threads OpenBLAS starts in this process: OPENBLAS_NUM_THREADS if set (it is read when NumPy loads),
-    else one per core. blas_threads() == 1 under `OPENBLAS_NUM_THREADS=1 python ...`."""
-    value = os.environ.get("OPENBLAS_NUM_THREADS", "").strip()
-    return int(value) if value.isdigit() and int(value) > 0 else os.cpu_count()
 
 
 # ------------------------------------------------------------------------------------------------------------

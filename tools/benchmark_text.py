@@ -55,7 +55,7 @@ from model_fn import create_model_fn  # noqa: E402
 from safe_files import write_atomically  # noqa: E402
 from records import SpeculativeStats  # noqa: E402
 from sampling import autoregressive_sampling, speculative_sampling  # noqa: E402
-from tools.benchmark_forward import machine_description  # noqa: E402
+from tools.machine import machine_description  # noqa: E402
 from cli import MAX_SEED, as_bool, as_text, as_whole_number, errors_as_one_line  # noqa: E402
 from commands import as_names, as_whole_numbers, check_output_file, run_script  # noqa: E402
 from weights import read_small_file  # noqa: E402

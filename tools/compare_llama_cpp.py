@@ -63,7 +63,8 @@ from main import timed  # noqa: E402
 from model_fn import common_prefix_length, create_model_fn, logits_to_probs  # noqa: E402
 from sampling import autoregressive_sampling  # noqa: E402
 from tools import benchmark_forward  # noqa: E402
-from tools.benchmark_forward import blas_description, blas_threads, machine_description, parse_list  # noqa: E402
+from tools.benchmark_forward import parse_list  # noqa: E402
+from tools.machine import blas_description, blas_threads, load_average, machine_description  # noqa: E402
 from tools.gguf_file import write_gguf  # noqa: E402
 from weights import shown  # noqa: E402
 
@@ -435,7 +436,7 @@ def main(argv=None):
         raise SystemExit(2)
     import llama_cpp
 
-    start, load_start = time.perf_counter(), benchmark_forward.load_average()
+    start, load_start = time.perf_counter(), load_average()
     print(f"{machine_description()}; load average {load_start:.2f} at the start", flush=True)
     with tempfile.TemporaryDirectory() as folder:
         gguf_path = Path(settings["gguf"] or Path(folder) / "model.gguf")
@@ -456,7 +457,7 @@ def main(argv=None):
                if value != DEFAULTS[name] and name not in ("json", "gguf", "reuse_gguf")),
            "weights": weights, "llama_cpp": llama_cpp.__version__, "machine": machine_description(),
            "blas": blas_description(), "minutes": (time.perf_counter() - start) / 60,
-           "load_average": [load_start, benchmark_forward.load_average()], "cores": os.cpu_count(),
+           "load_average": [load_start, load_average()], "cores": os.cpu_count(),
            **{name: settings[name] for name in ("prompt", "n_check", "n_context", "n_new", "ms", "repeats",
                                                  "flash_attn", "threads")}}
     data = {"run": run, "results": results}

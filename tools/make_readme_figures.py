@@ -91,7 +91,7 @@ from commands import as_fractions, as_names, as_whole_numbers, check_output_fold
 from gpt2 import HPARAMS  # noqa: E402
 from safe_files import write_atomically  # noqa: E402
 from tools import benchmark_forward, worked_round  # noqa: E402
-from tools.benchmark_forward import blas_description, blas_threads, machine_description  # noqa: E402
+from tools.machine import blas_description, blas_threads, machine_description  # noqa: E402
 from tools.measured_parts import (  # noqa: E402
     CONTEXT_LENGTHS,
     FORWARD_SIZES,

@@ -40,7 +40,8 @@ import panels  # noqa: E402
 from gpt2 import attention, causal_mask, random_params  # noqa: E402
 from main import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
-from tools.benchmark_forward import block_matrices, machine_description  # noqa: E402
+from tools.benchmark_forward import block_matrices  # noqa: E402
+from tools.machine import machine_description  # noqa: E402
 
 GOALS = {2: 1.3, 3: 1.3, 4: 1.3, 8: 1.6, 16: 2.5}  # the r(m) a pass over m positions should not exceed
 PARTS = ("whole pass", "block products", "attention", "LM head", "logits_to_probs, greedy",

@@ -1,0 +1,36 @@
+"""tools/machine.py: what every timed table says about where it was made."""
+
+import platform
+
+import numpy as np
+
+from tools import machine
+
+
+def test_the_machine_description_names_the_cores_the_system_python_and_numpy(monkeypatch):
+    """The timings depend on each of them, so each is in the line: 'CPU, 3 cores, System, Python X, NumPy Y'."""
+    monkeypatch.setattr(machine.os, "cpu_count", lambda: 3)
+    description = machine.machine_description()
+    assert description.endswith(f", 3 cores, {platform.system()}, Python {platform.python_version()}, "
+                                f"NumPy {np.__version__}")
+
+
+def test_blas_threads_are_openblas_num_threads_when_set_else_one_per_core(monkeypatch):
+    """OpenBLAS starts OPENBLAS_NUM_THREADS threads when it is a whole number above 0, else one per core."""
+    monkeypatch.setattr(machine.os, "cpu_count", lambda: 4)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    assert machine.blas_threads() == 1
+    for ignored in ("0", "two", ""):
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", ignored)
+        assert machine.blas_threads() == 4
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    assert machine.blas_threads() == 4
+
+
+def test_the_blas_is_named_with_its_version_or_said_to_be_unknown(monkeypatch):
+    """NumPy's own report gives 'name version'; a NumPy whose report has no BLAS entry gives 'an unknown BLAS'."""
+    monkeypatch.setattr(machine.np, "show_config", lambda mode: {"Build Dependencies": {"blas": {
+        "name": "scipy-openblas", "version": "0.3.31.188.0"}}})
+    assert machine.blas_description() == "scipy-openblas 0.3.31.188.0"
+    monkeypatch.setattr(machine.np, "show_config", lambda mode: {"Build Dependencies": {}})
+    assert machine.blas_description() == "an unknown BLAS"
