@@ -80,6 +80,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import openblas_env  # noqa: F401  before NumPy loads OpenBLAS, which reads its settings then
+
 import numpy as np
 from tqdm import tqdm
 

@@ -39,7 +39,7 @@ What is shared, and why it is safe
   with the helper for the two cores. From the first helper on, every other BLAS call of this process (a
   product of your own, `x @ w` with a writable w) runs on one core too. A prompt gets BLAS's threads back
   (`all_cores`); the next shared product ends them (`_end_blas_threads`: idle, they would spin on the
-  helper's core).
+  helper's core), or, where OpenBLAS cannot end them, they sleep within a millisecond (openblas_env.py).
 - Memory: pages that either side writes after the fork are copied, so a model freed in the parent stays in
   the helper's copy until a new helper replaces it (`for_matrix` makes one for each new set of matrices).
 
@@ -322,10 +322,11 @@ def _end_blas_threads():
     the waits of this process and the helper give their core away to them (sched_yield) at every hand-over: the
     first 23 ms decoding steps after a 500-token prompt took 40 to 119 ms, 0.1 s lost after each prompt. OpenBLAS
     starts them again at the next product that wants them (in about 40 us), as it does after every fork.
-    Only where OpenBLAS exports blas_thread_shutdown_ (0.3.27 and 0.3.31 do; NumPy 2.5's 0.3.34 does not, and
-    there the first steps after a prompt stay slow), and only while every other Python thread is a daemon: a
-    thread the program does not wait for, such as the monitor of a tqdm progress bar, is taken to do no
-    arithmetic, but any other might be inside a BLAS call on those threads, which would then wait for ever."""
+    Only where OpenBLAS exports blas_thread_shutdown_ (0.3.27 and 0.3.31 do; NumPy 2.5's 0.3.34 does not: there
+    the scripts have them sleep within a millisecond instead, openblas_env.py), and only while every other
+    Python thread is a daemon: a thread the program does not wait for, such as the monitor of a tqdm progress
+    bar, is taken to do no arithmetic, but any other might be inside a BLAS call on those threads, which would
+    then wait for ever."""
     shutdown = openblas_function("blas_thread_shutdown_")
     others = [thread for thread in threading.enumerate() if thread is not threading.current_thread()]
     if shutdown is not None and all(thread.daemon for thread in others):

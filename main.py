@@ -52,6 +52,8 @@ import sys
 import time
 from pathlib import Path
 
+import openblas_env  # noqa: F401  before NumPy loads OpenBLAS, which reads its settings then
+
 import fire
 import numpy as np
 

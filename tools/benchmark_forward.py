@@ -58,12 +58,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
-from tqdm import tqdm
-
 # `python tools/benchmark_forward.py` puts tools/ first on the path: put the repository's root there too, so
 # that the modules it measures (and `tools.`) import as they do from the root
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
+
+import numpy as np  # noqa: E402
+from tqdm import tqdm  # noqa: E402
 
 import benchmark  # noqa: E402
 import lookahead  # noqa: E402

@@ -41,9 +41,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's root: python tools/...
+
+import openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
+
+import numpy as np  # noqa: E402
 
 import benchmark  # noqa: E402
 import drafters  # noqa: E402

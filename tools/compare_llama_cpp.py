@@ -51,10 +51,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # `python tools/...`: the repository's root, and tests/ (conftest)
+
+import openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
+
+import numpy as np  # noqa: E402
 
 import benchmark  # noqa: E402
 from cli import as_bool, as_text, as_whole_number, check_writable, errors_as_one_line  # noqa: E402

@@ -83,6 +83,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
+import openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
+
 import benchmark  # noqa: E402
 import drafters  # noqa: E402
 import lookahead  # noqa: E402

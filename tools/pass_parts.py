@@ -29,10 +29,12 @@ misses its goal the line that grew says which part holds it.
 import sys
 from pathlib import Path
 
-import fire
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's root: python tools/...
+
+import openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
+
+import fire  # noqa: E402
+import numpy as np  # noqa: E402
 
 import benchmark  # noqa: E402
 import helper_process  # noqa: E402
