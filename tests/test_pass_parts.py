@@ -88,3 +88,22 @@ def test_a_whole_measurement_on_a_tiny_model_has_every_part_for_every_m(tmp_path
     assert sorted(best) == [1, 2, 4]
     assert all(set(parts) == set(pass_parts.PARTS) and all(t > 0 for t in parts.values()) for parts in best.values())
     assert "block products" in pass_parts.table(best) and "(their arithmetic)" in pass_parts.table(best)
+
+
+def test_the_attention_part_reads_each_layers_own_keys_and_values_as_the_pass_does(tmp_path, monkeypatch):
+    """One layer's keys, read n_layer times, would stay in the processor's caches and time the attention at about
+    half of what the pass spends on it: the part must hand every layer's call keys of its own (3 layers here,
+    each over n_cached + m = 8 + 2 keys)."""
+    (tmp_path / "hparams.json").write_text(json.dumps({"n_vocab": 50, "n_ctx": 64, "n_embd": 8, "n_head": 2,
+                                                       "n_layer": 3}))
+    keys = []
+    real_attention = pass_parts.attention
+
+    def attention(q, k, v, mask):
+        keys.append((k.__array_interface__["data"][0], v.__array_interface__["data"][0], k.shape))
+        return real_attention(q, k, v, mask)
+
+    monkeypatch.setattr(pass_parts, "attention", attention)
+    pass_parts.measure(str(tmp_path), n_cached=8, ms=(2,), rounds=1)
+    assert len(keys) == 3 and len({k for k, _, _ in keys} | {v for _, v, _ in keys}) == 6
+    assert {shape for _, _, shape in keys} == {(2, 10, 4)}
