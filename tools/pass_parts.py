@@ -11,9 +11,10 @@ about 500 cached tokens (GOALS). This tool times, for each m, in turns (the best
 - its parts, each alone on the same shapes: the block matrix products (every linear of every block,
   panels.matmul), the attention over the cache (every layer's gpt2.attention over n_cached + m keys, each
   layer's keys and values its own, as in a cache: one layer's, 12 times over, stayed in the processor's caches
-  and took 0.08 one-position passes at m = 1 where the pass spends 0.15), the LM head (panels.matmul by wte.T), logits_to_probs greedy (what the pass ends with), and at temperature 1
-  (what a sampled run's pass ends with instead), and "the rest" (the whole minus the parts: layer norms,
-  GELU, biases, the cache writes, Python);
+  and took 0.08 one-position passes at m = 1 where the pass spends 0.15), the LM head (panels.matmul by
+  wte.T), logits_to_probs greedy (what the pass ends with), and at temperature 1 (what a sampled run's pass
+  ends with instead), and "the rest" (the whole minus the parts: layer norms, GELU, biases, the cache writes,
+  Python);
 - and, inside the block products, their arithmetic alone (`arithmetic`): the same products on a slice of
   each matrix small enough to stay in the core's cache, so that no weight comes from memory, scaled up
   to every column and shared between the cores as panels.matmul shares it. Where the block products grow
