@@ -7,10 +7,11 @@ the bytes in TOKEN_BYTES (tokens 4 and 5 are the two halves of the UTF-8 charact
 """
 
 import io
-from dataclasses import dataclass, field
 
 import pytest
 
+from records import Check, Round
+from sampling import Proposal
 from show import (
     TextStream,
     legend,
@@ -23,32 +24,6 @@ from show import (
     trace_line,
     wants_color,
 )
-
-try:  # the real records, once sampling.py has them; the same fields either way
-    from sampling import Proposal
-    from records import Check, Round
-except ImportError:
-    from sampling import Proposal
-
-    @dataclass
-    class Check:
-        depth: int
-        token: int
-        p: float
-        q: float
-        u: float
-        kept: bool
-
-    @dataclass
-    class Round:
-        index: int
-        k: int
-        proposal: Proposal
-        checks: list
-        tokens: list
-        origins: list
-        target_rows: object = field(default=None)
-
 
 TOKEN_BYTES = {0: b" the", 1: b" cat", 2: b" sat", 3: b"\n", 4: b" caf\xc3", 5: b"\xa9!"}
 
