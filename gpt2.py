@@ -85,7 +85,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from panels import matmul
+from panels import kv_buffer, matmul, share_heads
 
 # The shapes of OpenAI's four released models (their hparams.json files).
 HPARAMS = {
@@ -170,7 +170,7 @@ class Cache(NamedTuple):
 def empty_cache(blocks, n_head: int, n_ctx: int = 0) -> Cache:
     """A cache holding no positions, with room for n_ctx (0: the first pass allocates wpe's n_ctx)."""
     n_embd = blocks[0]["ln_1"]["g"].shape[0]
-    return Cache(np.empty((len(blocks), 2, n_head, n_ctx, n_embd // n_head), dtype=np.float32), 0)
+    return Cache(kv_buffer((len(blocks), 2, n_head, n_ctx, n_embd // n_head)), 0)
 
 
 def rollback(cache: Cache, length: int) -> Cache:
@@ -276,7 +276,7 @@ def mha(x, c_attn, c_proj, n_head: int, kv, n_past: int, mask):
     kv[1, :, n_past : n_past + n_seq] = v  # [n_head, n_seq, head_dim]
     k, v = kv[:, :, : n_past + n_seq]  # 2 x [n_head, n_past + n_seq, head_dim]: views, no copy
 
-    out = attention(q, k, v, mask)  # [n_head, n_seq, head_dim]
+    out = share_heads(attention, q, k, v, mask)  # [n_head, n_seq, head_dim]: attention(q, k, v, mask), on 2 cores
 
     # merge the heads: [n_head, n_seq, head_dim] -> [n_seq, n_head, head_dim] -> [n_seq, n_embd]
     out = out.transpose(1, 0, 2).reshape(n_seq, n_embd)
@@ -349,7 +349,7 @@ def _room_for(past: Cache, n_seq: int, n_ctx: int):
     if past.length + n_seq <= buffer.shape[3]:
         return buffer
     n_layer, _, n_head, _, head_dim = buffer.shape
-    bigger = np.empty((n_layer, 2, n_head, n_ctx, head_dim), dtype=np.float32)  # [n_layer, 2, n_head, n_ctx, hd]
+    bigger = kv_buffer((n_layer, 2, n_head, n_ctx, head_dim))  # [n_layer, 2, n_head, n_ctx, head_dim] float32
     bigger[:, :, :, : past.length] = past.kv  # the one copy of the cache, on its first pass into the new buffer
     return bigger
 

@@ -54,6 +54,8 @@ BLAS's own threads.
 
 import ctypes
 import functools
+import gc
+import itertools
 import mmap
 import os
 import platform
@@ -68,9 +70,12 @@ import numpy as np
 
 SPIN_SECONDS = 0.05  # the helper polls for this long after a job, then sleeps until woken
 MIN_BYTES = 1 << 20  # a smaller matrix (a tiny test model's) is multiplied here: a hand-over would cost more
+MEMFD_NAME = "kv-cache"  # the name of a `shared_empty` buffer's memory file, as /proc/PID/fd and maps show it
 
-# the integers of `control`, shared by the two processes
-POSTED, DONE, FAILED, SLEEPING, STOP, NAP, KEY, TRANSPOSED, ROWS, BEGIN, END = range(11)
+# the integers of `control`, shared by the two processes; a job is COLUMNS of a product or HEADS of attention
+(POSTED, DONE, FAILED, SLEEPING, STOP, NAP, KEY, TRANSPOSED, ROWS, BEGIN, END,
+ KIND, BUFFER, FD, NBYTES, K_OFFSET, V_OFFSET, KEYS, HEAD_STRIDE, HEAD_DIM) = range(20)
+COLUMNS, HEADS = 0, 1
 BLAS_PREFIXES = ("scipy_openblas_", "openblas_", "")  # NumPy 2's wheels, older builds, a name given whole
 BLAS_SUFFIXES = ("64_", "")  # the 64-bit-integer build, then the 32-bit one
 
@@ -144,14 +149,16 @@ class Helper:
     def __init__(self, matrices: dict, work, rows_max: int):
         if not hasattr(os, "fork"):  # Windows: `unavailable()` says so, and `for_matrix` makes no helper there
             raise RuntimeError(unavailable())
-        n_in = max(w.shape[0] for w in matrices.values())  # the widest x, and the most columns, of any matrix
-        n_out = max(max(w.shape) for w in matrices.values())  # (a transposed one has its shape the other way)
-        self.control = np.frombuffer(mmap.mmap(-1, 8 * 16), dtype=np.int64)
+        arrays = [w for w in matrices.values() if isinstance(w, np.ndarray)]  # the rest: attention's functions
+        n_in = max(w.shape[0] for w in arrays)  # the widest x, and the most columns, of any matrix
+        n_out = max(max(w.shape) for w in arrays)  # (a transposed one has its shape the other way)
+        self.control = np.frombuffer(mmap.mmap(-1, 8 * 32), dtype=np.int64)
         self.rows_in = np.frombuffer(mmap.mmap(-1, 4 * rows_max * n_in), dtype=np.float32)  # jobs of <= rows_max rows
         self.rows_out = np.frombuffer(mmap.mmap(-1, 4 * rows_max * n_out), dtype=np.float32)
         self.message = mmap.mmap(-1, 4096)  # why a job failed, as text
         self.known = weakref.WeakValueDictionary(matrices)  # the parent does not keep a model alive for it
         self.posted, self.out_shape, self.parent = 0, None, os.getpid()
+        self.work, self.rows_max = work, rows_max
         wake_read, self.wake = os.pipe()
         with warnings.catch_warnings():  # Python 3.12+ warns that forking a process with threads may deadlock
             warnings.simplefilter("ignore", DeprecationWarning)  # in the child: this child only multiplies
@@ -160,6 +167,8 @@ class Helper:
             code = 1
             try:
                 os.close(self.wake)
+                gc.disable()  # the child frees none of the parent's objects (one would unmap a cache: see `shared_empty`)
+                _close_cache_descriptors()  # the child's copies: it maps a cache through its parent's descriptor
                 signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
                 self._serve(wake_read, dict(matrices), work)
                 code = 0
@@ -173,16 +182,19 @@ class Helper:
 
     def _serve(self, wake_read, matrices, work):
         """The child's loop: do each new job; spin SPIN_SECONDS for the next; then sleep until woken."""
-        control, seen, last = self.control, 0, time.monotonic()  # job numbers start at 1
+        control, seen, last, caches = self.control, 0, time.monotonic(), {}  # job numbers start at 1
         while not control[STOP]:
             if control[POSTED] != seen:
                 seen = int(control[POSTED])
                 try:
-                    w = matrices[int(control[KEY])]
-                    w = w.T if control[TRANSPOSED] else w  # [n_in, n_out]
                     rows, begin, end = int(control[ROWS]), int(control[BEGIN]), int(control[END])
-                    x = self.rows_in[: rows * w.shape[0]].reshape(rows, w.shape[0])  # [rows, n_in]
-                    work(x, w, begin, end, self.rows_out[: rows * (end - begin)].reshape(rows, end - begin))
+                    if control[KIND] == HEADS:
+                        self._heads(matrices[int(control[KEY])], self._cache(caches), rows, end - begin)
+                    else:
+                        w = matrices[int(control[KEY])]
+                        w = w.T if control[TRANSPOSED] else w  # [n_in, n_out]
+                        x = self.rows_in[: rows * w.shape[0]].reshape(rows, w.shape[0])  # [rows, n_in]
+                        work(x, w, begin, end, self.rows_out[: rows * (end - begin)].reshape(rows, end - begin))
                 except BaseException as error:  # reported to the parent, which raises it
                     self.message[:] = f"{type(error).__name__}: {error}".encode()[:4096].ljust(4096)
                     control[FAILED] = seen
@@ -197,15 +209,66 @@ class Helper:
                 control[SLEEPING] = 0
                 last = time.monotonic()
 
+    def _cache(self, caches):
+        """The parent's cache buffer named in control, mapped here: through the parent's descriptor of its memfd,
+        /proc/PARENT/fd/FD, the first time. Before a new one is mapped, the mappings of buffers the parent has
+        freed are dropped (their descriptor is closed, or is now another file), so their memory is returned."""
+        number, fd = int(self.control[BUFFER]), int(self.control[FD])
+        if number not in caches:
+            for old, (old_fd, inode, _) in list(caches.items()):
+                try:
+                    alive = os.stat(f"/proc/{self.parent}/fd/{old_fd}").st_ino == inode
+                except OSError:
+                    alive = False
+                if not alive:
+                    del caches[old]
+            descriptor = os.open(f"/proc/{self.parent}/fd/{fd}", os.O_RDWR)
+            try:
+                caches[number] = (fd, os.fstat(descriptor).st_ino, mmap.mmap(descriptor, int(self.control[NBYTES])))
+            finally:
+                os.close(descriptor)
+        return caches[number][2]
+
+    def _heads(self, attend, memory, rows, n_heads):
+        """out = attend(q, k, v, mask) for the heads posted: q and the mask from rows_in, k and v as views of
+        the cache buffer `memory` (the parent's positions 0 .. KEYS - 1), out into rows_out."""
+        control = self.control
+        keys, head_dim, head_stride = int(control[KEYS]), int(control[HEAD_DIM]), int(control[HEAD_STRIDE])
+        q_size = n_heads * rows * head_dim
+        q = self.rows_in[:q_size].reshape(n_heads, rows, head_dim)  # [n_heads, rows, head_dim]
+        mask = self.rows_in[q_size : q_size + rows * keys].reshape(rows, keys)  # [rows, keys]
+        k, v = (np.ndarray((n_heads, keys, head_dim), np.float32, memory, int(control[offset]),
+                           (head_stride, 4 * head_dim, 4)) for offset in (K_OFFSET, V_OFFSET))  # views, no copy
+        self.rows_out[:q_size].reshape(n_heads, rows, head_dim)[...] = attend(q, k, v, mask)
+
     def post(self, x, key, transposed, begin, end):
         """Hand the child out = x @ w[:, begin:end] (x at most rows_max rows); `collect` waits for it."""
         rows = x.shape[0]
         self.rows_in[: x.size].reshape(x.shape)[...] = x
         control = self.control
         control[KEY], control[TRANSPOSED], control[ROWS] = key, transposed, rows
-        control[BEGIN], control[END], control[NAP] = begin, end, 0
+        control[BEGIN], control[END], control[NAP], control[KIND] = begin, end, 0, COLUMNS
+        self._send((rows, end - begin))
+
+    def post_heads(self, attend_key, q, k, v, mask, cache):
+        """Hand the child out = attend(q, k, v, mask) for q [n_heads, m, head_dim], the mask [m, n_keys], and k
+        and v [n_heads, n_keys, head_dim] views of the shared buffer `cache` ((number, fd, nbytes, address) from
+        `_shared`): `collect` waits for it. The caller has checked that q and the mask fit in rows_in."""
+        n_heads, rows, head_dim = q.shape
+        self.rows_in[: q.size].reshape(q.shape)[...] = q
+        self.rows_in[q.size : q.size + mask.size].reshape(mask.shape)[...] = mask
+        control, (number, fd, nbytes, address) = self.control, cache
+        control[KEY], control[ROWS], control[BEGIN], control[END] = attend_key, rows, 0, n_heads
+        control[BUFFER], control[FD], control[NBYTES], control[KEYS] = number, fd, nbytes, k.shape[1]
+        control[K_OFFSET], control[V_OFFSET] = k.ctypes.data - address, v.ctypes.data - address
+        control[HEAD_STRIDE], control[HEAD_DIM], control[NAP], control[KIND] = k.strides[0], head_dim, 0, HEADS
+        self._send(q.shape)
+
+    def _send(self, out_shape):
+        """Post the job now written in control and rows_in: its number last, so it is complete when seen."""
+        control = self.control
         self.posted += 1
-        self.out_shape = (rows, end - begin)
+        self.out_shape = out_shape
         control[POSTED] = self.posted  # last: the job is complete in memory before its number is seen
         if control[SLEEPING]:
             os.write(self.wake, b"!")
@@ -256,6 +319,8 @@ _blas_threads = None  # OpenBLAS's thread count before the first helper set it t
 _all_cores = False  # True while BLAS has every core and the helper naps (`all_cores`)
 _seen = weakref.WeakValueDictionary()  # id -> matrix multiplied here once, not known to the helper
 _in_use = threading.Lock()  # one product at a time uses the helper; another thread meanwhile works alone
+_shared = {}  # id(mmap) -> (number, fd, nbytes, address) of each live `shared_empty` buffer
+_numbers = itertools.count(1)  # a buffer's number: an fd is reused once closed, a number never
 _REASON = unavailable()  # checked once: None where a helper may run
 
 
@@ -267,12 +332,38 @@ def for_matrix(w, work, rows_max):
     a new helper is forked that has every matrix seen so far, so a model costs one fork, not 49. The caller
     must `release()` after collecting.
     """
-    global _helper, _blas_threads, _all_cores
     if _REASON is not None or w.dtype != np.float32 or w.nbytes < MIN_BYTES:
         return None
     owner, transposed = _owner(w)
     if not _frozen(owner):
         return None
+    helper = _helper_for(owner, work, rows_max)
+    return None if helper is None else (helper, id(owner), transposed)
+
+
+def for_heads(attend, q, k, v, mask):
+    """(the helper, the key of `attend`, the cache buffer of k and v) for attend(q, k, v, mask) over heads of
+    a KV cache held in `shared_empty` memory, or None to compute here (a buffer of np.empty, q and the mask
+    too big for the shared rows, a function the helper was not forked with: it is remembered, as a matrix is
+    in `for_matrix`, and the next helper has it). The caller must `release()` after collecting."""
+    cache = None if _REASON is not None else _shared.get(id(_root(k)))
+    if (cache is None or _root(v) is not _root(k) or k.dtype != np.float32 or q.dtype != np.float32
+            or mask.dtype != np.float32 or k.strides[1:] != (4 * k.shape[2], 4) or v.strides != k.strides):
+        return None
+    helper = _helper_for(attend, None, None)
+    if helper is not None and (q.size + mask.size > helper.rows_in.size or q.size > helper.rows_out.size):
+        release()
+        return None
+    return None if helper is None else (helper, id(attend), cache)
+
+
+def _helper_for(owner, work, rows_max):
+    """The helper, holding `owner` (a matrix, or attention's function), and ready for one job; or None.
+
+    An object met for the first time is remembered and None returned; the second time, a new helper is forked
+    that has every object seen so far (work and rows_max: those of panels.matmul's products, None to keep the
+    current helper's). None as well while another thread's product uses the helper."""
+    global _helper, _blas_threads, _all_cores
     key = id(owner)
     if _helper is not None and _helper.parent != os.getpid():  # a forked child of ours: the helper is not its own
         _helper = None
@@ -280,7 +371,10 @@ def for_matrix(w, work, rows_max):
         if _seen.get(key) is not owner:
             _seen[key] = owner
             return None
+        if _helper is None and work is None:
+            return None  # attention's function alone: the first matrix product makes the helper
         matrices = {**(dict(_helper.known) if _helper else {}), **dict(_seen)}
+        work, rows_max = (work, rows_max) if work is not None else (_helper.work, _helper.rows_max)
         if _helper is not None:
             _helper.stop()
         _blas_threads = _blas_threads or openblas_function("get_num_threads")()
@@ -293,7 +387,57 @@ def for_matrix(w, work, rows_max):
         openblas_function("set_num_threads")(1)
         _end_blas_threads()
         _all_cores = False
-    return _helper, key, transposed
+    return _helper
+
+
+def shared_empty(shape):
+    """np.empty(shape, dtype=np.float32), in memory that the helper process can map as well: a memfd (a file in
+    memory) where a helper may run, so that `for_heads` can hand it attention heads over this KV cache buffer.
+
+    The helper was forked before the cache was made, so it maps the buffer through this process's descriptor,
+    /proc/PID/fd/FD; the descriptor closes when the buffer is freed. A helper forked later does not inherit
+    the mapping (MADV_DONTFORK: it would keep a freed cache's memory alive) nor keep the descriptor.
+    """
+    nbytes = 4 * int(np.prod(shape))
+    if _REASON is not None or nbytes < MIN_BYTES:
+        return np.empty(shape, dtype=np.float32)
+    fd = os.memfd_create(MEMFD_NAME)
+    try:
+        os.ftruncate(fd, nbytes)
+        memory = mmap.mmap(fd, nbytes)  # MAP_SHARED: the helper's mapping sees the same pages
+        memory.madvise(mmap.MADV_DONTFORK)
+    except BaseException:
+        os.close(fd)
+        raise
+    flat = np.frombuffer(memory, dtype=np.float32)  # [nbytes / 4], owns nothing: the mmap does
+    _shared[id(memory)] = (next(_numbers), fd, nbytes, flat.ctypes.data)
+    weakref.finalize(memory, _forget, id(memory), fd)
+    return flat.reshape(shape)
+
+
+def _close_cache_descriptors():
+    """Close this process's descriptors of `shared_empty` memfds (in a helper just forked: its copies of the
+    parent's, which would keep a freed cache's memory alive; Python's mmap holds a copy of its own of each)."""
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:  # the descriptor of the listing itself, closed by now
+            continue
+        if target.startswith(f"/memfd:{MEMFD_NAME} "):
+            os.close(int(name))
+
+
+def _forget(key, fd):
+    """A shared buffer was freed: close its descriptor (the memory goes when the helper's mapping does too)."""
+    _shared.pop(key, None)
+    os.close(fd)
+
+
+def _root(array):
+    """The object at the bottom of array's chain of views (for a `shared_empty` buffer, its mmap)."""
+    while isinstance(array, np.ndarray):
+        array = array.base
+    return array.obj if isinstance(array, memoryview) else array  # np.frombuffer's base: a view of the mmap
 
 
 def release():

@@ -173,3 +173,30 @@ def turned_round(x, w):
     x_t = np.ascontiguousarray(x.transpose(0, 2, 1))  # [n_stack, n_in, m]: a copy, m columns
     product = np.matmul(w.transpose(0, 2, 1), x_t)  # [n_stack, n_out, n_in] @ [n_stack, n_in, m] -> [.., n_out, m]
     return np.ascontiguousarray(product.transpose(0, 2, 1))  # [n_stack, m, n_out]
+
+
+def kv_buffer(shape):
+    """np.empty(shape, dtype=np.float32) for a KV cache buffer, in memory the helper process can read too where
+    one runs (helper_process.shared_empty), so that `share_heads` can hand it half of attention's heads."""
+    return helper_process.shared_empty(shape)
+
+
+def share_heads(attend, q, k, v, mask):
+    """attend(q, k, v, mask) for q [n_head, m, head_dim] and k, v [n_head, n_keys, head_dim], views of a
+    `kv_buffer`: for 1 to PANEL_ROWS_MAX queries, the heads split between this process and the helper process
+    (see the module docstring), each half on one core. Each head is computed by the same function in either
+    process, so sharing changes no bit. Returns [n_head, m, head_dim]."""
+    n_head, m, _ = q.shape
+    share = helper_process.for_heads(attend, q, k, v, mask) if 1 <= m <= PANEL_ROWS_MAX and n_head > 1 else None
+    if share is None:
+        return attend(q, k, v, mask)  # [n_head, m, head_dim]
+    helper, key, cache = share
+    split = n_head - round(n_head * HELPER_SHARE)  # heads 0 .. split - 1 here, the rest in the helper
+    out = np.empty(q.shape, dtype=np.float32)  # [n_head, m, head_dim]
+    try:
+        helper.post_heads(key, q[split:], k[split:], v[split:], mask, cache)  # the helper: heads split ..
+        out[:split] = attend(q[:split], k[:split], v[:split], mask)  # meanwhile, here: heads 0 .. split - 1
+        helper.collect(out[split:])
+    finally:
+        helper_process.release()
+    return out

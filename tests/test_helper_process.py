@@ -1,4 +1,5 @@
-"""The helper process shares products and gives exactly x @ w; it is handed only what it can see; it fails loudly.
+"""The helper process shares products and attention's heads and gives exactly x @ w and the attention; it is
+handed only what it can see; it fails loudly; a freed cache goes.
 
 Read helper_process.py first (why a second PROCESS multiplies half of each matrix's columns, and how the two
 meet in shared memory). Where no helper can run (not Linux on x86-64, one core, OPENBLAS_NUM_THREADS=1) these
@@ -16,6 +17,7 @@ from conftest import REPO_ROOT
 
 import helper_process
 import panels
+from gpt2 import attention, causal_mask, tree_ancestors, tree_mask
 from test_panels import assert_same_product
 
 pytestmark = pytest.mark.skipif(helper_process.unavailable() is not None,
@@ -235,3 +237,134 @@ def _alive(pid):
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def heads_shared(q, k, v, mask):
+    """panels.share_heads(gpt2.attention, ...) twice: the first time the helper does not know the function and
+    it is computed here (and remembered); the second forks a helper that has it. Returns that helper."""
+    panels.share_heads(attention, q, k, v, mask)
+    panels.share_heads(attention, q, k, v, mask)
+    helper = helper_process._helper
+    assert helper is not None and helper.knows(id(attention), attention), "the heads did not reach a helper"
+    return helper
+
+
+def a_cache(rng, n_layer=2, n_head=12, capacity=256, head_dim=64):
+    """A KV cache buffer as gpt2 makes one (panels.kv_buffer: shared memory), filled with random keys and
+    values; 3 MB, above the size a helper takes."""
+    buffer = panels.kv_buffer((n_layer, 2, n_head, capacity, head_dim))
+    buffer[...] = rng.standard_normal(buffer.shape, dtype=np.float32)
+    return buffer
+
+
+def mappings(pid, inode):
+    """How many times process pid maps the memory file with this inode (a cache buffer's memfd)."""
+    with open(f"/proc/{pid}/maps", encoding="utf-8") as maps:
+        return sum(len(line.split()) > 4 and int(line.split()[4]) == inode for line in maps)
+
+
+def cache_descriptors(pid):
+    """The inodes of the cache buffers (memfds named helper_process.MEMFD_NAME) that process pid holds open."""
+    inodes = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(f"/memfd:{helper_process.MEMFD_NAME} "):
+            inodes.append(os.stat(f"/proc/{pid}/fd/{fd}").st_ino)
+    return inodes
+
+
+def test_shared_heads_give_the_same_bits_as_attention_alone_for_every_query_count(matrices):
+    """With the helper holding attention's function, the heads of q over a cache buffer are split between the
+    two processes: each head is computed by the same function on the same numbers, so the result equals
+    gpt2.attention of all heads bit for bit, for 1 .. PANEL_ROWS_MAX queries and a tree's mask, and the
+    helper did a job for each call (its job count grew)."""
+    w, _ = matrices
+    rng = np.random.default_rng(6)
+    shared(w, rng.standard_normal((2, 768), dtype=np.float32))
+    buffer = a_cache(rng)
+    n_past = 100
+    for m in range(1, panels.PANEL_ROWS_MAX + 1):
+        q = rng.standard_normal((12, m, 64), dtype=np.float32)
+        k, v = buffer[1, :, :, : n_past + m]  # [12, n_past + m, 64] each: views, as gpt2.mha reads them
+        masks = [causal_mask(m, n_past)]
+        if m >= 3:
+            masks.append(tree_mask(tree_ancestors((-1, -1, *range(m - 2))), n_past))  # two roots, then a chain
+        for mask in masks:
+            helper = heads_shared(q, k, v, mask)
+            posted = helper.posted
+            assert np.array_equal(panels.share_heads(attention, q, k, v, mask), attention(q, k, v, mask)), m
+            assert helper.posted == posted + 1, f"{m} queries: the helper was not handed the heads"
+
+
+def test_the_helper_reads_keys_written_after_it_was_forked(matrices):
+    """A cache is written after the helper exists (every pass writes its new keys): the helper maps the
+    buffer itself, so it reads what the parent wrote, not a copy made at the fork."""
+    w, _ = matrices
+    rng = np.random.default_rng(7)
+    shared(w, rng.standard_normal((2, 768), dtype=np.float32))
+    buffer = a_cache(rng)
+    q = rng.standard_normal((12, 1, 64), dtype=np.float32)
+    k, v = buffer[0, :, :, :50]
+    heads_shared(q, k, v, causal_mask(1, 49))
+    for n_keys in (60, 80, 200):
+        buffer[0, :, :, n_keys - 10 : n_keys] = rng.standard_normal((2, 12, 10, 64), dtype=np.float32)  # new keys
+        k, v = buffer[0, :, :, :n_keys]
+        mask = causal_mask(1, n_keys - 1)
+        assert np.array_equal(panels.share_heads(attention, q, k, v, mask), attention(q, k, v, mask)), n_keys
+
+
+def test_the_check_has_teeth_the_helper_given_the_wrong_keys_gives_other_heads(matrices, monkeypatch):
+    """Hand the helper the values where the keys should be (a wrong offset into the buffer): its half of the
+    heads comes out different, and the comparison above fails."""
+    w, _ = matrices
+    rng = np.random.default_rng(8)
+    shared(w, rng.standard_normal((2, 768), dtype=np.float32))
+    buffer = a_cache(rng)
+    q = rng.standard_normal((12, 4, 64), dtype=np.float32)
+    k, v = buffer[0, :, :, :100]
+    mask = causal_mask(4, 96)
+    heads_shared(q, k, v, mask)
+    post = helper_process.Helper.post_heads
+    monkeypatch.setattr(helper_process.Helper, "post_heads",
+                        lambda self, key, q, k, v, mask, cache: post(self, key, q, v, v, mask, cache))
+    out = panels.share_heads(attention, q, k, v, mask)
+    right = attention(q, k, v, mask)
+    assert np.array_equal(out[:6], right[:6]) and not np.allclose(out[6:], right[6:])
+
+
+def test_a_cache_of_ordinary_memory_is_attended_here():
+    """Only a buffer from panels.kv_buffer can be mapped by the helper: keys and values in np.empty memory (or
+    the buffer of a cache too small to share) are attended in this process, with the same result."""
+    rng = np.random.default_rng(9)
+    buffer = rng.standard_normal((2, 12, 256, 64), dtype=np.float32)
+    q = rng.standard_normal((12, 2, 64), dtype=np.float32)
+    k, v = buffer[:, :, :100]
+    mask = causal_mask(2, 98)
+    for _ in range(3):
+        assert helper_process.for_heads(attention, q, k, v, mask) is None
+    assert np.array_equal(panels.share_heads(attention, q, k, v, mask), attention(q, k, v, mask))
+
+
+def test_a_freed_cache_goes_from_the_helper_and_a_new_helper_never_holds_one(matrices):
+    """A cache's memory must be returned when the program lets it go: its descriptor closes with it, and the
+    helper drops its mapping of it when it maps the next cache. A helper forked while a cache is alive
+    inherits neither its mapping nor its descriptors: it holds the one descriptor of its own mapping (Python's
+    mmap keeps one), made through the parent's."""
+    w, _ = matrices
+    rng = np.random.default_rng(10)
+    shared(w, rng.standard_normal((2, 768), dtype=np.float32))
+    q = rng.standard_normal((12, 1, 64), dtype=np.float32)
+    mask = causal_mask(1, 99)
+    first = a_cache(rng)
+    inode = os.fstat(helper_process._shared[id(helper_process._root(first))][1]).st_ino
+    helper_process._helper.stop()
+    helper_process._helper = None  # the next products fork a new helper, while `first` is alive
+    shared(w, rng.standard_normal((2, 768), dtype=np.float32))
+    helper = heads_shared(q, *first[0, :, :, :100], mask)
+    assert mappings(helper.pid, inode) == 1, "the helper should map the cache it was handed, once: not inherited"
+    assert cache_descriptors(helper.pid) == [inode], "one descriptor of the cache, its mapping's, not inherited ones"
+    del first
+    assert mappings(os.getpid(), inode) == 0, "the freed cache is still mapped here"
+    second = a_cache(rng)
+    panels.share_heads(attention, q, *second[0, :, :, :100], mask)
+    assert mappings(helper.pid, inode) == 0, "the freed cache is still mapped by the helper"
+    assert inode not in cache_descriptors(helper.pid) and len(cache_descriptors(helper.pid)) == 1

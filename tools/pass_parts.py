@@ -9,7 +9,8 @@ about 500 cached tokens (GOALS). This tool times, for each m, in turns (the best
 - the whole pass through the model function (create_model_fn, temperature 0: what calibrate times), after
   --n_cached tokens, the cache rolled back each time;
 - its parts, each alone on the same shapes: the block matrix products (every linear of every block,
-  panels.matmul), the attention over the cache (every layer's gpt2.attention over n_cached + m keys, each
+  panels.matmul), the attention over the cache (every layer's gpt2.attention over n_cached + m keys, its
+  heads shared with the helper process as the pass shares them (panels.share_heads, on a panels.kv_buffer), each
   layer's keys and values its own, as in a cache: one layer's, 12 times over, stayed in the processor's caches
   and took 0.08 one-position passes at m = 1 where the pass spends 0.15), the LM head (panels.matmul by
   wte.T), logits_to_probs greedy (what the pass ends with), and at temperature 1 (what a sampled run's pass
@@ -65,7 +66,8 @@ def measure(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7, seed=0)
     model(tokens[: n_cached + 1], 1)  # the cached text (not timed)
     matrices = block_matrices(params)
     n_layer, head_dim = hparams["n_layer"], n_embd // n_head
-    kv = rng.standard_normal((n_layer, 2, n_head, n_cached + max(ms), head_dim), dtype=np.float32)  # as a cache's
+    kv = panels.kv_buffer((n_layer, 2, n_head, n_cached + max(ms), head_dim))  # as a cache's, in the same memory
+    kv[...] = rng.standard_normal(kv.shape, dtype=np.float32)
 
     def parts_for(m):
         rows = {n: rng.standard_normal((m, n), dtype=np.float32) for n in (n_embd, 4 * n_embd)}  # [m, n_in]
@@ -76,7 +78,7 @@ def measure(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7, seed=0)
         return {
             "whole pass": lambda: model(tokens[: n_cached + m], m),
             "block products": lambda: [panels.matmul(rows[w.shape[0]], w) for w in matrices],
-            "attention": lambda: [attention(q, k, v, mask) for k, v in layers],
+            "attention": lambda: [panels.share_heads(attention, q, k, v, mask) for k, v in layers],
             "LM head": lambda: panels.matmul(rows[n_embd], params["wte"].T),
             "logits_to_probs, greedy": lambda: logits_to_probs(logits, temperature=0),
             "logits_to_probs, temperature 1": lambda: logits_to_probs(logits, temperature=1.0),
