@@ -1,9 +1,9 @@
 """GPT-2's forward pass in NumPy, with a KV cache that can score a token tree.
 
 The first file of the model: it needs only NumPy and panels.py (how a weight matrix is stored and multiplied so
-that a pass over a few positions costs about what one costs, and attention's q @ k.T the same way; skim it
-first, or take `linear` and `matmul` on trust). Next
-come encoder.py (text to token ids) and model_fn.py (this forward pass wrapped as the model function the
+that a pass over a few positions costs about what one costs, attention's q @ k.T the same way, and its heads
+shared between two cores; skim it first, or take `linear`, `matmul`, `share_heads` and `kv_buffer` on trust).
+Next come encoder.py (text to token ids) and model_fn.py (this forward pass wrapped as the model function the
 samplers call).
 
 A ladder of small pure functions, from the bottom up (the names of the parameters are the names in OpenAI's
@@ -25,6 +25,7 @@ in as `past` and hands back `present` (like `past` -> `present` in openai/gpt-2)
 `Cache(buffer, length, parents)`:
 
     buffer  [n_layer, 2, n_head, capacity, head_dim] float32: per layer the keys (0) and the values (1)
+            (panels.kv_buffer: an ordinary array, in memory that the helper process can map as well)
     length  positions 0 .. length - 1 of the buffer hold keys and values; the rest is scratch space
     parents () for a plain sequence; else the last len(parents) positions are the nodes of a token tree
             hanging after the first length - len(parents) positions (see `gpt2` and `keep_path`)
@@ -37,11 +38,10 @@ A pass writes the keys and values of its new positions INTO the buffer, right af
 cached ones as views: nothing is copied, so a decoding step costs the same at 16 and at 1,000 tokens of
 context, apart from the attention itself. For 124M the keys and values of 1,000 positions are
 12 layers x 2 x 1,000 x 768 x 4 bytes = 74 MB against 498 MB of weights, so a step there must read 15% more
-bytes, and at best costs 1.15x the step at 16. With one BLAS thread the attention reads the cache about as
-fast as the matrix products read the weights, and a step comes close to that; with two threads it does not:
-each head's products (a [1, head_dim] row against [n_past, head_dim]) are too small for OpenBLAS to split
-over two threads, so the cache is read by one core while the weights are read by two. BENCHMARKS.md's "Speed
-of the forward pass" shows ms per token against the context length for both.
+bytes, and at best costs 1.15x the step at 16. Each head's products (a [1, head_dim] row against
+[n_past, head_dim]) are too small for OpenBLAS to split over two threads, so `share_heads` gives half of the
+heads to the second core (panels.py), and `kv_buffer` makes the buffer in memory that core can read too.
+BENCHMARKS.md's "Speed of the forward pass" shows ms per token against the context length.
 (The first pass into a buffer too small for the new positions
 copies what is cached into a fresh buffer of capacity n_ctx; `empty_cache` starts with capacity 0, unless
 told n_ctx, so the first pass allocates.) Rolling back is making a value with a smaller length: free.

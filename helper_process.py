@@ -1,8 +1,8 @@
 """The second core: a helper PROCESS, a copy of this one made by fork, multiplies half of a matrix's columns
-while this process multiplies the other half.
+while this process multiplies the other half (and attends with half of attention's heads, the same way).
 
-Read panels.py's docstring first (why a product of a few rows goes panel by panel); panels.matmul is the only
-caller. This file needs only NumPy and the standard library.
+Read panels.py's docstring first (why a product of a few rows goes panel by panel); panels.matmul and
+panels.share_heads are the only callers. This file needs only NumPy and the standard library.
 
 Why a process, and why it spins
 -------------------------------
@@ -35,6 +35,12 @@ What is shared, and why it is safe
   then its number into control[POSTED]; the child, seeing a new number, does the job, writes the result,
   then the number into control[DONE]. Stores are seen by the other core in the order they were made only on
   x86-64 (its memory model, "total store order"), so the helper runs only there.
+- The KV cache, for attention's heads (`for_heads`): it is made after the fork, and written by every pass,
+  so a copy will not do. `shared_empty` makes its buffer a memfd, a file that lives in memory, and the child
+  maps it through the parent's descriptor (/proc/PARENT/fd/FD) the first time it is handed a head of it.
+  Freed in the parent, the buffer's descriptor closes, and the child drops its mapping before it maps the
+  next cache. A child forked later neither inherits the mapping nor keeps a descriptor, which would hold a
+  freed cache's memory for as long as the child lives.
 - Both processes run BLAS on one thread each (`openblas_function`): OpenBLAS's own threads would compete
   with the helper for the two cores. From the first helper on, every other BLAS call of this process (a
   product of your own, `x @ w` with a writable w) runs on one core too. A prompt gets BLAS's threads back
@@ -144,7 +150,8 @@ def _owner(w):
 
 class Helper:
     """A forked copy of this process that runs `work(x, w, begin, end, out)` (out = x @ w[:, begin:end]) for
-    the jobs posted to it, on the matrices it was given when it was made."""
+    the jobs posted to it, on the matrices it was given when it was made; and attention's heads over a
+    `shared_empty` cache (`post_heads`), with an attention function it was given then too."""
 
     def __init__(self, matrices: dict, work, rows_max: int):
         if not hasattr(os, "fork"):  # Windows: `unavailable()` says so, and `for_matrix` makes no helper there
