@@ -40,7 +40,8 @@ What is shared, and why it is safe
   maps it through the parent's descriptor (/proc/PARENT/fd/FD) the first time it is handed a head of it.
   Freed in the parent, the buffer's descriptor closes, and the child drops its mapping before it maps the
   next cache. A child forked later neither inherits the mapping nor keeps a descriptor, which would hold a
-  freed cache's memory for as long as the child lives.
+  freed cache's memory for as long as the child lives. A program's own fork (multiprocessing's workers) gets
+  a private copy of each cache instead, as it would of np.empty memory (`_after_fork_in_child`).
 - Both processes run BLAS on one thread each (`openblas_function`): OpenBLAS's own threads would compete
   with the helper for the two cores. From the first helper on, every other BLAS call of this process (a
   product of your own, `x @ w` with a writable w) runs on one core too. A prompt gets BLAS's threads back
@@ -167,9 +168,14 @@ class Helper:
         self.posted, self.out_shape, self.parent = 0, None, os.getpid()
         self.work, self.rows_max = work, rows_max
         wake_read, self.wake = os.pipe()
+        global _making_helper
         with warnings.catch_warnings():  # Python 3.12+ warns that forking a process with threads may deadlock
             warnings.simplefilter("ignore", DeprecationWarning)  # in the child: this child only multiplies
-            self.pid = os.fork()
+            _making_helper = True  # the fork hooks below leave the caches alone: the helper maps what it needs
+            try:
+                self.pid = os.fork()
+            finally:
+                _making_helper = False
         if self.pid == 0:  # the child: serve, and never return into the parent's code
             code = 1
             try:
@@ -327,6 +333,9 @@ _all_cores = False  # True while BLAS has every core and the helper naps (`all_c
 _seen = weakref.WeakValueDictionary()  # id -> matrix multiplied here once, not known to the helper
 _in_use = threading.Lock()  # one product at a time uses the helper; another thread meanwhile works alone
 _shared = {}  # id(mmap) -> (number, fd, nbytes, address) of each live `shared_empty` buffer
+_arrays = {}  # id(mmap) -> (a weak reference to its [nbytes / 4] array, the finalizer that closes its fd)
+_snapshots = []  # (array, its copy) for each live shared buffer, from just before a fork to just after
+_making_helper = False  # True while this process forks a helper (which needs no copy of the caches)
 _numbers = itertools.count(1)  # a buffer's number: an fd is reused once closed, a number never
 _REASON = unavailable()  # checked once: None where a helper may run
 
@@ -418,7 +427,7 @@ def shared_empty(shape):
         raise
     flat = np.frombuffer(memory, dtype=np.float32)  # [nbytes / 4], owns nothing: the mmap does
     _shared[id(memory)] = (next(_numbers), fd, nbytes, flat.ctypes.data)
-    weakref.finalize(memory, _forget, id(memory), fd)
+    _arrays[id(memory)] = (weakref.ref(flat), weakref.finalize(memory, _forget, id(memory), fd))
     return flat.reshape(shape)
 
 
@@ -437,7 +446,44 @@ def _close_cache_descriptors():
 def _forget(key, fd):
     """A shared buffer was freed: close its descriptor (the memory goes when the helper's mapping does too)."""
     _shared.pop(key, None)
+    _arrays.pop(key, None)
     os.close(fd)
+
+
+def _before_fork():
+    """Before a fork that is not a helper's (a program's own, such as multiprocessing's workers): a copy of
+    every live shared buffer, which `_after_fork_in_child` puts back in the child's private memory."""
+    global _snapshots
+    _snapshots = [] if _making_helper else [(flat, flat.copy()) for flat, _ in
+                                            ((ref(), final) for ref, final in _arrays.values()) if flat is not None]
+
+
+def _after_fork_in_parent():
+    """The copies are the child's: the parent lets them go."""
+    global _snapshots
+    _snapshots = []
+
+
+def _after_fork_in_child():
+    """In a child of a fork that is not a helper's: each cache buffer becomes the child's own, as np.empty memory
+    would be after a fork. The mapping was not inherited (MADV_DONTFORK), so fresh private memory is mapped at
+    the same address (every view of it stays valid) and the copy made before the fork is written into it. The
+    child's copies of the descriptors are closed, and no buffer counts as shared here any more: a helper of
+    the child's own would read the parent's memfd, not this memory."""
+    global _snapshots
+    if _making_helper:
+        return
+    for flat, snapshot in _snapshots:
+        address = _libc_mmap(flat.ctypes.data, flat.nbytes, mmap.PROT_READ | mmap.PROT_WRITE,
+                             mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+        if address != flat.ctypes.data:
+            raise OSError(ctypes.get_errno(), "could not map a KV cache buffer's memory in a forked child")
+        flat[...] = snapshot
+    for key, (_, fd, _, _) in list(_shared.items()):
+        _arrays.pop(key)[1].detach()  # its finalizer would close a descriptor number the child may reuse
+        os.close(fd)
+    _shared.clear()
+    _snapshots = []
 
 
 def _root(array):
@@ -482,3 +528,11 @@ def _end_blas_threads():
     others = [thread for thread in threading.enumerate() if thread is not threading.current_thread()]
     if shutdown is not None and all(thread.daemon for thread in others):
         shutdown()
+
+
+MAP_FIXED = 0x10  # Linux's flag (Python's mmap module does not name it): map at exactly the address given
+_libc_mmap = ctypes.CDLL(None, use_errno=True).mmap if _REASON is None else None  # the C library's mmap
+if _libc_mmap is not None:
+    _libc_mmap.restype = ctypes.c_void_p
+    _libc_mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)

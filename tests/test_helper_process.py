@@ -6,7 +6,9 @@ meet in shared memory). Where no helper can run (not Linux on x86-64, one core, 
 tests skip with the reason; the project's CI machines run them.
 """
 
+import faulthandler
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -368,3 +370,50 @@ def test_a_freed_cache_goes_from_the_helper_and_a_new_helper_never_holds_one(mat
     panels.share_heads(attention, q, *second[0, :, :, :100], mask)
     assert mappings(helper.pid, inode) == 0, "the freed cache is still mapped by the helper"
     assert inode not in cache_descriptors(helper.pid) and len(cache_descriptors(helper.pid)) == 1
+
+
+def forked(child):
+    """Fork this process; the child runs child() and exits with its return value (1 if it raised). Returns the
+    child's wait status."""
+    if not hasattr(os, "fork"):  # never here: the module skips where no helper can run, Windows included
+        pytest.skip("this platform has no fork")
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = child()
+        finally:
+            os._exit(code)
+    return os.waitpid(pid, 0)[1]
+
+
+def test_a_program_that_forks_gives_the_child_its_own_copy_of_each_cache():
+    """A program's own fork (multiprocessing's workers, say) with a cache alive: in the child the buffer holds
+    what it held at the fork and is the child's own, as np.empty memory would be: what the child writes, the
+    parent does not see, and the other way round. It no longer counts as shared in the child."""
+    buffer = a_cache(np.random.default_rng(11))
+    before = buffer.copy()
+
+    def child():
+        same = np.array_equal(buffer, before) and not helper_process._shared
+        buffer[...] = 2.0
+        return 0 if same and np.all(buffer == 2.0) else 3
+
+    status = forked(child)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"the child saw another buffer (status {status})"
+    assert np.array_equal(buffer, before), "the child's writes reached the parent's cache"
+    assert id(helper_process._root(buffer)) in helper_process._shared, "the parent's cache is still shared"
+
+
+def test_the_check_has_teeth_a_fork_that_skips_the_copy_leaves_the_child_no_cache(monkeypatch):
+    """Why the fork hooks copy: skip them (as for the helper's own fork) and the buffer is not mapped in the
+    child at all (MADV_DONTFORK), so its first read kills the child with a segmentation fault."""
+    buffer = a_cache(np.random.default_rng(12))
+    monkeypatch.setattr(helper_process, "_making_helper", True)
+
+    def child():
+        faulthandler.disable()  # pytest's, which would print the crash as if it were the suite's
+        return int(buffer[0, 0, 0, 0, 0] > 100)
+
+    status = forked(child)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGSEGV, f"status {status}"
