@@ -259,6 +259,21 @@ def a_cache(rng, n_layer=2, n_head=12, capacity=256, head_dim=64):
     return buffer
 
 
+def primed(matrices, seed, m, n_keys):
+    """A helper that holds a matrix and gpt2.attention; a cache buffer; queries q [12, m, 64]; the keys and
+    values k, v of the buffer's first layer at positions 0 .. n_keys - 1, and the causal mask of the last m.
+    Returns (the random generator, the buffer, q, k, v, the mask)."""
+    w, _ = matrices
+    rng = np.random.default_rng(seed)
+    shared(w, rng.standard_normal((2, 768), dtype=np.float32))
+    buffer = a_cache(rng)
+    q = rng.standard_normal((12, m, 64), dtype=np.float32)
+    k, v = buffer[0, :, :, :n_keys]
+    mask = causal_mask(m, n_keys - m)
+    heads_shared(q, k, v, mask)
+    return rng, buffer, q, k, v, mask
+
+
 def mappings(pid, inode):
     """How many times process pid maps the memory file with this inode (a cache buffer's memfd)."""
     with open(f"/proc/{pid}/maps", encoding="utf-8") as maps:
@@ -300,13 +315,7 @@ def test_shared_heads_give_the_same_bits_as_attention_alone_for_every_query_coun
 def test_the_helper_reads_keys_written_after_it_was_forked(matrices):
     """A cache is written after the helper exists (every pass writes its new keys): the helper maps the
     buffer itself, so it reads what the parent wrote, not a copy made at the fork."""
-    w, _ = matrices
-    rng = np.random.default_rng(7)
-    shared(w, rng.standard_normal((2, 768), dtype=np.float32))
-    buffer = a_cache(rng)
-    q = rng.standard_normal((12, 1, 64), dtype=np.float32)
-    k, v = buffer[0, :, :, :50]
-    heads_shared(q, k, v, causal_mask(1, 49))
+    rng, buffer, q, _, _, _ = primed(matrices, seed=7, m=1, n_keys=50)
     for n_keys in (60, 80, 200):
         buffer[0, :, :, n_keys - 10 : n_keys] = rng.standard_normal((2, 12, 10, 64), dtype=np.float32)  # new keys
         k, v = buffer[0, :, :, :n_keys]
@@ -317,14 +326,7 @@ def test_the_helper_reads_keys_written_after_it_was_forked(matrices):
 def test_the_check_has_teeth_the_helper_given_the_wrong_keys_gives_other_heads(matrices, monkeypatch):
     """Hand the helper the values where the keys should be (a wrong offset into the buffer): its half of the
     heads comes out different, and the comparison above fails."""
-    w, _ = matrices
-    rng = np.random.default_rng(8)
-    shared(w, rng.standard_normal((2, 768), dtype=np.float32))
-    buffer = a_cache(rng)
-    q = rng.standard_normal((12, 4, 64), dtype=np.float32)
-    k, v = buffer[0, :, :, :100]
-    mask = causal_mask(4, 96)
-    heads_shared(q, k, v, mask)
+    _, _, q, k, v, mask = primed(matrices, seed=8, m=4, n_keys=100)
     post = helper_process.Helper.post_heads
     monkeypatch.setattr(helper_process.Helper, "post_heads",
                         lambda self, key, q, k, v, mask, cache: post(self, key, q, v, v, mask, cache))
