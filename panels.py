@@ -78,8 +78,9 @@ one core it took 0.15 of a one-position pass while the products had both. `share
 instead: this process attends with the first half, the helper process with the rest, at the same time. The
 helper was forked before the cache existed, so the cache buffer must be memory it can map afterwards:
 `kv_buffer` makes it a memfd (helper_process.shared_empty), and the helper maps it through this process's
-descriptor. Shared memory gets 4 KB pages, where NumPy's large arrays get 2 MB ones, and the extra address
-translations cost about a fifth when one core attends alone; shared, each core reads half. Measured on an
+descriptor. Shared memory gets 4 KB pages (Linux's usual setting, shmem_enabled "never"), where NumPy's large
+arrays get 2 MB ones, and the extra address translations cost about a fifth when one core attends alone;
+shared, each core reads half. Measured on an
 Intel Xeon with 2 cores (NumPy 2.4, OpenBLAS 0.3.31), 124M, 512 cached tokens, ms (best of 100; the 12 layers
 one after the other, the processor's caches emptied before each by reading other memory, as the products do):
 
