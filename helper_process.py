@@ -72,6 +72,7 @@ import threading
 import time
 import warnings
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -180,7 +181,7 @@ class Helper:
             code = 1
             try:
                 os.close(self.wake)
-                gc.disable()  # the child frees none of the parent's objects (one would unmap a cache: see `shared_empty`)
+                gc.disable()  # the child frees none of the parent's objects (one would unmap a cache: `shared_empty`)
                 _close_cache_descriptors()  # the child's copies: it maps a cache through its parent's descriptor
                 signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
                 self._serve(wake_read, dict(matrices), work)
@@ -265,15 +266,15 @@ class Helper:
 
     def post_heads(self, attend_key, q, k, v, mask, cache):
         """Hand the child out = attend(q, k, v, mask) for q [n_heads, m, head_dim], the mask [m, n_keys], and k
-        and v [n_heads, n_keys, head_dim] views of the shared buffer `cache` ((number, fd, nbytes, address) from
-        `_shared`): `collect` waits for it. The caller has checked that q and the mask fit in rows_in."""
+        and v [n_heads, n_keys, head_dim] views of the shared buffer `cache` (a SharedBuffer): `collect` waits
+        for it. The caller has checked that q and the mask fit in rows_in."""
         n_heads, rows, head_dim = q.shape
         self.rows_in[: q.size].reshape(q.shape)[...] = q
         self.rows_in[q.size : q.size + mask.size].reshape(mask.shape)[...] = mask
-        control, (number, fd, nbytes, address) = self.control, cache
+        control = self.control
         control[KEY], control[ROWS], control[BEGIN], control[END] = attend_key, rows, 0, n_heads
-        control[BUFFER], control[FD], control[NBYTES], control[KEYS] = number, fd, nbytes, k.shape[1]
-        control[K_OFFSET], control[V_OFFSET] = k.ctypes.data - address, v.ctypes.data - address
+        control[BUFFER], control[FD], control[NBYTES], control[KEYS] = cache.number, cache.fd, cache.nbytes, k.shape[1]
+        control[K_OFFSET], control[V_OFFSET] = k.ctypes.data - cache.address, v.ctypes.data - cache.address
         control[HEAD_STRIDE], control[HEAD_DIM], control[NAP], control[KIND] = k.strides[0], head_dim, 0, HEADS
         self._send(q.shape)
 
@@ -332,12 +333,22 @@ _blas_threads = None  # OpenBLAS's thread count before the first helper set it t
 _all_cores = False  # True while BLAS has every core and the helper naps (`all_cores`)
 _seen = weakref.WeakValueDictionary()  # id -> matrix multiplied here once, not known to the helper
 _in_use = threading.Lock()  # one product at a time uses the helper; another thread meanwhile works alone
-_shared = {}  # id(mmap) -> (number, fd, nbytes, address) of each live `shared_empty` buffer
-_arrays = {}  # id(mmap) -> (a weak reference to its [nbytes / 4] array, the finalizer that closes its fd)
+_shared = {}  # id(mmap) -> the SharedBuffer of each live `shared_empty` buffer
 _snapshots = []  # (array, its copy) for each live shared buffer, from just before a fork to just after
 _making_helper = False  # True while this process forks a helper (which needs no copy of the caches)
 _numbers = itertools.count(1)  # a buffer's number: an fd is reused once closed, a number never
 _REASON = unavailable()  # checked once: None where a helper may run
+
+
+class SharedBuffer(NamedTuple):
+    """A live `shared_empty` buffer: what the helper needs to map it, and what its parent needs to free it."""
+
+    number: int  # never reused (an fd is, once closed)
+    fd: int  # this process's descriptor of the memfd
+    nbytes: int
+    address: int  # where its memory starts here
+    flat: weakref.ref  # to its [nbytes / 4] array (the fork hooks copy it)
+    finalizer: weakref.finalize  # closes fd when the buffer is freed
 
 
 def for_matrix(w, work, rows_max):
@@ -362,8 +373,9 @@ def for_heads(attend, q, k, v, mask):
     a KV cache held in `shared_empty` memory, or None to compute here (a buffer of np.empty, q and the mask
     too big for the shared rows, a function the helper was not forked with: it is remembered, as a matrix is
     in `for_matrix`, and the next helper has it). The caller must `release()` after collecting."""
-    cache = None if _REASON is not None else _shared.get(id(_root(k)))
-    if (cache is None or _root(v) is not _root(k) or k.dtype != np.float32 or q.dtype != np.float32
+    root = _root(k)
+    cache = None if _REASON is not None else _shared.get(id(root))
+    if (cache is None or _root(v) is not root or k.dtype != np.float32 or q.dtype != np.float32
             or mask.dtype != np.float32 or k.strides[1:] != (4 * k.shape[2], 4) or v.strides != k.strides):
         return None
     helper = _helper_for(attend, None, None)
@@ -426,8 +438,8 @@ def shared_empty(shape):
         os.close(fd)
         raise
     flat = np.frombuffer(memory, dtype=np.float32)  # [nbytes / 4], owns nothing: the mmap does
-    _shared[id(memory)] = (next(_numbers), fd, nbytes, flat.ctypes.data)
-    _arrays[id(memory)] = (weakref.ref(flat), weakref.finalize(memory, _forget, id(memory), fd))
+    _shared[id(memory)] = SharedBuffer(next(_numbers), fd, nbytes, flat.ctypes.data, weakref.ref(flat),
+                                       weakref.finalize(memory, _forget, id(memory), fd))
     return flat.reshape(shape)
 
 
@@ -446,7 +458,6 @@ def _close_cache_descriptors():
 def _forget(key, fd):
     """A shared buffer was freed: close its descriptor (the memory goes when the helper's mapping does too)."""
     _shared.pop(key, None)
-    _arrays.pop(key, None)
     os.close(fd)
 
 
@@ -454,8 +465,8 @@ def _before_fork():
     """Before a fork that is not a helper's (a program's own, such as multiprocessing's workers): a copy of
     every live shared buffer, which `_after_fork_in_child` puts back in the child's private memory."""
     global _snapshots
-    _snapshots = [] if _making_helper else [(flat, flat.copy()) for flat, _ in
-                                            ((ref(), final) for ref, final in _arrays.values()) if flat is not None]
+    flats = [] if _making_helper else [buffer.flat() for buffer in _shared.values()]
+    _snapshots = [(flat, flat.copy()) for flat in flats if flat is not None]
 
 
 def _after_fork_in_parent():
@@ -479,9 +490,9 @@ def _after_fork_in_child():
         if address != flat.ctypes.data:
             raise OSError(ctypes.get_errno(), "could not map a KV cache buffer's memory in a forked child")
         flat[...] = snapshot
-    for key, (_, fd, _, _) in list(_shared.items()):
-        _arrays.pop(key)[1].detach()  # its finalizer would close a descriptor number the child may reuse
-        os.close(fd)
+    for buffer in _shared.values():
+        buffer.finalizer.detach()  # it would close a descriptor number the child may reuse
+        os.close(buffer.fd)
     _shared.clear()
     _snapshots = []
 

@@ -359,7 +359,7 @@ def test_a_freed_cache_goes_from_the_helper_and_a_new_helper_never_holds_one(mat
     q = rng.standard_normal((12, 1, 64), dtype=np.float32)
     mask = causal_mask(1, 99)
     first = a_cache(rng)
-    inode = os.fstat(helper_process._shared[id(helper_process._root(first))][1]).st_ino
+    inode = os.fstat(helper_process._shared[id(helper_process._root(first))].fd).st_ino
     helper_process._helper.stop()
     helper_process._helper = None  # the next products fork a new helper, while `first` is alive
     shared(w, rng.standard_normal((2, 768), dtype=np.float32))

@@ -125,7 +125,7 @@ def test_the_model_needs_only_numpy_gpt2_py_and_the_panels_it_multiplies_by():
     assert graph["gpt2"] == ["panels"] and graph["panels"] == ["helper_process"] and graph["helper_process"] == []
     assert imported_names(REPO_ROOT / "panels.py") == {"numpy", "helper_process"}
     assert imported_names(REPO_ROOT / "gpt2.py") == {"numpy", "panels", "typing"}
-    assert imported_names(REPO_ROOT / "helper_process.py") == {"numpy", "ctypes", "functools", "gc", "itertools", "mmap", "os",
+    assert imported_names(REPO_ROOT / "helper_process.py") == {"numpy", "ctypes", "functools", "gc", "itertools", "mmap", "os", "typing",
                                                                "platform", "signal", "sys", "threading", "time",
                                                                "warnings", "weakref"}
 

@@ -157,7 +157,8 @@ def design_table(repeats=200, product_repeats=10, seed=0):
     def attend(kv, share):  # one query's attention over 512 cached keys, in every layer, as a decoding step's
         return lambda: [share(attention, q1, k, v, mask1) for k, v in kv]
 
-    for _ in range(2):  # the first time the helper learns gpt2.attention, the second it is forked with it
+    for _ in range(2):  # the first call makes gpt2.attention known; the second, or the first shared product
+        # after it, forks a helper that has it
         attend(shared_kv, panels.share_heads)()
 
     cases = [  # (what, gpt2.py's way, its function, the other way, its function, calls to time)
