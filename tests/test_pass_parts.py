@@ -81,6 +81,21 @@ def test_a_miss_held_by_the_block_products_also_says_how_much_their_arithmetic_g
                                                          "passes over its m = 1 time.")
 
 
+def test_a_goal_is_met_only_when_the_best_timing_and_calibrates_median_both_meet_it():
+    """The same passes as above but r(8) = 15 / 10 = 1.50 by the best timing, within 1.6, while calibrate's median
+    says 1.65: the goal column and the note below the table both say it misses, by 1.65 - 1.6 = 0.05. Without
+    calibrate's figure (or with 1.55) the goal is met and nothing is noted."""
+    def parts(whole):
+        return {"whole pass": whole, "block products": whole / 2, "block arithmetic": whole / 10, "attention": 1,
+                "LM head": 2, "logits_to_probs, greedy": 0.0, "logits_to_probs, temperature 1": 0.0}
+
+    best = {1: parts(10), 8: parts(15)}
+    text = pass_parts.table(best, markdown=True, calibrated_r={1: 1.0, 8: 1.65})
+    assert "| 8 | 1.50 | 1.65 | ≤ 1.6: missed by 0.05 |" in text
+    assert "r(8) = 1.50 (calibrate(): 1.65) misses its goal of 1.6 by 0.05; the part that grew most is block products" in text
+    assert "missed" not in pass_parts.table(best) and "missed" not in pass_parts.table(best, calibrated_r={8: 1.55})
+
+
 def test_a_whole_measurement_on_a_tiny_model_has_every_part_for_every_m(tmp_path):
     (tmp_path / "hparams.json").write_text(json.dumps({"n_vocab": 50, "n_ctx": 64, "n_embd": 8, "n_head": 2,
                                                        "n_layer": 2}))
@@ -88,6 +103,8 @@ def test_a_whole_measurement_on_a_tiny_model_has_every_part_for_every_m(tmp_path
     assert sorted(best) == [1, 2, 4]
     assert all(set(parts) == set(pass_parts.PARTS) and all(t > 0 for t in parts.values()) for parts in best.values())
     assert "block products" in pass_parts.table(best) and "(their arithmetic)" in pass_parts.table(best)
+    calibrated_r = pass_parts.calibrated(str(tmp_path), n_cached=8, ms=(1, 2, 4))
+    assert sorted(calibrated_r) == [1, 2, 4] and calibrated_r[1] == 1.0 and all(r > 0 for r in calibrated_r.values())
 
 
 def test_the_attention_part_reads_each_layers_own_keys_and_values_as_the_pass_does(tmp_path, monkeypatch):

@@ -197,8 +197,10 @@ def pass_table(n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7):
     """Markdown: tools/pass_parts.py's table, an m-position pass after n_cached tokens part by part, on
     TIMED_SIZE's shapes."""
     best = pass_parts.measure(TIMED_SIZE, n_cached, ms, rounds)
+    calibrated_r = pass_parts.calibrated(TIMED_SIZE, n_cached, ms)
     n_cached = min(n_cached, HPARAMS[TIMED_SIZE]["n_ctx"] - max(ms))
-    return wrap(pass_parts.header_text(TIMED_SIZE, n_cached, rounds)) + "\n\n" + pass_parts.table(best, markdown=True)
+    return (wrap(pass_parts.header_text(TIMED_SIZE, n_cached, rounds)) + "\n\n"
+            + pass_parts.table(best, markdown=True, calibrated_r=calibrated_r))
 
 
 # ------------------------------------------------------------------------------------------------------------
