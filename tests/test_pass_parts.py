@@ -96,6 +96,15 @@ def test_a_goal_is_met_only_when_the_best_timing_and_calibrates_median_both_meet
     assert "missed" not in pass_parts.table(best) and "missed" not in pass_parts.table(best, calibrated_r={8: 1.55})
 
 
+def test_the_goal_rounds_r_as_the_table_prints_it():
+    """The float nearest 1.405 is a little above it, so the table prints it "1.41" (Python's formatting rounds
+    the float itself) and the goal text must say it misses 1.3 by 0.11. NumPy's round of a float64 scales by 100
+    first, gets exactly 140.5 and rounds to even: 1.40, which would say 0.10 beside a cell of 1.41."""
+    assert f"{1.405:.2f}" == "1.41"
+    assert pass_parts.goal_text(1.405, 2) == pass_parts.goal_text([1.2, 1.405], 2) == "missed by 0.11"
+    assert pass_parts.goal_text(np.float64(1.405), 2) == "missed by 0.11"
+
+
 def test_a_whole_measurement_on_a_tiny_model_has_every_part_for_every_m(tmp_path):
     (tmp_path / "hparams.json").write_text(json.dumps({"n_vocab": 50, "n_ctx": 64, "n_embd": 8, "n_head": 2,
                                                        "n_layer": 2}))

@@ -147,7 +147,7 @@ def goal_text(r, m):
     several measurements of it (the direct timing and calibrate's), each held to the goal: the worst counts."""
     if m not in GOALS:
         return ""
-    r = round(max(np.atleast_1d(r)), 2)  # as the table prints it
+    r = round(float(max(r if isinstance(r, (list, tuple)) else [r])), 2)  # as the table prints it (Python's round)
     return "met" if r <= GOALS[m] else f"missed by {r - GOALS[m]:.2f}"
 
 
@@ -184,7 +184,7 @@ def misses_text(best, calibrated_r=None):
         r = parts["whole pass"] / one["whole pass"]
         both = [r] + ([calibrated_r[m]] if m in calibrated_r else [])
         if goal_text(both, m).startswith("missed"):
-            worst = round(max(both), 2)
+            worst = round(float(max(both)), 2)
             growth = {part: (parts[part] - one[part]) / one["whole pass"] for part in PARTS[1:5]}
             part = max(growth, key=growth.get)
             its_arithmetic = (parts["block arithmetic"] - one["block arithmetic"]) / one["whole pass"]
