@@ -8,6 +8,7 @@ tests skip with the reason; the project's CI machines run them.
 
 import faulthandler
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -280,6 +281,20 @@ def mappings(pid, inode):
         return sum(len(line.split()) > 4 and int(line.split()[4]) == inode for line in maps)
 
 
+def vm_flags(pid, inode):
+    """The VmFlags of each mapping process pid has of the memory file with this inode, from /proc/PID/smaps."""
+    with open(f"/proc/{pid}/smaps", encoding="utf-8") as smaps:
+        text = smaps.read()
+    flags, mapped = [], False
+    for line in text.splitlines():
+        fields = line.split()
+        if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):  # a mapping's first line: address, perms, offset, dev, inode
+            mapped = len(fields) > 4 and int(fields[4]) == inode
+        elif mapped and fields[0] == "VmFlags:":
+            flags.append(fields[1:])
+    return flags
+
+
 def cache_descriptors(pid):
     """The inodes of the cache buffers (memfds named helper_process.MEMFD_NAME) that process pid holds open."""
     inodes = []
@@ -321,6 +336,23 @@ def test_the_helper_reads_keys_written_after_it_was_forked(matrices):
         k, v = buffer[0, :, :, :n_keys]
         mask = causal_mask(1, n_keys - 1)
         assert np.array_equal(panels.share_heads(attention, q, k, v, mask), attention(q, k, v, mask)), n_keys
+
+
+@pytest.mark.skipif(not os.path.exists(helper_process.SHMEM_HUGE_PAGES),
+                    reason="this kernel has no transparent huge pages: there is no hint to give")
+def test_both_processes_ask_for_huge_pages_for_a_cache_buffer(matrices, monkeypatch):
+    """Each mapping of a cache buffer, this process's and the helper's, carries the huge-page hint (VmFlags
+    "hg", what madvise(MADV_HUGEPAGE) sets), so that where Linux allows huge pages for shared memory the
+    attention reads 2 MB pages, as it does in np.empty memory. A buffer made without the hint has no "hg"."""
+    _, buffer, *_ = primed(matrices, seed=12, m=1, n_keys=50)
+    inode = os.fstat(helper_process._shared[id(helper_process._root(buffer))].fd).st_ino
+    for pid in ("self", helper_process._helper.pid):
+        flags = vm_flags(pid, inode)
+        assert flags and all("hg" in mapping for mapping in flags), (pid, flags)
+    monkeypatch.setattr(helper_process, "_ask_for_huge_pages", lambda memory: None)
+    plain = panels.kv_buffer(buffer.shape)
+    flags = vm_flags("self", os.fstat(helper_process._shared[id(helper_process._root(plain))].fd).st_ino)
+    assert flags and not any("hg" in mapping for mapping in flags), flags
 
 
 def test_the_check_has_teeth_the_helper_given_the_wrong_keys_gives_other_heads(matrices, monkeypatch):
