@@ -275,6 +275,11 @@ def primed(matrices, seed, m, n_keys):
     return rng, buffer, q, k, v, mask
 
 
+def inode_of(buffer):
+    """The inode of a kv_buffer's memory file (its memfd), as /proc's maps and smaps name the file."""
+    return os.fstat(helper_process._shared[id(helper_process._root(buffer))].fd).st_ino
+
+
 def mappings(pid, inode):
     """How many times process pid maps the memory file with this inode (a cache buffer's memfd)."""
     with open(f"/proc/{pid}/maps", encoding="utf-8") as maps:
@@ -345,13 +350,13 @@ def test_both_processes_ask_for_huge_pages_for_a_cache_buffer(matrices, monkeypa
     "hg", what madvise(MADV_HUGEPAGE) sets), so that where Linux allows huge pages for shared memory the
     attention reads 2 MB pages, as it does in np.empty memory. A buffer made without the hint has no "hg"."""
     _, buffer, *_ = primed(matrices, seed=12, m=1, n_keys=50)
-    inode = os.fstat(helper_process._shared[id(helper_process._root(buffer))].fd).st_ino
+    inode = inode_of(buffer)
     for pid in ("self", helper_process._helper.pid):
         flags = vm_flags(pid, inode)
         assert flags and all("hg" in mapping for mapping in flags), (pid, flags)
     monkeypatch.setattr(helper_process, "_ask_for_huge_pages", lambda memory: None)
     plain = panels.kv_buffer(buffer.shape)
-    flags = vm_flags("self", os.fstat(helper_process._shared[id(helper_process._root(plain))].fd).st_ino)
+    flags = vm_flags("self", inode_of(plain))
     assert flags and not any("hg" in mapping for mapping in flags), flags
 
 
@@ -391,7 +396,7 @@ def test_a_freed_cache_goes_from_the_helper_and_a_new_helper_never_holds_one(mat
     q = rng.standard_normal((12, 1, 64), dtype=np.float32)
     mask = causal_mask(1, 99)
     first = a_cache(rng)
-    inode = os.fstat(helper_process._shared[id(helper_process._root(first))].fd).st_ino
+    inode = inode_of(first)
     helper_process._helper.stop()
     helper_process._helper = None  # the next products fork a new helper, while `first` is alive
     shared(w, rng.standard_normal((2, 768), dtype=np.float32))
