@@ -1,6 +1,6 @@
 """A teacher's kit for EXERCISES.md: list the steps, make a student copy, grade a step, grade a class, give hints.
 
-Read EXERCISES.md, then exercises.py (the steps as data, the student copy, one step graded) and gradebook.py
+Read EXERCISES.md, then course/exercises.py (the steps as data, the student copy, one step graded) and course/gradebook.py
 (many submissions under limits) first.
 
     python classroom.py list                        one line per step: number, title, file, functions (tabs)
@@ -15,7 +15,7 @@ Read EXERCISES.md, then exercises.py (the steps as data, the student copy, one s
 Every command works the same in PowerShell, cmd and a POSIX shell (quote a list: --steps "1,2,3"). A bad
 argument is one line `error: ...` and exit code 2.
 
-The hints live in classroom_hints.json, base64-encoded so that a glance at the file spoils nothing (EXERCISES.md
+The hints live in course/hints.json, base64-encoded so that a glance at the file spoils nothing (EXERCISES.md
 says where to get them, not what they are). The counter of hints seen is .classroom_hints_seen.json in the
 working copy (git ignores it).
 """
@@ -27,11 +27,11 @@ import os
 import sys
 from pathlib import Path
 
-import download
-import exercises
-import gradebook
+from loaders import download
+from course import exercises
+from course import gradebook
 
-HINTS_FILE = exercises.HERE / "classroom_hints.json"
+HINTS_FILE = exercises.REPO / "course" / "hints.json"
 SEEN_FILE = ".classroom_hints_seen.json"
 TOKENIZER_FILES = ("encoder.json", "vocab.bpe", "hparams.json", "model.ckpt.index")  # 1.5 MB: no weights
 
@@ -48,7 +48,7 @@ def hints(number):
     return [base64.b64decode(text).decode("utf-8") for text in encoded]
 
 
-def hint(number, level=None, repo=exercises.HERE):
+def hint(number, level=None, repo=exercises.REPO):
     """The text to show for `hint N [--level L]`: hint L, or the next one not yet seen (counted in repo)."""
     texts = hints(number)
     if not texts:
@@ -71,7 +71,7 @@ def fetch_tokenizer_files(models_dir, base_url=None):
     folder = Path(models_dir) / "124M"
     folder.mkdir(parents=True, exist_ok=True)
     for name in TOKENIZER_FILES:
-        if not (folder / name).is_file():  # a file under its final name is complete (download.py)
+        if not (folder / name).is_file():  # a file under its final name is complete (loaders/download.py)
             download.download_file(f"{base_url}/124M/{name}", folder / name)
     return folder
 
@@ -94,7 +94,7 @@ def parser():
     student.add_argument("folder")
     grade = commands.add_parser("grade", help="run one step's checks")
     grade.add_argument("step", type=int)
-    grade.add_argument("--repo", default=str(exercises.HERE), help="the folder to grade (default: this copy)")
+    grade.add_argument("--repo", default=str(exercises.REPO), help="the folder to grade (default: this copy)")
     book = commands.add_parser("gradebook", help="grade submission folders into a CSV file")
     book.add_argument("submissions", nargs="+")
     book.add_argument("--csv", required=True, help="the CSV file to write")
@@ -106,7 +106,7 @@ def parser():
     hint_command.add_argument("step", type=int)
     hint_command.add_argument("--level", type=int, default=None, help="show this hint (1 = the first)")
     tokenizer = commands.add_parser("tokenizer", help="download only the small 124M files step 5 needs")
-    tokenizer.add_argument("--models_dir", default=str(exercises.HERE / "models"))
+    tokenizer.add_argument("--models_dir", default=str(exercises.REPO / "models"))
     return main
 
 
@@ -116,7 +116,7 @@ def run(argv):
     if arguments.command == "list":
         print("\n".join(list_steps()))
     elif arguments.command == "student":
-        folder = exercises.write_student_copy(exercises.HERE, arguments.folder)
+        folder = exercises.write_student_copy(exercises.REPO, arguments.folder)
         print(f"wrote a student copy into {folder}: hand it out as it is (it has no git history)")
     elif arguments.command == "grade":
         exercises.graded_step(arguments.step)

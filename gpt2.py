@@ -1,6 +1,6 @@
 """GPT-2's forward pass in NumPy, with a KV cache that can score a token tree.
 
-The first file of the model: it needs only NumPy and panels.py (how a weight matrix is stored and multiplied so
+The first file of the model: it needs only NumPy and speed/products.py (how a weight matrix is stored and multiplied so
 that a pass over a few positions costs about what one costs, attention's q @ k.T the same way, and its heads
 shared between two cores; skim it first, or take `linear`, `matmul`, `share_heads` and `kv_buffer` on trust).
 Next come encoder.py (text to token ids) and model_fn.py (this forward pass wrapped as the model function the
@@ -25,7 +25,7 @@ in as `past` and hands back `present` (like `past` -> `present` in openai/gpt-2)
 `Cache(buffer, length, parents)`:
 
     buffer  [n_layer, 2, n_head, capacity, head_dim] float32: per layer the keys (0) and the values (1)
-            (panels.kv_buffer: an ordinary array, in memory that the helper process can map as well)
+            (products.kv_buffer: an ordinary array, in memory that the helper process can map as well)
     length  positions 0 .. length - 1 of the buffer hold keys and values; the rest is scratch space
     parents () for a plain sequence; else the last len(parents) positions are the nodes of a token tree
             hanging after the first length - len(parents) positions (see `gpt2` and `keep_path`)
@@ -40,8 +40,8 @@ context, apart from the attention itself. For 124M the keys and values of 1,000 
 12 layers x 2 x 1,000 x 768 x 4 bytes = 74 MB against 498 MB of weights, so a step there must read 15% more
 bytes, and at best costs 1.15x the step at 16. Each head's products (a [1, head_dim] row against
 [n_past, head_dim]) are too small for OpenBLAS to split over two threads, so `share_heads` gives half of the
-heads to the second core (panels.py), and `kv_buffer` makes the buffer in memory that core can read too.
-BENCHMARKS.md's "Speed of the forward pass" shows ms per token against the context length.
+heads to the second core (speed/products.py), and `kv_buffer` makes the buffer in memory that core can read too.
+docs/BENCHMARKS.md's "Speed of the forward pass" shows ms per token against the context length.
 (The first pass into a buffer too small for the new positions
 copies what is cached into a fresh buffer of capacity n_ctx; `empty_cache` starts with capacity 0, unless
 told n_ctx, so the first pass allocates.) Rolling back is making a value with a smaller length: free.
@@ -85,7 +85,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from panels import kv_buffer, matmul, share_heads
+from speed.products import kv_buffer, matmul, share_heads
 
 # The shapes of OpenAI's four released models (their hparams.json files).
 HPARAMS = {
@@ -133,8 +133,8 @@ def layer_norm(x, g, b, eps: float = 1e-5):
 def linear(x, w, b):
     """x @ w + b: [m, n_in] @ [n_in, n_out] + [n_out] -> [m, n_out].
 
-    The product is panels.matmul(x, w): x @ w, computed the way that makes a few rows cost about what one
-    row costs (a speculative round's verification pass; panels.py says how and why).
+    The product is products.matmul(x, w): x @ w, computed the way that makes a few rows cost about what one
+    row costs (a speculative round's verification pass; speed/products.py says how and why).
     """
     return matmul(x, w) + b  # [m, n_in] @ [n_in, n_out] + [n_out] -> [m, n_out]
 
@@ -383,7 +383,7 @@ def _check_parents(parents, n_seq: int, n_cached_nodes: int):
 
 
 def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02) -> dict:
-    """Random float32 weights of GPT-2's shapes in the loaders' layout (panels.column_major), for tests and benchmarks.
+    """Random float32 weights of GPT-2's shapes in the loaders' layout (products.column_major), for tests and benchmarks.
 
     Every term is non-trivial: biases are random and layer-norm gains and shifts are not 1 and 0, so a
     forward pass that forgets one of them gives different logits. Every array is read-only, as the loaders'
@@ -392,7 +392,7 @@ def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02) ->
     """
     n_vocab, n_ctx, n_embd, n_layer = (hparams[k] for k in ("n_vocab", "n_ctx", "n_embd", "n_layer"))
 
-    def constant(array):  # read-only, as the loaders' weights are (panels.matmul shares only those)
+    def constant(array):  # read-only, as the loaders' weights are (products.matmul shares only those)
         array.flags.writeable = False
         return array
 
@@ -415,4 +415,4 @@ def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02) ->
         for _ in range(n_layer)
     ]
     wte, wpe = normal(n_vocab, n_embd), normal(n_ctx, n_embd, scale=0.01)
-    return {"wte": wte, "wpe": wpe, "blocks": blocks, "ln_f": norm()}  # in panels.column_major's layout already
+    return {"wte": wte, "wpe": wpe, "blocks": blocks, "ln_f": norm()}  # in products.column_major's layout already

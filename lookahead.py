@@ -1,7 +1,7 @@
 """How many guesses a round should propose: the cost model of a round, and the K policies that plan with it.
 
 Read sampling.py first (a round, its Steps 1-4); drafters.py after (where guesses come from). sampling.py asks a
-policy here for each round's k when K is "auto" or "hf"; benchmark.py prints the same formulas as tables.
+policy here for each round's k when K is "auto" or "hf"; tools/benchmark.py prints the same formulas as tables.
 """
 
 import bisect
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from safe_files import write_atomically
-from weights import read_small_file, shown
+from loaders.safe_files import write_atomically
+from loaders.weights import read_small_file, shown
 
 AUTO_K_MAX = 16  # K="auto" never proposes deeper than this (r(m) was measured up to m = 16 rows)
 
@@ -61,8 +61,8 @@ def break_even_alpha(K, c, r=1.0):
 # ------------------------------------------------------------------------------------------------------------
 
 # r(m): the time of a target pass over m new positions, in 1-position passes, measured with the KV cache on an
-# Intel Xeon with 2 cores (NumPy's OpenBLAS; 124M, medians after 512 cached tokens: BENCHMARKS.md's r(m) table).
-# panels.py multiplies a few rows panel by panel, half of the columns in a helper process on the second core, so
+# Intel Xeon with 2 cores (NumPy's OpenBLAS; 124M, medians after 512 cached tokens: docs/BENCHMARKS.md's r(m) table).
+# speed/products.py multiplies a few rows panel by panel, half of the columns in a helper process on the second core, so
 # r stays near 1 for two positions and then grows far more slowly than m, as the arithmetic catches up with the
 # reading of the weights. `calibrate` below measures it on
 # your machine (main.py does, before its timed runs; so does tools/benchmark_text.py); set `target_model.r_table`
@@ -231,7 +231,7 @@ def draft_cost(drafter, target_model):
 
 # the m whose r(m) is timed; the m between are interpolated. r(m) is no straight line (a product kernel works
 # rows in blocks: 8 rows measured about what 7 cost, 9 a tenth more), so the lengths the README and
-# BENCHMARKS.md quote, 2, 4, 8 and 16, are timed, not interpolated.
+# docs/BENCHMARKS.md quote, 2, 4, 8 and 16, are timed, not interpolated.
 CALIBRATION_MS = (1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17)
 CALIBRATION_PREFIX = 512  # the cached tokens each timed pass comes after
 COSTS_FILE = "r_table.json"  # the name of the costs file written next to a model

@@ -11,7 +11,7 @@
 
 What happens:
 
-1. Check every flag (names, types, ranges: cli.py) before anything else: a misspelt flag, `--kv_cache maybe`
+1. Check every flag (names, types, ranges: command_line/flags.py) before anything else: a misspelt flag, `--kv_cache maybe`
    or `--seed -1` ends at once with one line `error: ...`.
 2. Download what is missing (OpenAI's release files, into --models_dir/SIZE, with progress bars) and load the
    models. A model may also be a local folder: OpenAI's layout (hparams.json + model.ckpt.*) or a Hugging Face
@@ -37,13 +37,13 @@ decoding step reads every weight once for one position, so it is memory-bound, w
 K + 1 new positions of a speculative round costs 2-3x a 1-position pass (OpenBLAS repacks the whole weight
 matrix for a multi-row product). Without a cache (picoGPT's way, `--kv_cache False`) every pass recomputes the
 whole sequence anyway, so checking K + 1 tokens costs about the same as one step, and speculative sampling
-wins more. benchmark.py measures both.
+wins more. tools/benchmark.py measures both.
 
 Bad flags, a failed download, or a damaged checkpoint (including weights that are NaN or infinite) end with
 one line `error: ...` and exit code 2 (bad input) or 1 (download or checkpoint), without a traceback.
 
 Read before it: sampling.py (Algorithm 2) and drafters.py (where guesses come from); show.py prints the
-rounds. The flags are cli.py's: it reads the command line (fire's syntax) and checks every flag, as text,
+rounds. The flags are command_line/flags.py's: it reads the command line (fire's syntax) and checks every flag, as text,
 before anything runs; main() below lists them with a line of help each (`python main.py --help`).
 """
 
@@ -52,7 +52,7 @@ import sys
 import time
 from pathlib import Path
 
-import openblas_env  # noqa: F401  before NumPy loads OpenBLAS, which reads its settings then
+import speed.openblas_env  # noqa: F401  before NumPy loads OpenBLAS, which reads its settings then
 
 import fire
 import numpy as np
@@ -61,7 +61,7 @@ import drafters
 import lookahead
 import sampling
 import show
-from cli import (
+from command_line.flags import (
     K_POLICIES,
     check_fits_context,
     check_flags,
@@ -71,12 +71,12 @@ from cli import (
     tree_nodes,
     tree_text,
 )
-from commands import check_stdout, ending_as_one_line
+from command_line.scripts import check_stdout, ending_as_one_line
 from records import AutoregressiveStats, SpeculativeStats
 from model_fn import create_model_fn
-from download import MODEL_SIZES
+from loaders.download import MODEL_SIZES
 from utils import load_model, resolve_model
-from weights import CheckpointError
+from loaders.weights import CheckpointError
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -499,7 +499,7 @@ def run_command_line(argv):
     """`python main.py ARGS`: fire's help for --help / -h, else the checked flags into main().
 
     Before anything runs, the flags and the standard output are checked. The ways the terminal, the disk or
-    the user can end a run end it in one line (commands.ending_as_one_line): Ctrl-C is `Interrupted.` (exit
+    the user can end a run end it in one line (scripts.ending_as_one_line): Ctrl-C is `Interrupted.` (exit
     130), a full disk names the file, and when the reader of the output goes away (`python main.py | head`)
     the run stops quietly, as Unix tools do. A terminal whose encoding cannot show a character gets it as
     an escape (\\xe9).

@@ -42,7 +42,7 @@ import codecs
 import os
 import re
 
-from safe_files import save_figure
+from loaders.safe_files import save_figure
 
 # ------------------------------------------------------------------------------------------------------------
 # Colors
@@ -254,7 +254,7 @@ def import_matplotlib():
         from matplotlib.figure import Figure
         from matplotlib.patches import Patch, Rectangle
     except ImportError:
-        raise ValueError("--plot needs matplotlib, an optional extra: pip install -r requirements-plots.txt") from None
+        raise ValueError("--plot needs matplotlib, an optional extra: pip install -r requirements/plots.txt") from None
     return Figure, FigureCanvasAgg, Patch, Rectangle
 
 

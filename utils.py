@@ -3,27 +3,27 @@
 Read gpt2.py and encoder.py first (what the weights and the tokenizer are for). Two steps, one function each:
 
 1. `resolve_model`: a model's name becomes a local folder, downloading what is missing. A size ("124M") is
-   OpenAI's release files (download.py: HTTP into NAME.part, then a rename); a Hugging Face name ("gpt2",
-   "owner/name") is a snapshot in the Hugging Face cache (hub.py: the names, the cache and the Hub).
+   OpenAI's release files (loaders/download.py: HTTP into NAME.part, then a rename); a Hugging Face name ("gpt2",
+   "owner/name") is a snapshot in the Hugging Face cache (loaders/hub.py: the names, the cache and the Hub).
 2. `load_model`: a folder becomes (tokenizer, hyperparameters, parameters). OpenAI's TensorFlow checkpoint is
-   read by tf_checkpoint.py, a Hugging Face folder (config.json + model.safetensors) by hf_folder.py; both
-   build on weights.py, what every reader checks (hparams, names and shapes, tensors read into arrays).
+   read by loaders/tf_checkpoint.py, a Hugging Face folder (config.json + model.safetensors) by loaders/hf_folder.py; both
+   build on loaders/weights.py, what every reader checks (hparams, names and shapes, tensors read into arrays).
 
 `load_encoder_hparams_and_params` does both for main.py. The parameters always come out in the nested layout
 of OpenAI's checkpoint names (picoGPT's layout): params["blocks"][i]["attn"]["c_attn"]["w"], all float32.
-Read next: download.py and hub.py for where files come from, weights.py and its two readers for how bytes
+Read next: loaders/download.py and loaders/hub.py for where files come from, loaders/weights.py and its two readers for how bytes
 become arrays.
 """
 
 import re
 from pathlib import Path
 
-from download import MODEL_SIZES, DownloadError, download_deadline, download_gpt2_files
+from loaders.download import MODEL_SIZES, DownloadError, download_deadline, download_gpt2_files
 from encoder import get_encoder
-from hf_folder import load_hf_gpt2, read_hf_hparams
-from hub import HUB_MODELS, check_model_name, hub_repo_id, hub_snapshot, local_path_kind
-from tf_checkpoint import load_gpt2_params_from_tf_ckpt
-from weights import (
+from loaders.hf_folder import load_hf_gpt2, read_hf_hparams
+from loaders.hub import HUB_MODELS, check_model_name, hub_repo_id, hub_snapshot, local_path_kind
+from loaders.tf_checkpoint import load_gpt2_params_from_tf_ckpt
+from loaders.weights import (
     MAX_CONFIG_BYTES,
     CheckpointError,
     checkpoint_error,
@@ -84,7 +84,7 @@ def load_model(folder):
     """Step 2 of 2: (encoder, hparams, params) from a folder in OpenAI's layout (hparams.json + model.ckpt.*) or
     a Hugging Face GPT-2 folder (config.json + model.safetensors), with the tokenizer files beside them
     (encoder.json + vocab.bpe, or vocab.json + merges.txt). The weight matrices come back column-major
-    (`panels.column_major`): same shapes and values, faster decoding.
+    (`products.column_major`): same shapes and values, faster decoding.
 
     The tokenizer is checked against the model before any weight is read: its files must agree with each other
     (encoder.check_vocabulary) and give exactly n_vocab ids, one per row of the model's embedding."""

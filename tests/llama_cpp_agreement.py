@@ -4,7 +4,7 @@ Read tools/gguf_file.py and tools/compare_llama_cpp.py first. The suite does not
 does not start with test_): llama-cpp-python is an optional extra, built from source, which CI does not
 install. With it installed, run
 
-    pip install -r requirements-llama.txt
+    pip install -r requirements/llama.txt
     python -m pytest tests/llama_cpp_agreement.py
 
 A tiny model (2 layers, 8 wide, GPT-2's vocabulary; weights of std 0.5, so no float32 near-tie decides a greedy
@@ -15,7 +15,7 @@ the logits of every position agree (to llama.cpp's float16 GELU), and greedy dec
 import numpy as np
 import pytest
 
-llama_cpp = pytest.importorskip("llama_cpp", reason="needs llama-cpp-python: pip install -r requirements-llama.txt")
+llama_cpp = pytest.importorskip("llama_cpp", reason="needs llama-cpp-python: pip install -r requirements/llama.txt")
 
 from encoder import get_encoder  # noqa: E402
 from gpt2 import gpt2  # noqa: E402

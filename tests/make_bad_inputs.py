@@ -1,6 +1,6 @@
 """Write the corpus of bad inputs in tests/fixtures/bad_inputs/ (run from the repository root):
 
-Read weights.py, tf_checkpoint.py and hf_folder.py first: the readers these files attack.
+Read loaders/weights.py, loaders/tf_checkpoint.py and loaders/hf_folder.py first: the readers these files attack.
 
     python tests/make_bad_inputs.py
 
@@ -20,7 +20,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS.parent))
 
-import tf_checkpoint  # noqa: E402
+from loaders import tf_checkpoint  # noqa: E402
 
 TF_DIR = TESTS / "fixtures" / "tf_ckpt"
 HF_DIR = TESTS / "fixtures" / "hf_folder_tiny"

@@ -1,6 +1,6 @@
 """Write tests/fixtures/tf_ckpt/: a tiny GPT-2 checkpoint saved by real TensorFlow, the way OpenAI saved theirs.
 
-The project reads TensorFlow checkpoints without TensorFlow (tf_checkpoint.py). To test that reader against the real
+The project reads TensorFlow checkpoints without TensorFlow (loaders/tf_checkpoint.py). To test that reader against the real
 thing, this script (the only place TensorFlow is used) saves a tiny GPT-2 checkpoint with TensorFlow itself:
 tf.compat.v1 variables under variable_scope "model" and a tf.compat.v1 Saver, as in openai/gpt-2, so the names
 and shapes follow the release (`model/h0/attn/c_attn/w` is [1, n_embd, 3 * n_embd]).

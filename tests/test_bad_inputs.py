@@ -16,11 +16,11 @@ import tracemalloc
 import numpy as np
 import pytest
 
-import hf_folder
-import tf_checkpoint
-import weights
+from loaders import hf_folder
+from loaders import tf_checkpoint
+from loaders import weights
 from make_bad_inputs import HF_DIR, OUT, TF_DIR, fixture_pairs, safetensors_bytes, table
-from weights import CheckpointError
+from loaders.weights import CheckpointError
 
 HPARAMS = json.loads((TF_DIR / "hparams.json").read_text())
 

@@ -1,6 +1,6 @@
-"""benchmark.py: the cost model's formulas by hand, what the cost measurement times, and the tables end to end.
+"""tools/benchmark.py: the cost model's formulas by hand, what the cost measurement times, and the tables end to end.
 
-Read lookahead.py (the cost model) and benchmark.py first: these tests are its specification.
+Read lookahead.py (the cost model) and tools/benchmark.py first: these tests are its specification.
 
 The end-to-end runs use the tiny random models of tests/test_main.py (Hugging Face folders with the real
 50257-token tokenizer). No test asserts a timing: the machine is shared and has 2 cores. What the tests
@@ -15,8 +15,8 @@ import sys
 import numpy as np
 import pytest
 
-import benchmark
-from benchmark import pass_times
+from tools import benchmark
+from tools.benchmark import pass_times
 from lookahead import break_even_alpha, predicted_speedup, tokens_per_round
 from gpt2 import random_params
 from records import SpeculativeStats
@@ -145,7 +145,7 @@ def test_random_weights_print_costs_and_predictions_for_each_alpha_in_both_cache
 
 
 def test_the_plots_are_small_pngs_in_img_dir(tmp_path, tiny_dir, capsys):
-    """With matplotlib (requirements-plots.txt) a random-weights run writes its two figures, each < 200 KB."""
+    """With matplotlib (requirements/plots.txt) a random-weights run writes its two figures, each < 200 KB."""
     pytest.importorskip("matplotlib")
     benchmark.main(draft_model_size=str(tiny_dir), target_model_size=str(tiny_dir), Ks=(1, 2),
                    n_tokens_to_generate=4, repeats=1, random_weights=True, img_dir=str(tmp_path / "img"))
@@ -162,7 +162,7 @@ def test_without_matplotlib_the_run_says_how_to_install_it_and_writes_no_plots(t
     benchmark.main(draft_model_size=str(tiny_dir), target_model_size=str(tiny_dir), Ks=(1,),
                    n_tokens_to_generate=4, repeats=1, random_weights=True, img_dir=str(tmp_path / "img"))
     out = capsys.readouterr().out
-    assert "matplotlib is not installed" in out and "pip install -r requirements-plots.txt" in out
+    assert "matplotlib is not installed" in out and "pip install -r requirements/plots.txt" in out
     assert "RANDOM weights" in out
     assert not (tmp_path / "img").exists()
 

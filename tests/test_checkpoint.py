@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tf_checkpoint import (
+from loaders.tf_checkpoint import (
     crc32c,
     list_checkpoint_variables,
     load_gpt2_params_from_tf_ckpt,
@@ -22,7 +22,7 @@ from tf_checkpoint import (
     read_checkpoint_index,
     read_varint,
 )
-from weights import CheckpointError, gpt2_param_shapes
+from loaders.weights import CheckpointError, gpt2_param_shapes
 
 TF_CKPT_DIR = Path(__file__).resolve().parent / "fixtures" / "tf_ckpt"
 DATA_FILE = "model.ckpt.data-00000-of-00001"

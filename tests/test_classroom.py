@@ -1,6 +1,6 @@
 """The teacher's kit does what it promises: its list, a student copy with no answer in it, steps graded alone, hints.
 
-Read EXERCISES.md, exercises.py and classroom.py first. The gradebook's limits are tested in
+Read EXERCISES.md, course/exercises.py and classroom.py first. The gradebook's limits are tested in
 tests/test_gradebook.py.
 
 The strongest claim is independence: a learner's step N is graded on step N's functions alone. The test makes a
@@ -18,7 +18,7 @@ import sys
 import pytest
 
 import classroom
-import exercises
+from course import exercises
 from conftest import REPO_ROOT
 from test_download import release, server  # noqa: F401 (fixtures: a local server with release files)
 
@@ -92,7 +92,7 @@ def test_no_answer_is_anywhere_in_a_student_copy_not_even_in_its_tests_fixtures_
     for path in blank_copy.rglob("*"):
         if path.is_file() and path.suffix in (".py", ".md", ".txt", ".ini", ".json", ".cfg", ".toml"):
             texts[path] = path.read_text(encoding="utf-8", errors="replace")
-    hints = json.loads((blank_copy / "classroom_hints.json").read_text(encoding="utf-8"))
+    hints = json.loads((blank_copy / "course/hints.json").read_text(encoding="utf-8"))
     texts["the hints, decoded"] = "\n".join(base64.b64decode(h).decode() for step in hints.values() for h in step)
     found = [(str(where), answers[line], line) for where, text in texts.items() for line in answers if line in text]
     assert found == []

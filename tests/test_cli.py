@@ -1,4 +1,4 @@
-"""cli.py, main.py's command line: odd flag values get one `error:` line that names the flag, before any work.
+"""command_line/flags.py, main.py's command line: odd flag values get one `error:` line that names the flag, before any work.
 
 Read tests/test_main.py first: it runs the demo end to end and lists the ordinary bad flags; the tiny random
 models and the helpers come from there. This file holds the odd values a shell or a script can produce: numbers
@@ -15,7 +15,7 @@ import sys
 import pytest
 from test_main import PROMPT, REPO_ROOT, _base_env, draft_dir, one_error_line, run_main, target_dir  # noqa: F401
 
-import cli
+from command_line.flags import as_number, check_flags, check_writable, errors_as_one_line
 import main
 
 HUGE = "9" * 5000  # more digits than Python's int() reads from text (4,300)
@@ -54,7 +54,7 @@ def test_a_huge_number_from_python_is_refused_by_name_too(flag, target_dir):
     name = flag.lstrip("-")
     value = (10**5000,) if name == "tree" else 10**5000
     with pytest.raises(ValueError, match=rf"^{flag}.*a number of about 5000 digits") as error:
-        cli.check_flags(**{**defaults(target_dir), name: value})
+        check_flags(**{**defaults(target_dir), name: value})
     assert len(str(error.value)) < 300
 
 
@@ -68,7 +68,7 @@ def defaults(target_dir):
 
 def test_leading_zeros_do_not_count_as_digits(target_dir):
     """"000...0007" is 7, however many zeros come first: only the digits after them are counted and read."""
-    flags = cli.check_flags(**{**defaults(target_dir), "seed": "0" * 5000 + "7", "tree": "0" * 5000 + "2,1"})
+    flags = check_flags(**{**defaults(target_dir), "seed": "0" * 5000 + "7", "tree": "0" * 5000 + "2,1"})
     assert flags.seed == 7 and flags.tree == (2, 1)
 
 
@@ -87,10 +87,10 @@ def test_the_bounds_of_a_number_are_exact(target_dir, flag, value, expected):
     """Just inside a bound is taken, just outside is refused with the bound in the message."""
     arguments = {**defaults(target_dir), flag.lstrip("-"): value}
     if expected is None:
-        cli.check_flags(**arguments)
+        check_flags(**arguments)
     else:
         with pytest.raises(ValueError, match="^" + re.escape(expected)):
-            cli.check_flags(**arguments)
+            check_flags(**arguments)
 
 
 @pytest.mark.parametrize("flag, value", [("--seed", "0" * 500_000 + "x"), ("--tree", "2," + "0" * 500_000 + "x"),
@@ -100,13 +100,13 @@ def test_a_long_value_that_is_not_a_number_or_an_address_is_refused_without_back
     before failing: n² steps, over 10 minutes for 500,000 characters (then pytest.ini's timeout of 300 s fails
     the test; measured here: 110 s for 100,000 zeros, 1.2 s for an address of 20,000 characters)."""
     with pytest.raises(ValueError, match="^" + flag):
-        cli.check_flags(**{**defaults(target_dir), flag.lstrip("-"): value})
+        check_flags(**{**defaults(target_dir), flag.lstrip("-"): value})
 
 
 def test_minus_zero_is_zero():
     """`--temperature -0` is greedy decoding like 0, and the run's heading prints temperature=0.0, not -0.0."""
-    assert str(cli.as_number("-0", "--temperature")) == "0.0"
-    assert str(cli.as_number(-0.0, "--temperature")) == "0.0"
+    assert str(as_number("-0", "--temperature")) == "0.0"
+    assert str(as_number(-0.0, "--temperature")) == "0.0"
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -184,10 +184,10 @@ def test_a_plot_into_a_read_only_folder_stops_the_run_before_the_models_load(tmp
 
 def test_checking_that_the_plot_can_be_written_leaves_the_folder_as_it_was(tmp_path):
     """A new path: made and removed again. An existing file: opened to append, its bytes unchanged."""
-    cli.check_writable(tmp_path / "new.png", "--plot")
+    check_writable(tmp_path / "new.png", "--plot")
     assert list(tmp_path.iterdir()) == []
     (tmp_path / "old.png").write_bytes(b"old picture")
-    cli.check_writable(tmp_path / "old.png", "--plot")
+    check_writable(tmp_path / "old.png", "--plot")
     assert (tmp_path / "old.png").read_bytes() == b"old picture"
 
 
@@ -228,7 +228,7 @@ def test_a_download_address_that_cannot_work_is_refused_first_naming_where_it_ca
 def test_a_broken_GPT2_BASE_URL_does_not_matter_when_nothing_is_downloaded_from_it(target_dir, monkeypatch):
     """It only names where released sizes come from: local folders (as here) or Hub names never read it."""
     monkeypatch.setenv("GPT2_BASE_URL", "ftp://mirror")
-    assert cli.check_flags(**defaults(target_dir)).target_model_size == str(target_dir)
+    assert check_flags(**defaults(target_dir)).target_model_size == str(target_dir)
 
 
 def test_a_model_name_too_long_for_a_path_gets_one_line(tmp_path, monkeypatch, capsys):
@@ -240,7 +240,7 @@ def test_a_model_name_too_long_for_a_path_gets_one_line(tmp_path, monkeypatch, c
 
 def test_a_file_that_cannot_be_read_or_written_is_one_line_with_exit_code_1(capsys):
     """An OSError (a file system's refusal) names its file: not bad input (2), not a bug (a traceback)."""
-    with pytest.raises(SystemExit) as exit_info, cli.errors_as_one_line():
+    with pytest.raises(SystemExit) as exit_info, errors_as_one_line():
         raise PermissionError(13, "Permission denied", "/models/124M/encoder.json")
     assert exit_info.value.code == 1
     assert capsys.readouterr().err == "error: /models/124M/encoder.json: Permission denied\n"
@@ -253,7 +253,7 @@ def test_a_file_that_cannot_be_read_or_written_is_one_line_with_exit_code_1(caps
 
 @pytest.mark.parametrize("text", ["hf", "HF", " hf "])
 def test_K_takes_hf_as_sampling_does(text, target_dir):
-    assert cli.check_flags(**{**defaults(target_dir), "K": text}).K == "hf"
+    assert check_flags(**{**defaults(target_dir), "K": text}).K == "hf"
 
 
 def test_K_hf_runs_hugging_faces_schedule_and_reports_the_positions_it_drafted(tmp_path, target_dir):
@@ -332,8 +332,8 @@ def test_a_bad_GPT2_DOWNLOAD_DEADLINE_is_refused_before_a_download_and_ignored_w
     code, out, err = run_in_process(["--drafter", "lookup"], tmp_path, monkeypatch, capsys)
     assert code == 2 and "GPT2_DOWNLOAD_DEADLINE must be a number of seconds > 0; got 'soon'" in err, err
     assert not (tmp_path / "models").exists()
-    assert cli.check_flags(**defaults(target_dir)).download_deadline is None
-    flags = cli.check_flags(**{**defaults(target_dir), "target_model_size": "124M", "download_deadline": "60"})
+    assert check_flags(**defaults(target_dir)).download_deadline is None
+    flags = check_flags(**{**defaults(target_dir), "target_model_size": "124M", "download_deadline": "60"})
     assert flags.download_deadline == 60.0
 
 
@@ -389,7 +389,7 @@ def test_the_download_deadline_flag_stops_a_server_that_drips_with_one_line_and_
 def test_minus_k_is_refused_as_one_keystroke_from_minus_capital_k(tmp_path, monkeypatch, capsys):
     """fire reads -x as the one flag starting with x, so -k would turn the KV cache off where -K sets the guesses
     per round: -k is refused with one line naming both flags, and -K still means --K."""
-    from cli import parse_command_line
+    from command_line.flags import parse_command_line
 
     code, out, err = run_in_process(["-k", "False"], tmp_path, monkeypatch, capsys)
     assert code == 2 and err == "error: -k is one keystroke from -K: spell the flag out (--K, --kv_cache)\n", err

@@ -89,7 +89,7 @@ def test_a_vocabulary_that_is_not_the_models_is_refused_before_anything_is_writt
 def test_the_gguf_file_reads_back_with_the_gguf_packages_reader_tensor_by_tensor_and_key_by_key(tmp_path):
     """What llama.cpp reads: the architecture's hyperparameters, the tokenizer, and every tensor with its
     values, in ggml's order of dimensions (fastest first: blk.i.attn_qkv.weight is {n_embd, 3 n_embd})."""
-    gguf = pytest.importorskip("gguf", reason="needs the gguf package: pip install -r requirements-dev.txt")
+    gguf = pytest.importorskip("gguf", reason="needs the gguf package: pip install -r requirements/dev.txt")
     encoder, params = small_model()
     path = write_gguf(tmp_path / "small.gguf", params, SMALL, encoder, name="small")
     reader = gguf.GGUFReader(path)

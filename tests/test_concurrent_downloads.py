@@ -1,7 +1,7 @@
 """Two runs downloading into one place at once take turns per file: each file is downloaded once and arrives
 whole; a run waits for another's lock at most its deadline; a lock left by a killed run never blocks.
 
-Read safe_files.py (file_lock) and download.py (download_lock) first: these tests are their specification.
+Read loaders/safe_files.py (file_lock) and loaders/download.py (download_lock) first: these tests are their specification.
 Servers on 127.0.0.1 send each body slowly (64 KB every 10 ms), so the two runs overlap; the runs are threads
 of this process (the lock is a file made with O_EXCL: threads exclude each other as processes do), and one
 test kills a real process. No network.
@@ -23,9 +23,9 @@ from test_hostile_exchanges import ScriptedServer
 from test_hostile_hub import gpt2_files, repo_folder, sha256
 from test_load import GPT2_VOCAB, random_flat_params, write_tf_checkpoint
 
-import download
+from loaders import download
 import gpt2
-from download import DownloadError, download_gpt2_files, download_lock
+from loaders.download import DownloadError, download_gpt2_files, download_lock
 from utils import resolve_model
 
 hub, repos = test_hub_cache.hub, test_hub_cache.repos  # the fixtures: the fake Hub, and the repositories it serves

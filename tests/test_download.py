@@ -1,6 +1,6 @@
 """The downloader against a real HTTP server on 127.0.0.1 that drops connections, fails, and resumes.
 
-Read download.py first: these tests are its specification.
+Read loaders/download.py first: these tests are its specification.
 
 The server (`FlakyFileServer`) serves small random files under /124M/ the way OpenAI's bucket serves the
 release, honours `Range: bytes=N-` with a 206, and can be told to misbehave: cut a file's body halfway after
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import gpt2
-from download import MODEL_SIZES, RELEASE_FILES, TOKENIZER_FILE_SIZES, DownloadError, download_gpt2_files
+from loaders.download import MODEL_SIZES, RELEASE_FILES, TOKENIZER_FILE_SIZES, DownloadError, download_gpt2_files
 from utils import resolve_model
 
 DATA_FILE = "model.ckpt.data-00000-of-00001"

@@ -312,7 +312,7 @@ def test_the_pre_tokenizer_follows_the_regex_package_s_unicode_tables_as_openai_
     """U+0558 is a letter in the tables of recent `regex` releases (newer than tiktoken's) and punctuation in
     older ones, such as 2022.1.18, the oldest requirements.txt allows.
     Whichever `regex` is installed, "!" + it + "'s" is cut as that `regex`'s \\p{L} says, as OpenAI's
-    encoder.py, which also uses `regex`, cuts it (BENCHMARKS.md, "Which Unicode"): a letter stands alone
+    encoder.py, which also uses `regex`, cuts it (docs/BENCHMARKS.md, "Which Unicode"): a letter stands alone
     before "'s"; punctuation joins the "!" and the apostrophe."""
     import regex
 

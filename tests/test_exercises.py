@@ -1,6 +1,6 @@
 """EXERCISES.md, the kit's steps (exercises.STEPS) and the tests' step markers agree; the page keeps its promises.
 
-Read EXERCISES.md and exercises.py first. A step's "**Passing** means N passed" is the number of checks its
+Read EXERCISES.md and course/exercises.py first. A step's "**Passing** means N passed" is the number of checks its
 marker selects (`python -m pytest -m stepN`, counted by pytest's own collection in one subprocess), and those
 checks live in the test files the step names, so `python classroom.py grade N` (which runs only those files)
 runs all of them. The tests also hold EXERCISES.md to what a learner needs: every step says what to read
@@ -20,7 +20,7 @@ import textwrap
 
 import pytest
 
-import exercises
+from course import exercises
 from conftest import REPO_ROOT
 
 EXERCISES = (REPO_ROOT / "EXERCISES.md").read_text(encoding="utf-8")
@@ -206,12 +206,13 @@ def test_every_function_the_kit_names_is_in_the_file_it_names():
 
 
 def test_every_section_of_the_readme_or_benchmarks_exercises_names_is_there():
-    """EXERCISES.md names parts like the README's "How a round works, with numbers" or BENCHMARKS.md's "Small
+    """EXERCISES.md names parts like the README's "How a round works, with numbers" or docs/BENCHMARKS.md's "Small
     timings": a heading, or a paragraph that opens with its name in bold."""
     named = re.findall(r'(README|BENCHMARKS)(?:\.md)?(?:\'s)? "([^"]+)"', EXERCISES)
     assert named
+    pages = {"README": "README.md", "BENCHMARKS": "docs/BENCHMARKS.md"}
     for page, name in set(named):
-        text = (REPO_ROOT / f"{page}.md").read_text(encoding="utf-8")
+        text = (REPO_ROOT / pages[page]).read_text(encoding="utf-8")
         assert re.search(rf"^#+ {re.escape(name)}\s*$|^\*\*{re.escape(name)}\.?\*\*", text, flags=re.M), name
 
 

@@ -1,6 +1,6 @@
 """The gradebook grades submissions that loop, crash, flood, hog memory, spawn, or edit their tests, and goes on.
 
-Read gradebook.py first (the limits, and why only the learner's files are taken from a submission).
+Read course/gradebook.py first (the limits, and why only the learner's files are taken from a submission).
 
 Four hostile submissions of `sampling.py`, graded on steps 7 (`_accept`) and 8 (`_residual`), each misbehaving
 in one or two steps. Every misbehaving step scores 0 with a reason that says what happened, every other step
@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-import gradebook
+from course import gradebook
 from conftest import REPO_ROOT
 
 REFERENCE = (REPO_ROOT / "sampling.py").read_text(encoding="utf-8")
@@ -67,7 +67,7 @@ def test_each_misbehaving_step_scores_0_with_its_reason_and_the_rest_is_graded(t
                    residual="    while True:\n        print('x' * 10000)\n"),
         submission(tmp_path / "edits_its_tests", residual="    return q_row\n", files={
             "tests/test_accept_and_residual.py": "import pytest\n\n@pytest.mark.step8\ndef test_fine():\n    pass\n",
-            "tests/conftest.py": "", "classroom.py": "raise SystemExit(0)\n", "exercises.py": "GRADED = ()\n"}),
+            "tests/conftest.py": "", "classroom.py": "raise SystemExit(0)\n", "course/exercises.py": "GRADED = ()\n"}),
         submission(tmp_path / "spawns_and_hogs", accept=SPAWN.format(pid_file=str(pid_file)),
                    residual="    return np.ones(4 * 1024**3 // 8)\n"),
     ]

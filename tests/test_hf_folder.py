@@ -16,7 +16,7 @@ import pytest
 from conftest import FIXTURES_DIR
 from test_gpt2 import HF_TOLERANCE, leaves, load_fixture, max_abs_diff
 
-import hf_folder
+from loaders import hf_folder
 from gpt2 import gpt2
 
 FOLDER_NAMES = ["tiny", "eight_heads"]  # tests/fixtures/hf_folder_<name>/ and hf_gpt2_<name>.npz

@@ -1,7 +1,7 @@
 """A server that drips its headers, a gzip body of several members, a release file that is not OpenAI's: every
 wait ends by the deadline, every valid body is decoded whole, and nothing wrong gets a final name.
 
-Read download.py first (exchange, Inflater, release_file_size, check_release_hparams): these tests are its
+Read loaders/download.py first (exchange, Inflater, release_file_size, check_release_hparams): these tests are its
 specification. `ScriptedServer` serves files on 127.0.0.1, each GET answered by a function of the test's choosing;
 tests/test_hub_cache.py's FakeHub plays the Hub. No network.
 """
@@ -17,9 +17,9 @@ import test_hub_cache
 from test_hostile_hub import gpt2_files, repo_folder
 
 import gpt2
-from download import TOKENIZER_FILE_SIZES, DownloadError, download_file, download_gpt2_files
+from loaders.download import TOKENIZER_FILE_SIZES, DownloadError, download_file, download_gpt2_files
 from utils import resolve_model
-from weights import CheckpointError
+from loaders.weights import CheckpointError
 
 hub, repos = test_hub_cache.hub, test_hub_cache.repos  # the fixtures: the fake Hub, and the repositories it serves
 FAST = dict(retries=2, backoff_seconds=0.0, timeout_seconds=10.0)

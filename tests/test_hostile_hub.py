@@ -1,6 +1,6 @@
 """A hostile Hub, a damaged cache: nothing wrong is ever loaded, nothing is written outside the cache, every
 
-Read hub.py and download.py first: these tests are its specification.
+Read loaders/hub.py and loaders/download.py first: these tests are its specification.
 
 failure is one line.
 
@@ -27,10 +27,10 @@ import test_hub_cache
 from test_hub_cache import COMMIT, run_main_in_process
 from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
 
-from download import DownloadError, download_gpt2_files
-from hub import HUB_FILES
+from loaders.download import DownloadError, download_gpt2_files
+from loaders.hub import HUB_FILES
 from utils import load_model, resolve_model
-from weights import MAX_CONFIG_BYTES, CheckpointError
+from loaders.weights import MAX_CONFIG_BYTES, CheckpointError
 
 huggingface_hub = pytest.importorskip("huggingface_hub")
 

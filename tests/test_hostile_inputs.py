@@ -1,7 +1,7 @@
 """Files the project reads, made hostile: hyperparameters beyond what is supported, and costs files that are not
 files, are too large, or hold fields of the wrong type or shape. Each is one line naming the file and the field.
 
-Read weights.py (check_hparams, HPARAM_LIMITS, read_small_file) and lookahead.py's load_costs first. The
+Read loaders/weights.py (check_hparams, HPARAM_LIMITS, read_small_file) and lookahead.py's load_costs first. The
 costs-file cases run `python main.py --K auto --r_table FILE` in a subprocess: the file is checked with the
 flags, before any model loads, so the target named here is an empty folder.
 """
@@ -14,10 +14,10 @@ import sys
 import pytest
 
 import lookahead
-import weights
+from loaders import weights
 from conftest import REPO_ROOT
 from test_main import TINY_HPARAMS, one_error_line, run_main, tiny_params, write_hf_folder
-from weights import HPARAM_LIMITS, CheckpointError
+from loaders.weights import HPARAM_LIMITS, CheckpointError
 
 # A size just past each bound, with the others GPT-2 1558M's (n_head 25 divides n_embd 1600 and 8,200).
 GPT2_1558M = {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 1600, "n_head": 25, "n_layer": 48}
@@ -128,12 +128,12 @@ def test_a_good_costs_file_still_loads_every_field(tmp_path):
 
 
 def test_benchmark_py_checks_a_model_folders_hparams_json_as_the_loaders_do(tmp_path):
-    """benchmark.py --random_weights read a folder's hparams.json with json.loads alone: 3 heads for a width of
+    """tools/benchmark.py --random_weights read a folder's hparams.json with json.loads alone: 3 heads for a width of
     8 made random weights and then a traceback from a reshape. Now it is one line naming the file."""
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "hparams.json").write_text(json.dumps({**TINY_HPARAMS, "n_head": 3}))
-    result = subprocess.run([sys.executable, str(REPO_ROOT / "benchmark.py"), "--random_weights",
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "tools/benchmark.py"), "--random_weights",
                              "--draft_model_size", str(folder), "--target_model_size", str(folder), "--Ks", "1",
                              "--img_dir", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     line = one_error_line(result)

@@ -1,7 +1,7 @@
 """Nothing is written through a link or into a pipe: every file the project writes goes to a fresh file it made
 itself in the destination folder, then an atomic rename; a download's .part is resumed only if it is a regular file.
 
-Read safe_files.py first (written_atomically), then download.py (resumable_size, open_part_file): these tests are
+Read loaders/safe_files.py first (written_atomically), then loaders/download.py (resumable_size, open_part_file): these tests are
 their specification. Each test puts a link (to a file outside, which must stay as it is) or a named pipe where
 the project writes: the costs file, the JSON tables and figures of the tools, a release file's .part, a blob's
 .part in the Hugging Face cache. Servers on 127.0.0.1 (tests/test_hostile_exchanges.py's, the FakeHub); no network.
@@ -16,8 +16,8 @@ from test_hostile_exchanges import ScriptedServer
 from test_hostile_hub import assert_untouched, gpt2_files, outside, repo_folder, sha256  # noqa: F401 - a fixture
 
 import lookahead
-from download import download_file
-from safe_files import save_figure, write_atomically
+from loaders.download import download_file
+from loaders.safe_files import save_figure, write_atomically
 from tools import benchmark_forward, benchmark_text
 from utils import resolve_model
 

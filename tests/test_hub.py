@@ -16,8 +16,8 @@ import pytest
 
 import main
 import utils
-from download import DownloadError
-from hub import HUB_FILES
+from loaders.download import DownloadError
+from loaders.hub import HUB_FILES
 from test_hub_cache import COMMIT, FakeHub, hub_repo_files
 from test_main import TINY_HPARAMS
 

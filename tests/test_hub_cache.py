@@ -1,6 +1,6 @@
 """The Hugging Face cache in detail: resume, sizes, offline mode, agreement on blob names with the real client.
 
-Read hub.py first: these tests are its specification.
+Read loaders/hub.py first: these tests are its specification.
 
 tests/test_hub.py has the both-ways tests and main.py's errors, tests/test_hostile_hub.py a hostile Hub and a
 damaged cache; this file holds the server they use.
@@ -23,12 +23,12 @@ import threading
 
 import pytest
 
-huggingface_hub = pytest.importorskip("huggingface_hub")  # a test requirement only (requirements-dev.txt)
+huggingface_hub = pytest.importorskip("huggingface_hub")  # a test requirement only (requirements/dev.txt)
 
 from test_main import TINY_HPARAMS, tiny_params, write_hf_folder  # noqa: E402
 
-from download import DownloadError  # noqa: E402
-from hub import HUB_FILES, check_model_name, hf_hub_cache  # noqa: E402
+from loaders.download import DownloadError  # noqa: E402
+from loaders.hub import HUB_FILES, check_model_name, hf_hub_cache  # noqa: E402
 from utils import resolve_model  # noqa: E402
 
 COMMIT = "607a30d783dfa663caf39e06633721c8d4cfcd7e"  # the shape of a real commit id (40 hex digits)

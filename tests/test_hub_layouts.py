@@ -3,7 +3,7 @@ never deleted or replaced: snapshot entries that are plain files (huggingface_hu
 available, e.g. Windows without developer mode), a repository folder that is a link to another disk, a blobs/
 that is a link.
 
-Read hub.py first (is_folder, is_plain_file, folder_or_link_to_one): these tests are its specification. Each
+Read loaders/hub.py first (is_folder, is_plain_file, folder_or_link_to_one): these tests are its specification. Each
 cache is written by huggingface_hub itself from tests/test_hub_cache.py's FakeHub, then laid out as a user
 would; huggingface_hub, offline, is the peer that says the layout is readable. No network.
 """
@@ -15,8 +15,8 @@ import pytest
 import test_hub_cache
 from test_hostile_hub import gpt2_files, repo_folder
 
-from download import DownloadError
-from hub import HUB_FILES
+from loaders.download import DownloadError
+from loaders.hub import HUB_FILES
 from utils import load_model, resolve_model
 
 huggingface_hub = pytest.importorskip("huggingface_hub")

@@ -11,7 +11,8 @@ import ast
 import pytest
 from conftest import REPO_ROOT
 
-FOLDERS = ("", "tools", "tests")  # the project's modules: the top level, the tools, the tests' helpers
+PACKAGES = ("speed", "loaders", "command_line", "course", "tools")  # the folders imported as packages, `speed.products`
+FOLDERS = ("", *PACKAGES, "tests")  # the project's modules: the top level, the machinery's folders, the tests' helpers
 
 
 def project_modules():
@@ -24,10 +25,11 @@ def project_modules():
 
 
 def module_name(dotted):
-    """The project module a dotted import names: 'numpy.linalg' -> 'numpy', 'tools.plots' -> 'plots' (the tools
-    are imported as a package, `tools.NAME`, and are modules of the project like the others)."""
+    """The project module a dotted import names: 'numpy.linalg' -> 'numpy', 'speed.products' -> 'products' (the
+    machinery's folders are imported as packages, `speed.NAME`, and their files are modules of the project like
+    the others)."""
     parts = dotted.split(".")
-    return parts[1] if parts[0] == "tools" and len(parts) > 1 else parts[0]
+    return parts[1] if parts[0] in PACKAGES and len(parts) > 1 else parts[0]
 
 
 def imported_names(path):
@@ -36,7 +38,7 @@ def imported_names(path):
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             names.update(module_name(alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module == "tools" and node.level == 0:
+        elif isinstance(node, ast.ImportFrom) and node.module in PACKAGES and node.level == 0:
             names.update(alias.name for alias in node.names)  # from tools import benchmark_forward
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(module_name(node.module))
@@ -88,7 +90,7 @@ def test_an_import_inside_a_function_counts(tmp_path):
 
 
 def test_a_tool_imported_through_the_tools_package_counts_as_the_tool(tmp_path):
-    """benchmark.py imports `tools.compare_drafters`; that edge must be seen, or a circle through it would hide."""
+    """tools/benchmark.py imports `tools.compare_drafters`; that edge must be seen, or a circle through it would hide."""
     path = tmp_path / "uses_tools.py"
     path.write_text("import tools.plots\nfrom tools import worked_round\nfrom tools.compare_drafters import f\n")
     assert imported_names(path) == {"plots", "worked_round", "compare_drafters"}
@@ -100,14 +102,15 @@ def test_no_module_of_the_project_imports_itself_back_through_others():
     assert cycle is None, "an import circle: " + " -> ".join(cycle) + " (move what both need to the earlier file)"
 
 
-@pytest.mark.parametrize("module, later", [("helper_process", "panels"), ("panels", "gpt2"), ("sampling", "drafters"), ("sampling", "main"),
+@pytest.mark.parametrize("module, later", [("second_core", "products"), ("products", "gpt2"), ("sampling", "drafters"), ("sampling", "main"),
                                            ("gpt2", "sampling"),
                                            ("model_fn", "sampling"), ("lookahead", "sampling"),
                                            ("exercises", "gradebook"), ("gradebook", "classroom"),
                                            ("main", "classroom"), ("classroom", "main")])
 def test_a_file_read_earlier_never_imports_one_read_later(module, later):
-    """The reading order of the README's file map: panels, gpt2, model_fn, sampling (with lookahead), drafters,
-    main; the teacher's kit last, beside main: exercises, gradebook, classroom."""
+    """The reading order of the README's file map: gpt2, model_fn, sampling (with lookahead), drafters, main;
+    the teacher's kit last, beside main: exercises, gradebook, classroom. The machinery gpt2 multiplies through
+    (speed/products.py, speed/second_core.py) sits below it and never reaches back up."""
     graph = import_graph(project_modules())
     reachable, todo = set(), [module]
     while todo:
@@ -118,14 +121,15 @@ def test_a_file_read_earlier_never_imports_one_read_later(module, later):
     assert later not in reachable, f"{module}.py reaches {later}.py through its imports: {sorted(reachable)}"
 
 
-def test_the_model_needs_only_numpy_gpt2_py_and_the_panels_it_multiplies_by():
-    """gpt2.py, the first file of the model, imports NumPy and panels.py only; panels.py imports NumPy and
-    helper_process.py (its second core), which imports NumPy and the standard library, no file of the project."""
+def test_the_model_needs_only_numpy_and_the_products_it_multiplies_by():
+    """gpt2.py, the first file of the model, imports NumPy and speed/products.py only; products.py imports NumPy
+    and speed/second_core.py (the helper process), which imports NumPy and the standard library, no file of the
+    project."""
     graph = import_graph(project_modules())
-    assert graph["gpt2"] == ["panels"] and graph["panels"] == ["helper_process"] and graph["helper_process"] == []
-    assert imported_names(REPO_ROOT / "panels.py") == {"numpy", "helper_process"}
-    assert imported_names(REPO_ROOT / "gpt2.py") == {"numpy", "panels", "typing"}
-    assert imported_names(REPO_ROOT / "helper_process.py") == {"numpy", "ctypes", "functools", "gc", "itertools", "mmap", "os", "typing",
+    assert graph["gpt2"] == ["products"] and graph["products"] == ["second_core"] and graph["second_core"] == []
+    assert imported_names(REPO_ROOT / "speed" / "products.py") == {"numpy", "second_core"}
+    assert imported_names(REPO_ROOT / "gpt2.py") == {"numpy", "products", "typing"}
+    assert imported_names(REPO_ROOT / "speed" / "second_core.py") == {"numpy", "ctypes", "functools", "gc", "itertools", "mmap", "os", "typing",
                                                                "platform", "signal", "sys", "threading", "time",
                                                                "warnings", "weakref"}
 

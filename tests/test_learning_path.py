@@ -11,17 +11,17 @@ from conftest import REPO_ROOT
 from page_blocks import BENCHMARKS, EXERCISES, README, generated_block, markdown_rows
 from test_readme import line_links
 
-README_MAX_LINES = 465  # "at most about 450": the learning path; measured tables go to BENCHMARKS.md
+README_MAX_LINES = 465  # "at most about 450": the learning path; measured tables go to docs/BENCHMARKS.md
 
 
 def test_the_readme_stays_a_short_learning_path():
     assert len(README.splitlines()) <= README_MAX_LINES, (
-        f"README.md has {len(README.splitlines())} lines: move detail to BENCHMARKS.md or a docstring")
+        f"README.md has {len(README.splitlines())} lines: move detail to docs/BENCHMARKS.md or a docstring")
 
 
 def project_texts():
     """{path: text} of the pages and every .py file of the project (top level, tools/, tests/)."""
-    paths = [REPO_ROOT / name for name in ("README.md", "BENCHMARKS.md", "EXERCISES.md", "GLOSSARY.md")]
+    paths = [REPO_ROOT / name for name in ("README.md", "docs/BENCHMARKS.md", "EXERCISES.md", "docs/GLOSSARY.md")]
     paths += sorted(path for folder in ("", "tools", "tests") for path in (REPO_ROOT / folder).glob("*.py"))
     return {path.relative_to(REPO_ROOT): path.read_text(encoding="utf-8") for path in paths}
 
@@ -96,7 +96,7 @@ def test_every_term_is_defined_before_its_first_use_or_links_to_its_definition(t
         assert links_to_a_definition(line), f"{term!r} is used before it is defined: {line.strip()!r}"
 
 
-DEFINING_SECTIONS = ("(GLOSSARY.md)", "(#how-a-round-works-with-numbers)", "(#drafters-and-trees)",
+DEFINING_SECTIONS = ("(docs/GLOSSARY.md)", "(#how-a-round-works-with-numbers)", "(#drafters-and-trees)",
                      "(#when-does-it-pay-off-on-a-cpu)")
 
 
@@ -121,10 +121,10 @@ def github_anchor(heading):
 
 def test_links_into_the_pages_land_on_a_heading():
     """[...](EXERCISES.md#step-7-...) and [...](#how-a-round-works-with-numbers) must name a heading there."""
-    pages = {"README.md": README, "BENCHMARKS.md": BENCHMARKS, "EXERCISES.md": EXERCISES}
+    pages = {"README.md": README, "docs/BENCHMARKS.md": BENCHMARKS, "EXERCISES.md": EXERCISES}
     anchors = {name: {github_anchor(line) for line in text.splitlines() if line.startswith("#")}
                for name, text in pages.items()}
-    for source in ("README.md", "BENCHMARKS.md"):
+    for source in ("README.md", "docs/BENCHMARKS.md"):
         for target, anchor in re.findall(r"\]\(((?:README|BENCHMARKS|EXERCISES)\.md)?#([^)]+)\)", pages[source]):
             page = target or source
             assert anchor in anchors[page], f"{source} links to {page}#{anchor}: no such heading"
@@ -188,7 +188,7 @@ def test_the_trace_excerpts_p_and_q_are_the_range_the_text_gives():
 
 
 def test_r_of_m_is_about_1_at_2_and_grows_far_more_slowly_than_m():
-    """What the README says of r(m), against every row of BENCHMARKS.md's r table: r(2) is about 1 (within a
+    """What the README says of r(m), against every row of docs/BENCHMARKS.md's r table: r(2) is about 1 (within a
     fifth of it), and from m = 8 on r(m) / r(2) is less than half of m / 2 (rows cost far less than in
     proportion)."""
     assert "is about 1 at m = 2 and then grows far more slowly than m" in " ".join(README.split())
@@ -213,9 +213,9 @@ def requirement_names(path):
 
 
 def test_the_test_section_names_every_package_the_suite_needs():
-    """What `pip install -r requirements.txt -r requirements-dev.txt` installs, the README's list names."""
+    """What `pip install -r requirements.txt -r requirements/dev.txt` installs, the README's list names."""
     section = README.split("## How it is tested", 1)[1].split("\n## ", 1)[0]
-    needed = requirement_names(REPO_ROOT / "requirements.txt") + requirement_names(REPO_ROOT / "requirements-dev.txt")
+    needed = requirement_names(REPO_ROOT / "requirements.txt") + requirement_names(REPO_ROOT / "requirements/dev.txt")
     assert "huggingface_hub" in needed and "matplotlib" in needed
     for name in needed:
         assert name in section, f"the README's test section does not name {name}, which the suite needs"

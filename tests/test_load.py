@@ -1,6 +1,6 @@
 """Loading weights from a Hugging Face folder (safetensors, by hand) and through the main entry point.
 
-Read utils.py and weights.py first: these tests are its specification.
+Read utils.py and loaders/weights.py first: these tests are its specification.
 
 The safetensors files here are written by the test itself (`write_safetensors`, following the format's
 spec: 8-byte little-endian header length, JSON header, raw bytes), from random parameters in OpenAI's
@@ -20,11 +20,11 @@ from make_bad_inputs import field, table, varint
 from test_download import FlakyFileServer
 
 import gpt2
-from download import MODEL_SIZES
-from hf_folder import hf_name_to_openai_name, load_hf_gpt2
-from tf_checkpoint import load_gpt2_params_from_tf_ckpt
+from loaders.download import MODEL_SIZES
+from loaders.hf_folder import hf_name_to_openai_name, load_hf_gpt2
+from loaders.tf_checkpoint import load_gpt2_params_from_tf_ckpt
 from utils import load_encoder_hparams_and_params
-from weights import CheckpointError, gpt2_param_shapes
+from loaders.weights import CheckpointError, gpt2_param_shapes
 
 TF_CKPT_DIR = Path(__file__).resolve().parent / "fixtures" / "tf_ckpt"
 HPARAMS = {"n_vocab": 50, "n_ctx": 16, "n_embd": 8, "n_head": 2, "n_layer": 2}
@@ -308,7 +308,7 @@ def test_a_folder_without_weights_is_a_ValueError_saying_what_it_should_hold(tmp
 
 
 def test_both_layouts_load_block_matrices_column_major_and_embeddings_row_major():
-    """The readers put each tensor in its final layout as they read it (panels.column_major's layout): the blocks'
+    """The readers put each tensor in its final layout as they read it (products.column_major's layout): the blocks'
     weight matrices column by column, wte and wpe row by row; nothing is converted afterwards."""
     hf_folder = Path(__file__).resolve().parent / "fixtures" / "hf_folder_tiny"
     tf_params = load_gpt2_params_from_tf_ckpt(TF_CKPT_DIR / "model.ckpt", HPARAMS)

@@ -496,14 +496,14 @@ def test_a_misspelt_flag_stops_the_run_before_any_loading_in_a_subprocess_too(tm
 
 def test_flags_take_fires_syntax_and_booleans_any_case(target_dir, draft_dir):
     """--name value, --name=value, a bare --flag, --noflag, -x for a unique first letter, and values by position."""
-    import cli
+    from command_line.flags import check_flags, parse_command_line
     import main
 
-    kwargs = cli.parse_command_line(["Hello, world", "--K=3", "--nokv_cache", "--trace", "-s", "5", "--drafter",
+    kwargs = parse_command_line(["Hello, world", "--K=3", "--nokv_cache", "--trace", "-s", "5", "--drafter",
                                      "lookup"], main.main)
     assert kwargs == {"prompt": "Hello, world", "K": "3", "kv_cache": False, "trace": True, "seed": "5",
                       "drafter": "lookup"}
-    flags = cli.check_flags(**{**main_defaults(), "kv_cache": "FALSE", "trace": "True", "K": "auto",
+    flags = check_flags(**{**main_defaults(), "kv_cache": "FALSE", "trace": "True", "K": "auto",
                                "tree": "2,2,1", "prompt": "Hello, world", "target_model_size": str(target_dir),
                                "draft_model_size": str(draft_dir)})
     assert flags.kv_cache is False and flags.trace is True and flags.K == "auto" and flags.tree == (2, 2, 1)

@@ -1,4 +1,4 @@
-"""The measured tables in README.md and BENCHMARKS.md agree with themselves, whatever the run measured: a ratio is
+"""The measured tables in README.md and docs/BENCHMARKS.md agree with themselves, whatever the run measured: a ratio is
 the quotient of the cells it names, to their rounding, and a summary quotes its table.
 
 Read tests/page_blocks.py first (how a generated block is found). The tables come from tools/benchmark_forward.py,

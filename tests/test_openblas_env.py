@@ -1,9 +1,9 @@
-"""openblas_env.py: the scripts that decode set OpenBLAS's thread timeout before NumPy loads OpenBLAS.
+"""speed/openblas_env.py: the scripts that decode set OpenBLAS's thread timeout before NumPy loads OpenBLAS.
 
-Read openblas_env.py first. OpenBLAS reads OPENBLAS_THREAD_TIMEOUT once, when NumPy loads it, so the setting
+Read speed/openblas_env.py first. OpenBLAS reads OPENBLAS_THREAD_TIMEOUT once, when NumPy loads it, so the setting
 counts only if it is made before the first `import numpy`; these tests import each script in a fresh
 interpreter and watch the order of the imports. (That the setting makes the steps after a prompt faster is a
-timing, measured in openblas_env.py's docstring, not asserted here.)
+timing, measured in speed/openblas_env.py's docstring, not asserted here.)
 """
 
 import importlib
@@ -13,10 +13,10 @@ import sys
 
 import pytest
 
-import openblas_env
+from speed import openblas_env
 from conftest import REPO_ROOT
 
-SCRIPTS = ("main", "benchmark", "tools.benchmark_forward", "tools.benchmark_text", "tools.pass_parts",
+SCRIPTS = ("main", "tools.benchmark", "tools.benchmark_forward", "tools.benchmark_text", "tools.pass_parts",
            "tools.compare_llama_cpp", "tools.make_readme_figures")  # every script that decodes after a prompt
 
 # Imports `module` in this (fresh) interpreter, and prints the timeout it leaves in the environment and
@@ -26,7 +26,7 @@ import os, sys
 class Watch:
     early = False
     def find_spec(self, name, path=None, target=None):
-        if name == "numpy" and "openblas_env" not in sys.modules:
+        if name == "numpy" and "speed.openblas_env" not in sys.modules:
             Watch.early = True
         return None
 sys.meta_path.insert(0, Watch())

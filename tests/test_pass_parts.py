@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-import panels
-from benchmark import HPARAMS
+from speed import products
+from tools.benchmark import HPARAMS
 from tools import pass_parts
 
 
@@ -34,7 +34,7 @@ def test_every_sizes_slices_fit_the_budget_in_whole_panels(size):
     n = pass_parts.slices_per_matrix(matrices)
     for w in matrices:
         n_in, n_out = w.shape
-        assert n_out % n == 0 and (n_out // n) % panels.panel_width(n_in) == 0, (size, w.shape, n)
+        assert n_out % n == 0 and (n_out // n) % products.panel_width(n_in) == 0, (size, w.shape, n)
         assert n_in * (n_out // n) * 4 <= pass_parts.IN_CACHE_BYTES, (size, w.shape, n)
 
 
@@ -54,7 +54,7 @@ def test_the_arithmetic_function_multiplies_slices_that_stay_in_cache_by_rows_of
     def columns(x, w, begin, end, out):
         calls.append((x.shape, w.shape, w.flags.f_contiguous, out.shape))
 
-    monkeypatch.setattr(panels, "columns", columns)
+    monkeypatch.setattr(products, "columns", columns)
     matrices = block_shapes(HPARAMS["124M"])
     pass_parts.arithmetic(matrices, 8, np.random.default_rng(0))()
     assert len(calls) == 48

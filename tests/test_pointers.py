@@ -1,12 +1,12 @@
 """Every "see X in Y" pointer in the code, the docs and the tests leads where it says.
 
 Read tests/test_learning_path.py first (it checks the pages' links to headings; this file checks the pointers
-written as words). Two forms are checked, wherever they appear (README.md, BENCHMARKS.md, EXERCISES.md and
+written as words). Two forms are checked, wherever they appear (README.md, docs/BENCHMARKS.md, EXERCISES.md and
 every .py file of the project):
 
 - a name in a file: "`create_model_fn` in model_fn.py", "`PromptLookup`'s docstring in `drafters.py`",
   "gpt2.py's `random_params`": the file defines that name (a def, a class, an assignment or a parameter);
-- a section of a page: 'the README's "Speed of the forward pass"', 'BENCHMARKS.md, "Which Unicode"': the page
+- a section of a page: 'the README's "Speed of the forward pass"', 'docs/BENCHMARKS.md, "Which Unicode"': the page
   has a heading that starts with those words.
 
 A pointer that goes stale sends a learner to a file that does not have what they were told to read.
@@ -27,14 +27,14 @@ NAME_IN_FILE = [
 ]
 MODULE_NAME = re.compile(r"`(\w+)\.(\w+)`|\bsee (\w+)\.(\w+)\b")  # `sampling._verify`, see lookahead.AutoK
 FILE_EXTENSIONS = {"py", "json", "md", "txt", "bpe", "png", "index", "safetensors", "csv"}  # `gpt2.py` is a file
-SECTION_OF_PAGE = re.compile(r"(README|BENCHMARKS\.md|EXERCISES\.md)(?:'s|(?<=md),) \"([^\"]+)\"")
-# ^ the README's "Section", BENCHMARKS.md's "Section", (BENCHMARKS.md, "Section")
+SECTION_OF_PAGE = re.compile(r"(README|(?:docs/)?BENCHMARKS\.md|EXERCISES\.md)(?:'s|(?<=md),) \"([^\"]+)\"")
+# ^ the README's "Section", docs/BENCHMARKS.md's "Section", (docs/BENCHMARKS.md, "Section")
 
 
 def find_file(path):
-    """The project file a pointer names: tools/x.py, tests/x.py or x.py, looked for at the top, then in tools/
-    and tests/ (a docstring in tools/ says "measured_parts.py" for tools/measured_parts.py)."""
-    for folder in ("", "tools/", "tests/"):
+    """The project file a pointer names: tools/x.py, tests/x.py or x.py, looked for at the top, then in the
+    folders (a docstring in tools/ says "measured_parts.py" for tools/measured_parts.py)."""
+    for folder in ("", "tools/", "tests/", "speed/", "loaders/", "command_line/", "course/", "docs/"):
         if (REPO_ROOT / folder / path).is_file():
             return REPO_ROOT / folder / path
     return None
@@ -56,7 +56,8 @@ def headings(page_text):
 
 def stale_pointers(texts):
     """["where: pointer (why)"] of the pointers in {path: text} that do not lead where they say."""
-    pages = {"README": "README.md", "BENCHMARKS.md": "BENCHMARKS.md", "EXERCISES.md": "EXERCISES.md"}
+    pages = {"README": "README.md", "docs/BENCHMARKS.md": "docs/BENCHMARKS.md", "BENCHMARKS.md": "docs/BENCHMARKS.md",
+             "EXERCISES.md": "EXERCISES.md"}
     stale = []
     for where, text in texts.items():
         for pattern in NAME_IN_FILE:
@@ -92,7 +93,7 @@ def test_every_pointer_to_a_name_in_a_file_or_a_section_of_a_page_resolves():
     "`create_model_fn` in sampling.py",  # it lives in model_fn.py
     "sampling.py's `logits_to_probs`",
     "`Staged` in nowhere.py",
-    'the README\'s "Loading weights"',  # a section of BENCHMARKS.md
+    'the README\'s "Loading weights"',  # a section of docs/BENCHMARKS.md
     "see sampling.create_model_fn",
 ])
 def test_the_pointer_check_catches_a_stale_pointer(pointer):
@@ -101,8 +102,8 @@ def test_the_pointer_check_catches_a_stale_pointer(pointer):
 
 @pytest.mark.parametrize("pointer", [
     "`create_model_fn` in model_fn.py", "gpt2.py's `random_params`", "`PromptLookup`'s docstring in `drafters.py`",
-    'BENCHMARKS.md\'s "Speed of the forward pass"', "`Round` in records.py",
-    "`sampling._verify`", 'the README\'s "Tokens per round"', "(BENCHMARKS.md, \"Which Unicode\")",
+    'docs/BENCHMARKS.md\'s "Speed of the forward pass"', "`Round` in records.py",
+    "`sampling._verify`", 'the README\'s "Tokens per round"', "(docs/BENCHMARKS.md, \"Which Unicode\")",
 ])
 def test_the_pointer_check_passes_a_pointer_that_resolves(pointer):
     assert stale_pointers({"example": pointer}) == []

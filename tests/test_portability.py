@@ -113,20 +113,20 @@ def lower_bounds(path):
 
 def test_ci_installs_the_lower_bounds_of_requirements_txt_on_the_oldest_python_the_readme_states():
     bounds = lower_bounds(REPO_ROOT / "requirements.txt")
-    pins = dict(re.findall(r"^([\w-]+)==([\w.]+)", (REPO_ROOT / "requirements-oldest.txt").read_text("utf-8"), re.M))
-    assert bounds and pins == bounds, "requirements-oldest.txt must pin exactly requirements.txt's lower bounds"
+    pins = dict(re.findall(r"^([\w-]+)==([\w.]+)", (REPO_ROOT / "requirements/oldest.txt").read_text("utf-8"), re.M))
+    assert bounds and pins == bounds, "requirements/oldest.txt must pin exactly requirements.txt's lower bounds"
     run = (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8")
     oldest = re.search(r"^OLDEST=(3\.\d+)", run, re.M).group(1)
     assert f"{oldest}" == ".".join(map(str, OLDEST_PYTHON))
     assert f"Python {oldest} or newer" in (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    assert 'run_tests "$OLDEST" -c requirements-oldest.txt' in run
+    assert 'run_tests "$OLDEST" -c requirements/oldest.txt' in run
 
 
 # ------------------------------------------------------------------------------------------------------------
 # Commands in the docs: the same line works in bash, zsh and PowerShell 5
 # ------------------------------------------------------------------------------------------------------------
 
-DOCS = ("README.md", "EXERCISES.md", "BENCHMARKS.md", "GLOSSARY.md")
+DOCS = ("README.md", "EXERCISES.md", "docs/BENCHMARKS.md", "docs/GLOSSARY.md")
 BASH_ONLY = {
     "&& or || (PowerShell 5 has neither: one command per line)": r"&&|\|\|",
     "a VAR=value prefix (PowerShell: $env:VAR = 'value' on a line of its own)": r"(?:^|\s)[A-Za-z_]\w*=\S*\s+\S",

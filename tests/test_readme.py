@@ -1,4 +1,4 @@
-"""README.md, BENCHMARKS.md and EXERCISES.md say what the code does: their numbers are the scripts' output, their
+"""README.md, docs/BENCHMARKS.md and EXERCISES.md say what the code does: their numbers are the scripts' output, their
 links land, and the README stays a learning path.
 
 Read the README first; tools/make_readme_figures.py writes the blocks checked here. What a test can check about
@@ -96,8 +96,8 @@ def test_line_links_land_on_the_code_their_text_names():
 
 
 def test_the_glossary_defines_the_terms_a_learner_meets():
-    glossary = (REPO_ROOT / "GLOSSARY.md").read_text(encoding="utf-8")
-    assert "(GLOSSARY.md)" in README.split("\n## ", 1)[0], "the README's opening links the glossary"
+    glossary = (REPO_ROOT / "docs/GLOSSARY.md").read_text(encoding="utf-8")
+    assert "(docs/GLOSSARY.md)" in README.split("\n## ", 1)[0], "the README's opening links the glossary"
     for term in ("α (alpha)", "KV cache", "memory-bound", "the floor", "OpenBLAS repacking", '"never"', "BPE",
                  "tiktoken", "drafter", "target", "top-k, top-p", "picoGPT", "total variation", "McDiarmid",
                  "suffix automaton", "**OpenBLAS:**"):
@@ -342,7 +342,7 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
 
 def test_the_text_benchmark_part_is_tools_benchmark_texts_own_table_run_as_a_process(monkeypatch):
     """The figures command runs tools/benchmark_text.py as a process of its own (replaced here by what it writes
-    with --json, from a tiny run) and puts its markdown table between BENCHMARKS.md's text-benchmark marks."""
+    with --json, from a tiny run) and puts its markdown table between docs/BENCHMARKS.md's text-benchmark marks."""
     import json
 
     from test_benchmark_text import TINY as TINY_SHAPES
@@ -356,7 +356,7 @@ def test_the_text_benchmark_part_is_tools_benchmark_texts_own_table_run_as_a_pro
     block = measured_parts.text_benchmark_block(2)
     assert ran == [["tools/benchmark_text.py", "--repeats", 2]]
     assert block == benchmark_text.markdown_table(data) and "\n| rewrite | lookup, K=auto |" in block
-    assert "<!-- text-benchmark: begin (" in PAGES["BENCHMARKS.md"]
+    assert "<!-- text-benchmark: begin (" in PAGES["docs/BENCHMARKS.md"]
 
 
 def test_with_torch_installed_the_peer_runs_with_this_runs_sizes_prompt_tokens_and_threads(monkeypatch):
@@ -415,4 +415,4 @@ def test_with_llama_cpp_installed_the_figures_command_runs_the_comparison_and_pu
     assert ran == [["tools/compare_llama_cpp.py", "--repeats", 3]]
     assert block == compare_llama_cpp.markdown_report(fake_data())
     check_llama_cpp(block)
-    assert "<!-- llama-cpp: begin (" in PAGES["BENCHMARKS.md"]
+    assert "<!-- llama-cpp: begin (" in PAGES["docs/BENCHMARKS.md"]

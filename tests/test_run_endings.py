@@ -1,7 +1,7 @@
 """How a run ends when its output, its disk or its user goes away: one line, never a traceback.
 
-Read commands.py first (check_stdout, ending_as_one_line, run_script). Each case runs a command in a
-subprocess, as a user would: main.py, benchmark.py and a tools/ script.
+Read command_line/scripts.py first (check_stdout, ending_as_one_line, run_script). Each case runs a command in a
+subprocess, as a user would: main.py, tools/benchmark.py and a tools/ script.
 
 - The standard output closed (`>&-`): checked before anything loads; one line, exit code 2.
 - A full disk: a file size limit (RLIMIT_FSIZE, POSIX) makes every write past it fail with EFBIG, as a full
@@ -38,7 +38,7 @@ def tiny_dir(tmp_path, release_124M_dir):
 
 @pytest.mark.parametrize("args", [
     ("main.py", "--drafter", "lookup", "--n_tokens_to_generate", 5, "--target_model_size", "{tiny}"),
-    ("benchmark.py", "--random_weights", "--draft_model_size", "{tiny}", "--target_model_size", "{tiny}",
+    ("tools/benchmark.py", "--random_weights", "--draft_model_size", "{tiny}", "--target_model_size", "{tiny}",
      "--Ks", 1, "--n_tokens_to_generate", 4, "--repeats", 1),
     ("tools/benchmark_text.py", "--size", "{tiny}", "--repeats", 1),
 ], ids=lambda args: args[0])
@@ -131,6 +131,6 @@ def test_ctrl_c_in_the_middle_of_main_py_is_one_line_interrupted_and_exit_code_1
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a test cannot press Ctrl-C in a Windows console")
 def test_ctrl_c_in_the_middle_of_benchmark_py_is_one_line_interrupted_and_exit_code_130(tmp_path):
-    code, err = interrupted(command("benchmark.py", "--random_weights", "--target_model_size", "1558M",
+    code, err = interrupted(command("tools/benchmark.py", "--random_weights", "--target_model_size", "1558M",
                                     "--img_dir", tmp_path), tmp_path, "making random weights")
     assert code == 130 and err.strip().splitlines()[-1] == "Interrupted." and "Traceback" not in err, err

@@ -1,6 +1,6 @@
-"""benchmark.py and the tools/ scripts check their flags before any work, as main.py does: one line, exit code 2.
+"""tools/benchmark.py and the tools/ scripts check their flags before any work, as main.py does: one line, exit code 2.
 
-Read commands.py first (run_script: the flags' names; each script's main: their values). fire alone notices a
+Read command_line/scripts.py first (run_script: the flags' names; each script's main: their values). fire alone notices a
 misspelt flag only after the whole measurement has run, and gave bad values a traceback or an empty table,
 some of them after loading models. Each case here runs the script in a subprocess, as a user would, and must
 end within SECONDS (the measurements themselves take minutes) with exactly one `error:` line naming the flag.
@@ -26,12 +26,12 @@ def a_file(tmp_path):
 
 
 CASES = [  # (script, flags, what the error line must say); "{file}" is a regular file the test makes
-    ("benchmark.py", ["--random_weight"], "unknown flag --random_weight (did you mean --random_weights?)"),
-    ("benchmark.py", ["--random_weights", "--Ks", "four"], "--Ks takes whole numbers >= 1"),
-    ("benchmark.py", ["--random_weights", "--seed", "-5"], "--seed must be a whole number >= 0; got -5"),
-    ("benchmark.py", ["--random_weights", "--kv_cache", "maybe"], "--kv_cache must be true or false"),
-    ("benchmark.py", ["--random_weights", "--alphas", "2"], "--alphas takes numbers from 0 to 1"),
-    ("benchmark.py", ["--random_weights", "--img_dir", "{file}/img"], "is a file, so no folder can be made"),
+    ("tools/benchmark.py", ["--random_weight"], "unknown flag --random_weight (did you mean --random_weights?)"),
+    ("tools/benchmark.py", ["--random_weights", "--Ks", "four"], "--Ks takes whole numbers >= 1"),
+    ("tools/benchmark.py", ["--random_weights", "--seed", "-5"], "--seed must be a whole number >= 0; got -5"),
+    ("tools/benchmark.py", ["--random_weights", "--kv_cache", "maybe"], "--kv_cache must be true or false"),
+    ("tools/benchmark.py", ["--random_weights", "--alphas", "2"], "--alphas takes numbers from 0 to 1"),
+    ("tools/benchmark.py", ["--random_weights", "--img_dir", "{file}/img"], "is a file, so no folder can be made"),
     ("tools/benchmark_forward.py", ["--context_length", "16"], "unknown flag --context_length"),
     ("tools/benchmark_forward.py", ["--context_lengths", "16,x"], "--context_lengths takes whole numbers >= 1"),
     ("tools/benchmark_forward.py", ["--seed", "-5"], "--seed must be a whole number >= 0; got -5"),

@@ -1,10 +1,10 @@
 """The tools: scripts that measure the code and make the README's figures, apart from the code a learner reads.
 
 Read the top-level files first (the README's file map gives the order); come here to see how a number in
-BENCHMARKS.md or a figure in img/ was made. Each script runs from the repository's root as
+docs/BENCHMARKS.md or a figure in img/ was made. Each script runs from the repository's root as
 `python tools/NAME.py` and puts the root on the import path itself; the tests import them as `tools.NAME`.
 
-    make_readme_figures.py   the ONE command that writes every generated part of README.md and BENCHMARKS.md,
+    make_readme_figures.py   the ONE command that writes every generated part of README.md and docs/BENCHMARKS.md,
                              with measured_parts.py, small_parts.py (the parts) and pages.py (writing them)
     worked_round.py          the README's worked round (two rounds with numbers) and its two pictures
     random_models.py         random-weight GPT-2 folders of the real shapes, for the README's sample run
@@ -14,7 +14,7 @@ BENCHMARKS.md or a figure in img/ was made. Each script runs from the repository
     machine.py               which machine a measurement ran on, and how busy it was (every timed table quotes it)
     measure_loading.py       peak memory and time of loading weights, in fresh processes
     measure_hf_speed.py      Hugging Face transformers on the same machine, for scale (needs torch)
-    compare_drafters.py      the drafter and tree tables of `python benchmark.py --drafters ... --trees ...`
-    benchmark_plots.py       benchmark.py's pictures, and the plotting helpers the tools share
+    compare_drafters.py      the drafter and tree tables of `python tools/benchmark.py --drafters ... --trees ...`
+    benchmark_plots.py       tools/benchmark.py's pictures, and the plotting helpers the tools share
     benchmark_text.py        prompt lookup on real text (tools/texts/): tokens per pass, alpha by match, speedup
 """

@@ -1,7 +1,7 @@
 """How fast is a decoding step? Greedy decoding through the sampler against the memory-bandwidth floor (a tool).
 
 Read gpt2.py and model_fn.py first (what a step does), and the README's "Speed of the forward pass"; the
-tables this prints are BENCHMARKS.md's "Speed of the forward pass".
+tables this prints are docs/BENCHMARKS.md's "Speed of the forward pass".
 
 With a KV cache, each new token is one pass over ONE position. The arithmetic is small (~2 flops per weight)
 but every weight must come from memory, so a decoding step cannot beat
@@ -10,7 +10,7 @@ but every weight must come from memory, so a decoding step cannot beat
 
 The bandwidth is the STRICT one: the best that a single large float32 matrix-vector product reaches in the
 same run ([8192, 8192] @ [8192], 256 MiB, 8x the largest cache, each product timed on its own), made the way
-the model makes a one-row product (panels.matmul: both cores streaming, this process and its helper). Bursts of such products are timed in turns with the decoding runs, so both see the machine in
+the model makes a one-row product (products.matmul: both cores streaming, this process and its helper). Bursts of such products are timed in turns with the decoding runs, so both see the machine in
 the same states. What this script prints, for random weights of the real shapes of each --sizes:
 
 1. The table. `autoregressive_sampling` with a `create_model_fn` model at temperature 0, per token, after
@@ -43,11 +43,11 @@ decoding runs long, so a load burst can spoil every bandwidth sample of a run bu
 A size is a released one (124M, 355M, 774M, 1558M) or a model folder, whose shapes are used (random weights).
 --json writes what was measured (every timing, not only the statistics printed), the machine, OpenBLAS's
 thread count and the load averages; make_readme_figures.py runs this script as its own process with --json,
-rebuilds the results with from_json and formats BENCHMARKS.md's tables with the same functions that print
+rebuilds the results with from_json and formats docs/BENCHMARKS.md's tables with the same functions that print
 them here (markdown=True). OpenBLAS reads OPENBLAS_NUM_THREADS once, when NumPy loads, so a thread count
 is a property of a process: that is why it runs this script rather than calling main().
 
-Plots (into --img_dir, if matplotlib is installed: pip install -r requirements-plots.txt):
+Plots (into --img_dir, if matplotlib is installed: pip install -r requirements/plots.txt):
     forward_r_of_m.png                      r(m) for each size, against r = 1 and r = m
     forward_ms_per_token_vs_context.png     ms per token against the context length, and the floor
 """
@@ -62,25 +62,25 @@ from pathlib import Path
 # that the modules it measures (and `tools.`) import as they do from the root
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
+import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
 
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-import benchmark  # noqa: E402
+from tools import benchmark  # noqa: E402
 import lookahead  # noqa: E402
-import panels  # noqa: E402
-from benchmark import model_name  # noqa: E402
+from speed import products  # noqa: E402
+from tools.benchmark import model_name  # noqa: E402
 from gpt2 import HPARAMS, random_params  # noqa: E402
 from main import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
-from safe_files import write_atomically  # noqa: E402
+from loaders.safe_files import write_atomically  # noqa: E402
 from sampling import _check_probs, _sample, autoregressive_sampling  # noqa: E402
 from tools.benchmark_plots import import_pyplot, save  # noqa: E402
 from tools.machine import blas_description, blas_threads, load_average, machine_description  # noqa: E402
-from cli import MAX_SEED, as_optional, as_text, as_whole_number, errors_as_one_line  # noqa: E402
-from commands import as_names, as_whole_numbers, check_output_file, check_output_folder, run_script  # noqa: E402
-from weights import CheckpointError  # noqa: E402
+from command_line.flags import MAX_SEED, as_optional, as_text, as_whole_number, errors_as_one_line  # noqa: E402
+from command_line.scripts import as_names, as_whole_numbers, check_output_file, check_output_folder, run_script  # noqa: E402
+from loaders.weights import CheckpointError  # noqa: E402
 
 BANDWIDTH_SHAPE = (8192, 8192)  # float32: 256 MiB, far larger than any cache
 SAMPLING_SETTINGS = dict(temperature=1.0, top_k=50, top_p=0.9)  # the breakdown's sampled (not greedy) case
@@ -156,13 +156,13 @@ def as_picogpt_runs_it(tree):
 def product_bandwidths(w, v, n_products: int) -> list:
     """Bytes per second of n_products float32 matrix-vector products w @ v, each timed on its own (each
     output a dot product over a contiguous row of w), made as the model makes a one-row product:
-    panels.matmul(v, w.T), whose columns are shared with the helper process where one runs (so both cores
+    products.matmul(v, w.T), whose columns are shared with the helper process where one runs (so both cores
     stream, as a decoding step's do), else BLAS's matrix-vector product on its own threads. w must be
     read-only, as the model's weights are; its first two products are not timed (the second starts the helper)."""
     row = v[None, :]  # [1, n]
 
     def product():
-        return panels.matmul(row, w.T)  # [1, n] @ [n, n] -> [1, n]: w @ v
+        return products.matmul(row, w.T)  # [1, n] @ [n, n] -> [1, n]: w @ v
 
     product(), product()
     return [w.nbytes / timed(product)[1] for _ in range(n_products)]
@@ -265,8 +265,8 @@ def step_breakdown(model, params, ids, n_prompt, rounds, rng) -> dict:
     parts = {
         "sampler step": lambda: autoregressive_sampling(step_ids[:-1], model, 1, rng),  # the same pass, + sampler
         "model step": lambda: model(step_ids, 1),
-        "block products": lambda: [panels.matmul(rows[m.shape[0]], m) for m in matrices],  # as gpt2.linear
-        "LM head": lambda: panels.matmul(rows[n_embd], wte.T),  # as gpt2.gpt2
+        "block products": lambda: [products.matmul(rows[m.shape[0]], m) for m in matrices],  # as gpt2.linear
+        "LM head": lambda: products.matmul(rows[n_embd], wte.T),  # as gpt2.gpt2
         "logits_to_probs": lambda: logits_to_probs(logits, temperature=0),
         "_check_probs + _sample": lambda: _sample(_check_probs(logits_to_probs(logits, 0), 1, n_vocab, "m")[0], rng),
         "sampled": lambda: sampler_work(SAMPLING_SETTINGS),
@@ -542,7 +542,7 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
     results = []
     if sizes:
         w = rng.standard_normal(BANDWIDTH_SHAPE, dtype=np.float32)  # [8192, 8192]
-        w.flags.writeable = False  # as the model's weights: panels.matmul shares it with its helper process
+        w.flags.writeable = False  # as the model's weights: products.matmul shares it with its helper process
         v = rng.standard_normal(BANDWIDTH_SHAPE[1], dtype=np.float32)  # [8192]
         for size in sizes:
             results.append(measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, r_repeats,

@@ -1,13 +1,13 @@
-"""The pictures benchmark.py draws, and the two helpers every plotting tool shares (a tool, not on the reading path).
+"""The pictures tools/benchmark.py draws, and the two helpers every plotting tool shares (a tool, not on the reading path).
 
-Read benchmark.py first: these functions draw what it measured (its Costs and Runs) and the drafter table of
-tools/compare_drafters.py. matplotlib is optional (requirements-plots.txt); without it a run says how to get it.
+Read tools/benchmark.py first: these functions draw what it measured (its Costs and Runs) and the drafter table of
+tools/compare_drafters.py. matplotlib is optional (requirements/plots.txt); without it a run says how to get it.
 """
 
 import numpy as np
 
 from lookahead import predicted_speedup
-from safe_files import save_figure
+from loaders.safe_files import save_figure
 
 
 def import_pyplot():
@@ -19,7 +19,7 @@ def import_pyplot():
         import matplotlib.pyplot as plt
     except ImportError:
         print("\nmatplotlib is not installed, so no plots were written. To get them: "
-              "pip install -r requirements-plots.txt")
+              "pip install -r requirements/plots.txt")
         return None
     return plt
 

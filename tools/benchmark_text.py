@@ -43,24 +43,24 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's root: python tools/...
 
-import openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
+import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
 
 import numpy as np  # noqa: E402
 
-import benchmark  # noqa: E402
+from tools import benchmark  # noqa: E402
 import drafters  # noqa: E402
 import lookahead  # noqa: E402
 from encoder import get_encoder  # noqa: E402
 from gpt2 import random_params  # noqa: E402
 from lookahead import MATCH_BUCKETS, match_bucket  # noqa: E402
 from model_fn import create_model_fn  # noqa: E402
-from safe_files import write_atomically  # noqa: E402
+from loaders.safe_files import write_atomically  # noqa: E402
 from records import SpeculativeStats  # noqa: E402
 from sampling import autoregressive_sampling, speculative_sampling  # noqa: E402
 from tools.machine import machine_description  # noqa: E402
-from cli import MAX_SEED, as_bool, as_text, as_whole_number, errors_as_one_line  # noqa: E402
-from commands import as_names, as_whole_numbers, check_output_file, run_script  # noqa: E402
-from weights import read_small_file  # noqa: E402
+from command_line.flags import MAX_SEED, as_bool, as_text, as_whole_number, errors_as_one_line  # noqa: E402
+from command_line.scripts import as_names, as_whole_numbers, check_output_file, run_script  # noqa: E402
+from loaders.weights import read_small_file  # noqa: E402
 
 TEXTS_DIR = Path(__file__).resolve().parent / "texts"
 TEXT_NAMES = ("prose", "code", "rewrite", "quotes")

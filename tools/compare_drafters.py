@@ -1,9 +1,9 @@
-"""The drafter and tree comparison that `python benchmark.py --drafters ... --trees ...` prints (a tool).
+"""The drafter and tree comparison that `python tools/benchmark.py --drafters ... --trees ...` prints (a tool).
 
-Read benchmark.py first (what c and r are, how a run is timed) and drafters.py (the drafters compared). This
-module never imports benchmark.py; benchmark.py imports it, measures c and r(m), and hands them in.
+Read tools/benchmark.py first (what c and r are, how a run is timed) and drafters.py (the drafters compared). This
+module never imports tools/benchmark.py; tools/benchmark.py imports it, measures c and r(m), and hands them in.
 
-    python benchmark.py --drafters model,lookup,staged --drafter_Ks 2,4,auto,hf --trees "2,1,1;2,2,1"
+    python tools/benchmark.py --drafters model,lookup,staged --drafter_Ks 2,4,auto,hf --trees "2,1,1;2,2,1"
 
 adds two tables, each in both cache settings and on two groups of prompts: "copying" (a passage to repeat,
 code to extend: prompt lookup finds what comes next in the prompt) and "free" (nothing to copy).
@@ -30,7 +30,7 @@ import numpy as np
 import drafters
 from drafters import tree_speculative_sampling
 from lookahead import tokens_per_round
-from cli import check_whole_number
+from command_line.flags import check_whole_number
 from main import timed
 from model_fn import create_model_fn
 from records import AutoregressiveStats, SpeculativeStats

@@ -4,7 +4,7 @@ Read tools/benchmark_forward.py first (how this project times a step and r(m)), 
 weights in llama.cpp's format). llama.cpp is the peer whose CPU kernels read each weight once however many
 positions a pass has; nothing else in the project needs it. It takes two optional extras:
 
-    pip install -r requirements-llama.txt     # llama-cpp-python built from source (llama.cpp, with cmake), gguf
+    pip install -r requirements/llama.txt     # llama-cpp-python built from source (llama.cpp, with cmake), gguf
 
     python tools/compare_llama_cpp.py                        # random 124M weights, 1 and 2 threads (minutes)
     python tools/compare_llama_cpp.py --model models/124M    # a model folder the project loads
@@ -32,7 +32,7 @@ One run:
    - where this project's step goes: tools/benchmark_forward.step_breakdown (the block products alone, the
      LM head alone, the rest of the pass, the sampler), beside llama.cpp's whole step.
 3. The tables, in markdown (`markdown_report`), and with --json FILE every timing; tools/make_readme_figures.py
-   runs this script with --json and puts `markdown_report` into BENCHMARKS.md.
+   runs this script with --json and puts `markdown_report` into docs/BENCHMARKS.md.
 
 Both implementations pay for the same sampler work per step (logits_to_probs's one-hot row at temperature 0,
 _check_probs, _sample: the breakdown prints it), and llama-cpp-python copies each pass's logits into a NumPy
@@ -54,12 +54,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # `python tools/...`: the repository's root, and tests/ (conftest)
 
-import openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
+import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
 
 import numpy as np  # noqa: E402
 
-import benchmark  # noqa: E402
-from cli import as_bool, as_text, as_whole_number, check_writable, errors_as_one_line  # noqa: E402
+from tools import benchmark  # noqa: E402
+from command_line.flags import as_bool, as_text, as_whole_number, check_writable, errors_as_one_line  # noqa: E402
 from gpt2 import HPARAMS, gpt2, random_params  # noqa: E402
 from main import timed  # noqa: E402
 from model_fn import common_prefix_length, create_model_fn, logits_to_probs  # noqa: E402
@@ -68,17 +68,17 @@ from tools import benchmark_forward  # noqa: E402
 from tools.benchmark_forward import parse_list  # noqa: E402
 from tools.machine import blas_description, blas_threads, load_average, machine_description  # noqa: E402
 from tools.gguf_file import write_gguf  # noqa: E402
-from weights import shown  # noqa: E402
+from loaders.weights import shown  # noqa: E402
 
 OURS, THEIRS = "this project", "llama.cpp"
-INSTALL = "pip install -r requirements-llama.txt"
+INSTALL = "pip install -r requirements/llama.txt"
 PROMPT = "Alan Turing theorized that computers would one day become"  # main.py's
 DEFAULTS = {"model": "124M", "threads": "1,2", "prompt": PROMPT, "n_check": "32", "n_context": "512", "n_new": "16",
             "ms": "1,2,4,8,16", "repeats": "5", "seed": "0", "flash_attn": "false", "gguf": None, "reuse_gguf": "false",
             "json": None}
 DECODE_TARGET = 1.0  # the goal: a decoding step no slower than llama.cpp's
 # After a call, each implementation's workers spin a while, waiting for more work (OpenBLAS's threads for 2^28
-# cycles, about a tenth of a second; this project's helper process for helper_process.SPIN_SECONDS; llama.cpp's
+# cycles, about a tenth of a second; this project's helper process for second_core.SPIN_SECONDS; llama.cpp's
 # OpenMP threads for less) before they sleep: in one process they would take a core from the other's turn. So
 # each timed turn starts after this pause, long enough for all of them to sleep.
 SETTLE_SECONDS = 0.2
@@ -90,7 +90,7 @@ SETTLE_SECONDS = 0.2
 
 
 def whole_numbers(value, flag, minimum=1):
-    """A comma-separated list of whole numbers >= minimum ("1,2" or 16), each checked as cli.py checks one."""
+    """A comma-separated list of whole numbers >= minimum ("1,2" or 16), each checked as command_line/flags.py checks one."""
     items = parse_list(value, str)
     if not items:
         raise ValueError(f"{flag} needs at least one whole number, e.g. 1,2; got {shown(value)}")
@@ -387,7 +387,7 @@ def run_text(run):
 
 
 def markdown_report(data) -> str:
-    """The tables and sentences of a run (what --json wrote), for the terminal and for BENCHMARKS.md."""
+    """The tables and sentences of a run (what --json wrote), for the terminal and for docs/BENCHMARKS.md."""
     from tools.pages import wrap
 
     run, results = data["run"], data["results"]

@@ -97,7 +97,7 @@ def write_gguf(path, params, hparams, encoder, name="gpt2"):
     if len(tokens) != hparams["n_vocab"] or params["wte"].shape[0] != hparams["n_vocab"]:
         raise ValueError(f"the vocabulary has {len(tokens)} symbols, wte {params['wte'].shape[0]} rows and n_vocab "
                          f"is {hparams['n_vocab']}: they must be one model's")
-    import gguf  # an optional extra (requirements-llama.txt): only this tool needs it
+    import gguf  # an optional extra (requirements/llama.txt): only this tool needs it
 
     writer = gguf.GGUFWriter(str(path), "gpt2")
     writer.add_name(name)

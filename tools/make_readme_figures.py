@@ -1,4 +1,4 @@
-"""Every number, table and plot of README.md and BENCHMARKS.md, from ONE run of ONE command (a tool).
+"""Every number, table and plot of README.md and docs/BENCHMARKS.md, from ONE run of ONE command (a tool).
 
 Read the README first (it says what each number means), then the scripts this one runs; nothing here is on
 the learner's path.
@@ -8,7 +8,7 @@ the learner's path.
     python tools/make_readme_figures.py                             # OpenAI's 124M and 355M (downloaded first)
     python tools/make_readme_figures.py --random_weights --dry_run  # print the generated parts, write nothing
 
-README.md and BENCHMARKS.md mark each generated part:
+README.md and docs/BENCHMARKS.md mark each generated part:
 
     <!-- NAME: begin (python tools/make_readme_figures.py ...) -->
     ...
@@ -25,7 +25,7 @@ BENCHMARKS: the measured tables):
     exactness-table   README: the statistical test's total variations against their bounds
     cost-table        README: c and r with and without the KV cache, the predicted speedup at ONE alpha,
                       break-even alphas; cost-summary: the sentences that read it
-    drafter-table     BENCHMARKS: benchmark.py's drafters (model, lookup, staged; fixed K and K=auto), and
+    drafter-table     BENCHMARKS: tools/benchmark.py's drafters (model, lookup, staged; fixed K and K=auto), and
                       drafter-summary
     tree-table        BENCHMARKS: token trees against chains that send the target as many rows
     sample-run        README: `python main.py` on random weights of the 124M and 355M shapes, the folders of
@@ -83,15 +83,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-import openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
+import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
 
-import benchmark  # noqa: E402
+from tools import benchmark  # noqa: E402
 import drafters  # noqa: E402
 import lookahead  # noqa: E402
-from cli import as_bool, as_text, as_whole_number, check_models_dir, errors_as_one_line  # noqa: E402
-from commands import as_fractions, as_names, as_whole_numbers, check_output_folder, run_script  # noqa: E402
+from command_line.flags import as_bool, as_text, as_whole_number, check_models_dir, errors_as_one_line  # noqa: E402
+from command_line.scripts import as_fractions, as_names, as_whole_numbers, check_output_folder, run_script  # noqa: E402
 from gpt2 import HPARAMS  # noqa: E402
-from safe_files import write_atomically  # noqa: E402
+from loaders.safe_files import write_atomically  # noqa: E402
 from tools import benchmark_forward, worked_round  # noqa: E402
 from tools.machine import blas_description, blas_threads, machine_description  # noqa: E402
 from tools.measured_parts import (  # noqa: E402
@@ -310,7 +310,7 @@ def drafter_summary(drafter_rows):
 # ------------------------------------------------------------------------------------------------------------
 
 
-PAGES = ("README.md", "BENCHMARKS.md")  # the files with generated parts
+PAGES = ("README.md", "docs/BENCHMARKS.md")  # the files with generated parts
 
 
 def write_or_print(texts, blocks, command, dry_run, started):
@@ -338,18 +338,18 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
          forward_context_lengths=CONTEXT_LENGTHS, forward_context_rounds=6, peer_sizes="124M,355M",
          loading_sizes="124M,1558M", loading_repeats=2, text_repeats=3, llama_repeats=5, timings=True, agreement=True,
          only=None):
-    """Regenerate the numbers, tables and plots of README.md and BENCHMARKS.md (see the module docstring) from one run.
+    """Regenerate the numbers, tables and plots of README.md and docs/BENCHMARKS.md (see the module docstring) from one run.
 
     Args:
         random_weights: random weights of the real shapes (costs only; alpha means nothing) instead of OpenAI's.
         draft_model_size, target_model_size: the pair of the cost table (sizes or folders).
         Ks: the lookaheads of the cost table.
         alpha: the ONE acceptance rate the cost table predicts at.
-        n_tokens_to_generate, repeats, prefix_length, seed: as in benchmark.py.
+        n_tokens_to_generate, repeats, prefix_length, seed: as in tools/benchmark.py.
         pages: the files to write into (each part goes where its marks are). img_dir: where the plots go.
         dry_run: print the generated parts instead of writing them.
         sample_run_tokens: tokens of the sample run (random weights only).
-        drafters, drafter_Ks, trees: the drafter and tree comparisons, as in benchmark.py ("" for none).
+        drafters, drafter_Ks, trees: the drafter and tree comparisons, as in tools/benchmark.py ("" for none).
         sample_run_sizes: the draft and target shapes of the sample run (random weights only).
         exactness: False leaves the exactness table as it is (it takes the statistical test's ~10 s).
         forward_sizes, forward_no_cache_sizes, forward_repeats, forward_n_new, forward_breakdown_rounds,
@@ -426,7 +426,7 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         worked_round.main(out=img_dir)
 
     quiet = io.StringIO()
-    with contextlib.redirect_stdout(quiet):  # benchmark.py's own tables: the README gets markdown instead
+    with contextlib.redirect_stdout(quiet):  # tools/benchmark.py's own tables: the README gets markdown instead
         results = benchmark.run(draft_model_size=draft_model_size, target_model_size=target_model_size, Ks=Ks,
                                 n_tokens_to_generate=n_tokens_to_generate, seed=seed, random_weights=random_weights,
                                 alphas=sorted({*benchmark.DEFAULT_ALPHAS, alpha}), prefix_length=prefix_length, repeats=repeats,

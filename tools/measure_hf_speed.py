@@ -1,6 +1,6 @@
 """For scale: how fast Hugging Face `transformers` decodes GPT-2 on this CPU (a tool, not a test).
 
-Read tools/benchmark_forward.py first. BENCHMARKS.md compares its cached decoding with this peer: random weights of the real shapes,
+Read tools/benchmark_forward.py first. docs/BENCHMARKS.md compares its cached decoding with this peer: random weights of the real shapes,
 greedy decoding of --n_new tokens after a --n_prompt-token prompt, with HF's KV cache, --threads torch
 threads, the best of --repeats runs. make_readme_figures.py runs it with --json right after
 benchmark_forward.py, with the same prompt length, tokens and thread count, when torch and transformers are
@@ -20,9 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpt2 import HPARAMS  # noqa: E402
-from safe_files import write_atomically  # noqa: E402
-from cli import as_whole_number, errors_as_one_line  # noqa: E402
-from commands import as_names, check_output_file, run_script  # noqa: E402
+from loaders.safe_files import write_atomically  # noqa: E402
+from command_line.flags import as_whole_number, errors_as_one_line  # noqa: E402
+from command_line.scripts import as_names, check_output_file, run_script  # noqa: E402
 
 
 def ms_per_token(size, n_prompt, n_new, repeats):

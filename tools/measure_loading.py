@@ -1,6 +1,6 @@
 """Peak memory and time of loading a GPT-2 checkpoint, against the bytes of its weights (a tool; the goal: loading
-in little more than the weights). Read weights.py's `read_tensor` (how a tensor is filled from the file),
-tf_checkpoint.py and hf_folder.py first.
+in little more than the weights). Read loaders/weights.py's `read_tensor` (how a tensor is filled from the file),
+loaders/tf_checkpoint.py and loaders/hf_folder.py first.
 
 Writes random weights of each size as OpenAI's TF checkpoint and as a Hugging Face folder, then loads each in a fresh process and reports its peak resident memory and its time, next to
 the time of reading the file's bytes (`cat`) from the same warm page cache, and the time of copying them into
@@ -14,7 +14,7 @@ Linux only: the peak comes from /proc, and the file is read by `cat`. A size is 
 folder (its shapes; the weights are random). Each size's files are deleted before the next size is written. Of
 --repeats loads of each file, the peak is the largest (the memory a load may need) and the time the best (noise
 only ever adds time). Not a test (it takes minutes and gigabytes); tools/make_readme_figures.py runs it with
---json and writes BENCHMARKS.md's "Loading weights" table.
+--json and writes docs/BENCHMARKS.md's "Loading weights" table.
 """
 
 import json as json_module
@@ -33,11 +33,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import gpt2  # noqa: E402
-from benchmark import hparams_of, model_name  # noqa: E402
-from safe_files import write_atomically  # noqa: E402
+from tools.benchmark import hparams_of, model_name  # noqa: E402
+from loaders.safe_files import write_atomically  # noqa: E402
 from test_load import hf_name, write_safetensors, write_tf_checkpoint  # noqa: E402
-from cli import as_whole_number, errors_as_one_line  # noqa: E402
-from commands import as_names, check_output_file, check_output_folder, run_script  # noqa: E402
+from command_line.flags import as_whole_number, errors_as_one_line  # noqa: E402
+from command_line.scripts import as_names, check_output_file, check_output_folder, run_script  # noqa: E402
 
 
 def flat_params(params):
@@ -57,7 +57,7 @@ def measure(code):
     """(peak RSS in bytes, seconds) of running `code` in a fresh Python. The peak is VmHWM from /proc: a
     child's getrusage maxrss would start from its parent's, since the high-water mark survives fork."""
     script = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
-              f"import hf_folder, tf_checkpoint, weights\nstart = time.perf_counter()\n{code}\n"
+              f"from loaders import hf_folder, tf_checkpoint, weights\nstart = time.perf_counter()\n{code}\n"
               f"seconds = time.perf_counter() - start\n"
               f"hwm = [line for line in open('/proc/self/status') if line.startswith('VmHWM')][0].split()[1]\n"
               f"print(seconds, hwm)")

@@ -3,7 +3,7 @@
 Read tools/make_readme_figures.py first (it calls these), then the scripts they run: tools/benchmark_forward.py,
 tools/measure_hf_speed.py, tools/measure_loading.py, tools/benchmark_text.py and tools/compare_llama_cpp.py. Each runs as a process of its own, because OpenBLAS reads
 its thread count (OPENBLAS_NUM_THREADS) once, when NumPy loads, and a load's peak memory must be measured in a
-fresh process; each writes what it measured with --json, and the functions here turn that into BENCHMARKS.md's
+fresh process; each writes what it measured with --json, and the functions here turn that into docs/BENCHMARKS.md's
 tables and the sentences that read them.
 """
 

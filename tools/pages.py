@@ -1,7 +1,7 @@
 """The pages' generated parts: writing them between their marks, moving line links, and the text helpers (a tool).
 
 Read tools/make_readme_figures.py first: it computes the parts and calls these to write them into README.md and
-BENCHMARKS.md. Every part is written between two marks,
+docs/BENCHMARKS.md. Every part is written between two marks,
 
     <!-- NAME: begin (the command that wrote it) -->
     ...

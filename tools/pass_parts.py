@@ -1,6 +1,6 @@
 """What a cached pass over m new positions costs, part by part, against the r(m) it should reach (a tool).
 
-Read panels.py and tools/benchmark_forward.py first (r(m), and a decoding step part by part). A speculative
+Read speed/products.py and tools/benchmark_forward.py first (r(m), and a decoding step part by part). A speculative
 round's verification pass feeds m = K + 1 positions after the cached text; r(m) is its time over a one-position
 pass. With the cache the pass reads every weight once whatever m is, so r(m) should stay near 1 while the
 arithmetic is small: the goals here are r(m) <= 1.3 for m <= 4, <= 1.6 at m = 8, <= 2.5 at m = 16, with
@@ -9,16 +9,16 @@ about 500 cached tokens (GOALS). This tool times, for each m, in turns (the best
 - the whole pass through the model function (create_model_fn, temperature 0: what calibrate times), after
   --n_cached tokens, the cache rolled back each time;
 - its parts, each alone on the same shapes: the block matrix products (every linear of every block,
-  panels.matmul), the attention over the cache (every layer's gpt2.attention over n_cached + m keys, its
-  heads shared with the helper process as the pass shares them (panels.share_heads, on a panels.kv_buffer), each
+  products.matmul), the attention over the cache (every layer's gpt2.attention over n_cached + m keys, its
+  heads shared with the helper process as the pass shares them (products.share_heads, on a products.kv_buffer), each
   layer's keys and values its own, as in a cache: one layer's, 12 times over, stayed in the processor's caches
-  and took 0.08 one-position passes at m = 1 where the pass spends 0.15), the LM head (panels.matmul by
+  and took 0.08 one-position passes at m = 1 where the pass spends 0.15), the LM head (products.matmul by
   wte.T), logits_to_probs greedy (what the pass ends with), and at temperature 1 (what a sampled run's pass
   ends with instead), and "the rest" (the whole minus the parts: layer norms, GELU, biases, the cache writes,
   Python);
 - and, inside the block products, their arithmetic alone (`arithmetic`): the same products on a slice of
   each matrix small enough to stay in the core's cache, so that no weight comes from memory, scaled up
-  to every column and shared between the cores as panels.matmul shares it. Where the block products grow
+  to every column and shared between the cores as products.matmul shares it. Where the block products grow
   with m as much as their arithmetic does, reading the weights and multiplying them do not overlap: the
   pass pays for both, one after the other.
 
@@ -39,15 +39,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's root: python tools/...
 
-import openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
+import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
 
 import fire  # noqa: E402
 import numpy as np  # noqa: E402
 
-import benchmark  # noqa: E402
-import helper_process  # noqa: E402
+from tools import benchmark  # noqa: E402
+from speed import second_core  # noqa: E402
 import lookahead  # noqa: E402
-import panels  # noqa: E402
+from speed import products  # noqa: E402
 from gpt2 import attention, causal_mask, random_params  # noqa: E402
 from main import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
@@ -73,7 +73,7 @@ def measure(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7, seed=0,
     model(tokens[: n_cached + 1], 1)  # the cached text (not timed)
     matrices = block_matrices(params)
     n_layer, head_dim = hparams["n_layer"], n_embd // n_head
-    kv = panels.kv_buffer((n_layer, 2, n_head, n_cached + max(ms), head_dim))  # as a cache's, in the same memory
+    kv = products.kv_buffer((n_layer, 2, n_head, n_cached + max(ms), head_dim))  # as a cache's, in the same memory
     kv[...] = rng.standard_normal(kv.shape, dtype=np.float32)
 
     def parts_for(m):
@@ -84,16 +84,16 @@ def measure(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7, seed=0,
         logits = rng.standard_normal((m, n_vocab), dtype=np.float32)  # [m, n_vocab]
         return {
             "whole pass": lambda: model(tokens[: n_cached + m], m),
-            "block products": lambda: [panels.matmul(rows[w.shape[0]], w) for w in matrices],
-            "attention": lambda: [panels.share_heads(attention, q, k, v, mask) for k, v in layers],
-            "LM head": lambda: panels.matmul(rows[n_embd], params["wte"].T),
+            "block products": lambda: [products.matmul(rows[w.shape[0]], w) for w in matrices],
+            "attention": lambda: [products.share_heads(attention, q, k, v, mask) for k, v in layers],
+            "LM head": lambda: products.matmul(rows[n_embd], params["wte"].T),
             "logits_to_probs, greedy": lambda: logits_to_probs(logits, temperature=0),
             "logits_to_probs, temperature 1": lambda: logits_to_probs(logits, temperature=1.0),
         }
 
     by_m = {m: {**parts_for(m), "block arithmetic": arithmetic(matrices, m, rng)} for m in ms}
     scale = {part: 1.0 for part in PARTS}
-    cores = 1 if helper_process.unavailable() else 2  # panels.matmul gives each core half of a matrix's columns
+    cores = 1 if second_core.unavailable() else 2  # products.matmul gives each core half of a matrix's columns
     scale["block arithmetic"] = slices_per_matrix(matrices) / cores  # the slices' time -> all columns, per core
     best = {m: {part: float("inf") for part in PARTS} for m in ms}
     for _ in range(rounds):
@@ -109,7 +109,7 @@ def slices_per_matrix(matrices, budget=IN_CACHE_BYTES):
     columns, 768 KB)."""
     shapes = {w.shape for w in matrices}
     for n in range(1, 1 + max(n_out for _, n_out in shapes)):
-        if all((n == 1 or n_out % n == 0 and n_out // n % panels.panel_width(n_in) == 0)
+        if all((n == 1 or n_out % n == 0 and n_out // n % products.panel_width(n_in) == 0)
                and n_in * (n_out // n) * 4 <= budget for n_in, n_out in shapes):
             return n
     raise ValueError(f"no slice of these matrices' columns fits in {budget} bytes in whole panels")
@@ -130,7 +130,7 @@ def calibrated(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), seed=0, params
 
 def arithmetic(matrices, m, rng):
     """A function that multiplies m rows by the first 1/slices_per_matrix of every matrix's columns on this
-    core (panels.columns: the kernel panels.matmul runs on each core), each slice one array reused for every
+    core (products.columns: the kernel products.matmul runs on each core), each slice one array reused for every
     matrix of its shape, one shape after the other, so it stays in cache: its time, times slices_per_matrix,
     over the cores that share the products, is the block products' arithmetic with no weight read from memory
     (see the module docstring)."""
@@ -141,7 +141,7 @@ def arithmetic(matrices, m, rng):
     out = {shape: np.empty((m, w.shape[1]), dtype=np.float32) for shape, w in hot.items()}  # [m, n_out / n]
     by_shape = sorted(matrices, key=lambda w: w.shape)  # all products by one slice, then by the next: in cache
     work = [(rows[w.shape[0]], hot[w.shape], out[w.shape]) for w in by_shape]
-    return lambda: [panels.columns(x, w, 0, w.shape[1], y) for x, w, y in work]
+    return lambda: [products.columns(x, w, 0, w.shape[1], y) for x, w, y in work]
 
 
 def measurements(r, calibrated_r, m):
@@ -211,7 +211,7 @@ def misses_text(best, calibrated_r=None):
 def header_text(size, n_cached, rounds):
     """The sentence above the table: what was timed, where."""
     return (f"{size} shapes, {n_cached} cached tokens, the best of {rounds} in turns; {machine_description()}, "
-            f"helper process: {helper_process.unavailable() or 'yes'}. calibrate(): r(m) as lookahead.calibrate "
+            f"helper process: {second_core.unavailable() or 'yes'}. calibrate(): r(m) as lookahead.calibrate "
             f"measures it, the median of its rounds. Parts in one-position passes: their time over the whole "
             f"m = 1 pass.")
 

@@ -1,6 +1,6 @@
 """Random-weight GPT-2 folders of the real shapes: the models of the README's sample run (a tool).
 
-Read gpt2.py's `random_params` (the weights) and hf_folder.py (the Hugging Face folder the demo loads) first.
+Read gpt2.py's `random_params` (the weights) and loaders/hf_folder.py (the Hugging Face folder the demo loads) first.
 
     python tools/random_models.py                          # writes random-124M and random-355M
     python tools/random_models.py --sizes 124M --folder gpt2  # writes gpt2/random-124M
@@ -29,11 +29,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from benchmark import hparams_of, model_name  # noqa: E402
+from tools.benchmark import hparams_of, model_name  # noqa: E402
 from gpt2 import random_params  # noqa: E402
-from weights import shown  # noqa: E402
-from cli import MAX_SEED, as_whole_number, errors_as_one_line  # noqa: E402
-from commands import as_names, check_output_folder, run_script  # noqa: E402
+from loaders.weights import shown  # noqa: E402
+from command_line.flags import MAX_SEED, as_whole_number, errors_as_one_line  # noqa: E402
+from command_line.scripts import as_names, check_output_folder, run_script  # noqa: E402
 
 SAMPLE_RUN_SEED = 123  # the seed of the README's sample run (make_readme_figures.py: its seed 0 + 123)
 

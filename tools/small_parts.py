@@ -14,8 +14,8 @@ import time
 import numpy as np
 
 import drafters
-import helper_process
-import panels
+from speed import second_core
+from speed import products
 from gpt2 import HPARAMS, attention, causal_mask, random_params
 from main import timed
 from model_fn import logits_to_probs
@@ -140,42 +140,42 @@ def design_table(repeats=200, product_repeats=10, seed=0):
     q = rng.standard_normal((n_head, 4, n_embd // n_head), dtype=np.float32)  # [n_head, 4, head_dim]
     k = rng.standard_normal((n_head, n_keys, n_embd // n_head), dtype=np.float32)  # [n_head, n_keys, head_dim]
     cache_shape = (len(params["blocks"]), 2, n_head, 513, n_embd // n_head)  # every layer's keys and values
-    shared_kv = panels.kv_buffer(cache_shape)  # as gpt2 makes a cache: memory the helper process can map
+    shared_kv = products.kv_buffer(cache_shape)  # as gpt2 makes a cache: memory the helper process can map
     shared_kv[...] = rng.standard_normal(cache_shape, dtype=np.float32)
     plain_kv = np.array(shared_kv)  # the same numbers in ordinary memory
     q1, mask1 = rng.standard_normal((n_head, 1, n_embd // n_head), dtype=np.float32), causal_mask(1, 512)
 
     def products(by_size, weights):  # plain BLAS on all cores (the helper process asleep, if there is one)
-        return lambda: (helper_process.all_cores(), [by_size[m.shape[0]] @ m for m in weights])
+        return lambda: (second_core.all_cores(), [by_size[m.shape[0]] @ m for m in weights])
 
     def left_products(by_size, weights):  # one BLAS call on all cores, the big matrix on the left
-        return lambda: (helper_process.all_cores(), [(m.T @ by_size[m.shape[0]].T).T for m in weights])
+        return lambda: (second_core.all_cores(), [(m.T @ by_size[m.shape[0]].T).T for m in weights])
 
     def panel_products(by_size, weights):  # gpt2.linear's way: half of the panels in the helper process
-        return lambda: [panels.matmul(by_size[m.shape[0]], m) for m in weights]
+        return lambda: [products.matmul(by_size[m.shape[0]], m) for m in weights]
 
     def attend(kv, share):  # one query's attention over 512 cached keys, in every layer, as a decoding step's
         return lambda: [share(attention, q1, k, v, mask1) for k, v in kv]
 
     for _ in range(2):  # the first call makes gpt2.attention known; the second, or the first shared product
         # after it, forks a helper that has it
-        attend(shared_kv, panels.share_heads)()
+        attend(shared_kv, products.share_heads)()
 
     cases = [  # (what, gpt2.py's way, its function, the other way, its function, calls to time)
         (f"GELU's cube of a [1, {4 * n_embd}] float32 row", "`x * x * x`", lambda: x * x * x, "`x**3`",
          lambda: x**3, repeats),
-        (f"one row through each of the {len(matrices)} block matrices", "column-major (`panels.column_major`)",
+        (f"one row through each of the {len(matrices)} block matrices", "column-major (`products.column_major`)",
          products(rows, matrices), "row-major", products(rows, row_major), product_repeats),
         *[(f"{m} rows through each of the {len(matrices)} block matrices (`gpt2.linear`)",
-           "`panels.matmul` (panel by panel, half in the helper process)", panel_products(by_rows[m], matrices),
+           "`products.matmul` (panel by panel, half in the helper process)", panel_products(by_rows[m], matrices),
            "one BLAS call on all cores, `(w.T @ x.T).T`", left_products(by_rows[m], matrices), product_repeats)
           for m in (2, 8)],
         (f"attention's scores of 4 queries over {n_keys} keys, {n_head} heads (`gpt2.attention`)",
-         "`panels.matmul(q, k.T)` (turned round: `(k @ q.T).T`)", lambda: panels.matmul(q, k.transpose(0, 2, 1)),
+         "`products.matmul(q, k.T)` (turned round: `(k @ q.T).T`)", lambda: products.matmul(q, k.transpose(0, 2, 1)),
          "`q @ k.T` (k.T a transposed operand)", lambda: q @ k.transpose(0, 2, 1), repeats),
         (f"1 query's attention over 512 cached keys, each of the {cache_shape[0]} layers (`gpt2.mha`)",
-         "`panels.share_heads` (half of the heads in the helper process, the cache a `panels.kv_buffer`)",
-         attend(shared_kv, panels.share_heads), "every head here, the cache in ordinary memory",
+         "`products.share_heads` (half of the heads in the helper process, the cache a `products.kv_buffer`)",
+         attend(shared_kv, products.share_heads), "every head here, the cache in ordinary memory",
          attend(plain_kv, lambda function, *arguments: function(*arguments)), product_repeats),
         ("one row through the same products, after it met a float64 scalar", "float32 row", products(rows, matrices),
          "float64 row (every matrix converted each time)", products(rows64, matrices), product_repeats),
@@ -234,7 +234,7 @@ def unicode_text(tokenizer_dir, last=0x31FFF):
     """The sentence on how many code points encoder.py (the `regex` package's Unicode tables) and tiktoken
     encode differently, written as "!" + c + "'s"; or why it was not counted."""
     if importlib.util.find_spec("tiktoken") is None:
-        return "(tiktoken is not installed, so this run did not count them: `pip install -r requirements-dev.txt`.)"
+        return "(tiktoken is not installed, so this run did not count them: `pip install -r requirements/dev.txt`.)"
     import regex
     import tiktoken
     from encoder import get_encoder

@@ -35,9 +35,9 @@ try:  # the sampler helper moves the tables into tests/markov.py; the exactness 
     from markov import DRAFT_TABLE, TARGET_TABLE
 except ImportError:
     from test_speculative_exactness import DRAFT_TABLE, TARGET_TABLE
-from safe_files import save_figure  # noqa: E402
-from cli import errors_as_one_line  # noqa: E402
-from commands import check_output_folder, run_script  # noqa: E402
+from loaders.safe_files import save_figure  # noqa: E402
+from command_line.flags import errors_as_one_line  # noqa: E402
+from command_line.scripts import check_output_folder, run_script  # noqa: E402
 
 PROMPT = [0, 0, 0]  # ends in (0, 0), where p = [0.2, 0.3, 0.5] and q = [0.6, 0.4, 0.0] overlap only partly
 SEED = 65

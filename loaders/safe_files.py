@@ -1,7 +1,7 @@
 """Writing files safely: a fresh file renamed into place (never through a link), and a lock between two runs.
 
-Nothing to read before it (it needs only Python's os); read it before download.py, which writes every download
-with these two tools. lookahead.py's costs file, the Hub cache (hub.py), and the figures and tables of show.py and
+Nothing to read before it (it needs only Python's os); read it before loaders/download.py, which writes every download
+with these two tools. lookahead.py's costs file, the Hub cache (loaders/hub.py), and the figures and tables of show.py and
 tools/ are written with them too.
 
 1. `written_atomically(path)`: what is written goes into a new file that this run creates (O_CREAT | O_EXCL: the

@@ -1,7 +1,7 @@
 """The helper process shares products and attention's heads and gives exactly x @ w and the attention; it is
 handed only what it can see; it fails loudly; a freed cache goes.
 
-Read helper_process.py first (why a second PROCESS multiplies half of each matrix's columns, and how the two
+Read speed/second_core.py first (why a second PROCESS multiplies half of each matrix's columns, and how the two
 meet in shared memory). Where no helper can run (not Linux on x86-64, one core, OPENBLAS_NUM_THREADS=1) these
 tests skip with the reason; the project's CI machines run them.
 """
@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 from conftest import REPO_ROOT
 
-import helper_process
-import panels
+from speed import second_core
+from speed import products
 from gpt2 import attention, causal_mask, tree_ancestors, tree_mask
-from test_panels import assert_same_product
+from test_products import assert_same_product
 
-pytestmark = pytest.mark.skipif(helper_process.unavailable() is not None,
-                                reason=f"no helper process here: {helper_process.unavailable()}")
+pytestmark = pytest.mark.skipif(second_core.unavailable() is not None,
+                                reason=f"no helper process here: {second_core.unavailable()}")
 
 
 def read_only(array):
@@ -36,10 +36,10 @@ def read_only(array):
 def shared(w, x):
     """Multiply by w twice (the first product is made here and remembers w; the second forks a helper that has
     it), and return the helper that now holds w."""
-    panels.matmul(x, w)
-    panels.matmul(x, w)
-    owner, _ = helper_process._owner(w)
-    helper = helper_process._helper
+    products.matmul(x, w)
+    products.matmul(x, w)
+    owner, _ = second_core._owner(w)
+    helper = second_core._helper
     assert helper is not None and helper.knows(id(owner), owner), "the second product did not reach a helper"
     return helper
 
@@ -64,7 +64,7 @@ def test_a_shared_product_is_x_times_w_for_every_row_count(matrices):
         shared(matrix, x[:2])
         reference = x @ np.ascontiguousarray(matrix)  # [200, n_out], row-major: plain BLAS
         for m in [*range(1, 65), 200]:
-            assert_same_product(panels.matmul(x[:m], matrix), reference[:m], f"{m} rows, shared")
+            assert_same_product(products.matmul(x[:m], matrix), reference[:m], f"{m} rows, shared")
 
 
 def test_the_helper_gives_the_same_bits_as_one_process_alone(matrices):
@@ -73,12 +73,12 @@ def test_the_helper_gives_the_same_bits_as_one_process_alone(matrices):
     w, wte = matrices
     rng = np.random.default_rng(2)
     for matrix in (w, wte.T):
-        for m in (1, 3, 8, panels.PANEL_ROWS_MAX):
+        for m in (1, 3, 8, products.PANEL_ROWS_MAX):
             x = rng.standard_normal((m, 768), dtype=np.float32)
             shared(matrix, x)
             alone = np.empty((m, matrix.shape[1]), dtype=np.float32)
-            panels.columns(x, matrix, 0, matrix.shape[1], alone)
-            assert np.array_equal(panels.matmul(x, matrix), alone), f"{m} rows: the helper changed bits"
+            products.columns(x, matrix, 0, matrix.shape[1], alone)
+            assert np.array_equal(products.matmul(x, matrix), alone), f"{m} rows: the helper changed bits"
 
 
 def test_a_prompt_gets_every_core_and_the_next_pass_shares_again(matrices):
@@ -87,13 +87,13 @@ def test_a_prompt_gets_every_core_and_the_next_pass_shares_again(matrices):
     w, _ = matrices
     rng = np.random.default_rng(5)
     shared(w, rng.standard_normal((2, 768), dtype=np.float32))
-    get_threads = helper_process.openblas_function("get_num_threads")
+    get_threads = second_core.openblas_function("get_num_threads")
     assert get_threads() == 1
     x = rng.standard_normal((100, 768), dtype=np.float32)
-    assert_same_product(panels.matmul(x, w), x @ np.ascontiguousarray(w), "a 100-row prompt")
-    assert helper_process._helper.control[helper_process.SLEEPING] == 1, "the helper did not nap"
-    assert get_threads() == helper_process._blas_threads > 1
-    assert_same_product(panels.matmul(x[:3], w), x[:3] @ np.ascontiguousarray(w), "3 rows after the prompt")
+    assert_same_product(products.matmul(x, w), x @ np.ascontiguousarray(w), "a 100-row prompt")
+    assert second_core._helper.control[second_core.SLEEPING] == 1, "the helper did not nap"
+    assert get_threads() == second_core._blas_threads > 1
+    assert_same_product(products.matmul(x[:3], w), x[:3] @ np.ascontiguousarray(w), "3 rows after the prompt")
     assert get_threads() == 1
 
 
@@ -105,21 +105,21 @@ def test_after_a_prompt_the_next_shared_product_ends_blas_threads_where_openblas
     blas_thread_shutdown_ (where it does not, they are still there). With another thread that is not a
     daemon, which might be inside a BLAS call, they are left alone."""
     program = (
-        "import os, threading, numpy as np, helper_process, panels\n"
+        "import os, threading, numpy as np\nfrom speed import second_core, products\n"
         "from tqdm import tqdm\n"
         "w = np.asfortranarray(np.ones((768, 2304), dtype=np.float32)); w.flags.writeable = False\n"
         "x = np.ones((100, 768), dtype=np.float32)\n"
         "threads = lambda: len(os.listdir('/proc/self/task')) - threading.active_count()  # not Python's\n"
-        "panels.matmul(x[:2], w); panels.matmul(x[:2], w)\n"
+        "products.matmul(x[:2], w); products.matmul(x[:2], w)\n"
         "def counts():\n"
-        "    before = threads(); panels.matmul(x, w); during = threads(); panels.matmul(x[:2], w)\n"
+        "    before = threads(); products.matmul(x, w); during = threads(); products.matmul(x[:2], w)\n"
         "    return before, during, threads()\n"
         "with tqdm(total=1, file=open(os.devnull, 'w')):\n"
         "    assert threading.active_count() == 2, 'the bar has a monitor thread'\n"
         "    with_daemon = counts()\n"
         "done = threading.Event(); other = threading.Thread(target=done.wait); other.start()\n"
         "with_other = counts(); done.set(); other.join()\n"
-        "can = helper_process.openblas_function('blas_thread_shutdown_') is not None\n"
+        "can = second_core.openblas_function('blas_thread_shutdown_') is not None\n"
         "print(*with_daemon, *with_other, can)\n"
     )
     done = subprocess.run([sys.executable, "-c", program], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
@@ -138,22 +138,22 @@ def test_a_writable_matrix_is_never_handed_to_the_helper():
     w = np.asfortranarray(rng.standard_normal((768, 2304), dtype=np.float32))
     x = rng.standard_normal((4, 768), dtype=np.float32)
     for _ in range(3):
-        assert helper_process.for_matrix(w, panels.columns, panels.PANEL_ROWS_MAX) is None
+        assert second_core.for_matrix(w, products.columns, products.PANEL_ROWS_MAX) is None
     w[:, 1500] = 7.0  # a column that the helper would multiply
-    assert_same_product(panels.matmul(x, w), x @ np.ascontiguousarray(w), "after a change")
+    assert_same_product(products.matmul(x, w), x @ np.ascontiguousarray(w), "after a change")
 
 
 def test_the_check_has_teeth_a_matrix_changed_after_the_fork_gives_a_stale_product(monkeypatch):
     """Why only read-only matrices go to the helper: let a writable one through, change it after the fork,
     and the helper's half of the product is computed from the old numbers."""
-    monkeypatch.setattr(helper_process, "_frozen", lambda array: True)
+    monkeypatch.setattr(second_core, "_frozen", lambda array: True)
     rng = np.random.default_rng(4)
     w = np.asfortranarray(rng.standard_normal((768, 2304), dtype=np.float32))
     x = rng.standard_normal((4, 768), dtype=np.float32)
     shared(w, x)
     w[:, 2000] += 1.0  # the helper's half (columns from about 1152 on); the parent sees it, the helper does not
     with pytest.raises(AssertionError, match="off by"):
-        assert_same_product(panels.matmul(x, w), x @ np.ascontiguousarray(w), "after a change")
+        assert_same_product(products.matmul(x, w), x @ np.ascontiguousarray(w), "after a change")
 
 
 def test_an_error_in_the_helper_is_raised_in_the_parent_and_the_helper_goes_on():
@@ -165,7 +165,7 @@ def test_an_error_in_the_helper_is_raised_in_the_parent_and_the_helper_goes_on()
         out[...] = x @ w[:, begin:end]
 
     w = read_only(np.asfortranarray(np.ones((512, 512), dtype=np.float32)))
-    helper = helper_process.Helper({id(w): w}, work, rows_max=4)
+    helper = second_core.Helper({id(w): w}, work, rows_max=4)
     try:
         helper.post(-np.ones((2, 512), dtype=np.float32), id(w), False, 256, 512)
         with pytest.raises(RuntimeError, match="the helper process failed: ValueError: a negative first entry"):
@@ -182,13 +182,13 @@ def test_the_helper_sleeps_after_spinning_and_wakes_for_the_next_job():
     """After SPIN_SECONDS without a job the helper sleeps (it says so in control[SLEEPING]); a job posted
     then wakes it, and is done."""
     w = read_only(np.asfortranarray(np.ones((512, 512), dtype=np.float32)))
-    helper = helper_process.Helper({id(w): w}, lambda x, w, begin, end, out: np.matmul(x, w[:, begin:end], out=out),
+    helper = second_core.Helper({id(w): w}, lambda x, w, begin, end, out: np.matmul(x, w[:, begin:end], out=out),
                                     rows_max=4)
     try:
-        deadline = time.monotonic() + 10 * helper_process.SPIN_SECONDS + 5
-        while not helper.control[helper_process.SLEEPING] and time.monotonic() < deadline:
-            time.sleep(helper_process.SPIN_SECONDS)
-        assert helper.control[helper_process.SLEEPING] == 1, "the helper never went to sleep"
+        deadline = time.monotonic() + 10 * second_core.SPIN_SECONDS + 5
+        while not helper.control[second_core.SLEEPING] and time.monotonic() < deadline:
+            time.sleep(second_core.SPIN_SECONDS)
+        assert helper.control[second_core.SLEEPING] == 1, "the helper never went to sleep"
         out = np.empty((3, 256), dtype=np.float32)
         helper.post(np.full((3, 512), 2, dtype=np.float32), id(w), False, 256, 512)
         helper.collect(out)
@@ -204,7 +204,7 @@ def test_a_helper_that_has_died_is_reported_not_waited_for():
         time.sleep(60)
 
     w = read_only(np.asfortranarray(np.ones((512, 512), dtype=np.float32)))
-    helper = helper_process.Helper({id(w): w}, slow, rows_max=4)
+    helper = second_core.Helper({id(w): w}, slow, rows_max=4)
     try:
         helper.post(np.ones((1, 512), dtype=np.float32), id(w), False, 256, 512)
         os.kill(helper.pid, 9)
@@ -220,9 +220,9 @@ def test_the_helper_ends_when_its_parent_ends():
     """A program that makes a helper and exits without stopping it: the helper sees its pipe close and ends
     too, so no process is left spinning behind a finished run."""
     program = (
-        "import numpy as np, helper_process\n"
+        "import numpy as np\nfrom speed import second_core\n"
         "w = np.asfortranarray(np.ones((512, 512), dtype=np.float32)); w.flags.writeable = False\n"
-        "helper = helper_process.Helper({id(w): w}, lambda *job: None, rows_max=4)\n"
+        "helper = second_core.Helper({id(w): w}, lambda *job: None, rows_max=4)\n"
         "print(helper.pid, flush=True)\n"
     )
     done = subprocess.run([sys.executable, "-c", program], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
@@ -243,19 +243,19 @@ def _alive(pid):
 
 
 def heads_shared(q, k, v, mask):
-    """panels.share_heads(gpt2.attention, ...) twice: the first time the helper does not know the function and
+    """products.share_heads(gpt2.attention, ...) twice: the first time the helper does not know the function and
     it is computed here (and remembered); the second forks a helper that has it. Returns that helper."""
-    panels.share_heads(attention, q, k, v, mask)
-    panels.share_heads(attention, q, k, v, mask)
-    helper = helper_process._helper
+    products.share_heads(attention, q, k, v, mask)
+    products.share_heads(attention, q, k, v, mask)
+    helper = second_core._helper
     assert helper is not None and helper.knows(id(attention), attention), "the heads did not reach a helper"
     return helper
 
 
 def a_cache(rng, n_layer=2, n_head=12, capacity=256, head_dim=64):
-    """A KV cache buffer as gpt2 makes one (panels.kv_buffer: shared memory), filled with random keys and
+    """A KV cache buffer as gpt2 makes one (products.kv_buffer: shared memory), filled with random keys and
     values; 3 MB, above the size a helper takes."""
-    buffer = panels.kv_buffer((n_layer, 2, n_head, capacity, head_dim))
+    buffer = products.kv_buffer((n_layer, 2, n_head, capacity, head_dim))
     buffer[...] = rng.standard_normal(buffer.shape, dtype=np.float32)
     return buffer
 
@@ -277,7 +277,7 @@ def primed(matrices, seed, m, n_keys):
 
 def inode_of(buffer):
     """The inode of a kv_buffer's memory file (its memfd), as /proc's maps and smaps name the file."""
-    return os.fstat(helper_process._shared[id(helper_process._root(buffer))].fd).st_ino
+    return os.fstat(second_core._shared[id(second_core._root(buffer))].fd).st_ino
 
 
 def mappings(pid, inode):
@@ -301,10 +301,10 @@ def vm_flags(pid, inode):
 
 
 def cache_descriptors(pid):
-    """The inodes of the cache buffers (memfds named helper_process.MEMFD_NAME) that process pid holds open."""
+    """The inodes of the cache buffers (memfds named second_core.MEMFD_NAME) that process pid holds open."""
     inodes = []
     for fd in os.listdir(f"/proc/{pid}/fd"):
-        if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(f"/memfd:{helper_process.MEMFD_NAME} "):
+        if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(f"/memfd:{second_core.MEMFD_NAME} "):
             inodes.append(os.stat(f"/proc/{pid}/fd/{fd}").st_ino)
     return inodes
 
@@ -319,7 +319,7 @@ def test_shared_heads_give_the_same_bits_as_attention_alone_for_every_query_coun
     shared(w, rng.standard_normal((2, 768), dtype=np.float32))
     buffer = a_cache(rng)
     n_past = 100
-    for m in range(1, panels.PANEL_ROWS_MAX + 1):
+    for m in range(1, products.PANEL_ROWS_MAX + 1):
         q = rng.standard_normal((12, m, 64), dtype=np.float32)
         k, v = buffer[1, :, :, : n_past + m]  # [12, n_past + m, 64] each: views, as gpt2.mha reads them
         masks = [causal_mask(m, n_past)]
@@ -328,7 +328,7 @@ def test_shared_heads_give_the_same_bits_as_attention_alone_for_every_query_coun
         for mask in masks:
             helper = heads_shared(q, k, v, mask)
             posted = helper.posted
-            assert np.array_equal(panels.share_heads(attention, q, k, v, mask), attention(q, k, v, mask)), m
+            assert np.array_equal(products.share_heads(attention, q, k, v, mask), attention(q, k, v, mask)), m
             assert helper.posted == posted + 1, f"{m} queries: the helper was not handed the heads"
 
 
@@ -340,10 +340,10 @@ def test_the_helper_reads_keys_written_after_it_was_forked(matrices):
         buffer[0, :, :, n_keys - 10 : n_keys] = rng.standard_normal((2, 12, 10, 64), dtype=np.float32)  # new keys
         k, v = buffer[0, :, :, :n_keys]
         mask = causal_mask(1, n_keys - 1)
-        assert np.array_equal(panels.share_heads(attention, q, k, v, mask), attention(q, k, v, mask)), n_keys
+        assert np.array_equal(products.share_heads(attention, q, k, v, mask), attention(q, k, v, mask)), n_keys
 
 
-@pytest.mark.skipif(not os.path.exists(helper_process.SHMEM_HUGE_PAGES),
+@pytest.mark.skipif(not os.path.exists(second_core.SHMEM_HUGE_PAGES),
                     reason="this kernel has no transparent huge pages: there is no hint to give")
 def test_both_processes_ask_for_huge_pages_for_a_cache_buffer(matrices, monkeypatch):
     """Each mapping of a cache buffer, this process's and the helper's, carries the huge-page hint (VmFlags
@@ -351,11 +351,11 @@ def test_both_processes_ask_for_huge_pages_for_a_cache_buffer(matrices, monkeypa
     attention reads 2 MB pages, as it does in np.empty memory. A buffer made without the hint has no "hg"."""
     _, buffer, *_ = primed(matrices, seed=12, m=1, n_keys=50)
     inode = inode_of(buffer)
-    for pid in ("self", helper_process._helper.pid):
+    for pid in ("self", second_core._helper.pid):
         flags = vm_flags(pid, inode)
         assert flags and all("hg" in mapping for mapping in flags), (pid, flags)
-    monkeypatch.setattr(helper_process, "_ask_for_huge_pages", lambda memory: None)
-    plain = panels.kv_buffer(buffer.shape)
+    monkeypatch.setattr(second_core, "_ask_for_huge_pages", lambda memory: None)
+    plain = products.kv_buffer(buffer.shape)
     flags = vm_flags("self", inode_of(plain))
     assert flags and not any("hg" in mapping for mapping in flags), flags
 
@@ -364,16 +364,16 @@ def test_the_check_has_teeth_the_helper_given_the_wrong_keys_gives_other_heads(m
     """Hand the helper the values where the keys should be (a wrong offset into the buffer): its half of the
     heads comes out different, and the comparison above fails."""
     _, _, q, k, v, mask = primed(matrices, seed=8, m=4, n_keys=100)
-    post = helper_process.Helper.post_heads
-    monkeypatch.setattr(helper_process.Helper, "post_heads",
+    post = second_core.Helper.post_heads
+    monkeypatch.setattr(second_core.Helper, "post_heads",
                         lambda self, key, q, k, v, mask, cache: post(self, key, q, v, v, mask, cache))
-    out = panels.share_heads(attention, q, k, v, mask)
+    out = products.share_heads(attention, q, k, v, mask)
     right = attention(q, k, v, mask)
     assert np.array_equal(out[:6], right[:6]) and not np.allclose(out[6:], right[6:])
 
 
 def test_a_cache_of_ordinary_memory_is_attended_here():
-    """Only a buffer from panels.kv_buffer can be mapped by the helper: keys and values in np.empty memory (or
+    """Only a buffer from products.kv_buffer can be mapped by the helper: keys and values in np.empty memory (or
     the buffer of a cache too small to share) are attended in this process, with the same result."""
     rng = np.random.default_rng(9)
     buffer = rng.standard_normal((2, 12, 256, 64), dtype=np.float32)
@@ -381,8 +381,8 @@ def test_a_cache_of_ordinary_memory_is_attended_here():
     k, v = buffer[:, :, :100]
     mask = causal_mask(2, 98)
     for _ in range(3):
-        assert helper_process.for_heads(attention, q, k, v, mask) is None
-    assert np.array_equal(panels.share_heads(attention, q, k, v, mask), attention(q, k, v, mask))
+        assert second_core.for_heads(attention, q, k, v, mask) is None
+    assert np.array_equal(products.share_heads(attention, q, k, v, mask), attention(q, k, v, mask))
 
 
 def test_a_freed_cache_goes_from_the_helper_and_a_new_helper_never_holds_one(matrices):
@@ -397,8 +397,8 @@ def test_a_freed_cache_goes_from_the_helper_and_a_new_helper_never_holds_one(mat
     mask = causal_mask(1, 99)
     first = a_cache(rng)
     inode = inode_of(first)
-    helper_process._helper.stop()
-    helper_process._helper = None  # the next products fork a new helper, while `first` is alive
+    second_core._helper.stop()
+    second_core._helper = None  # the next products fork a new helper, while `first` is alive
     shared(w, rng.standard_normal((2, 768), dtype=np.float32))
     helper = heads_shared(q, *first[0, :, :, :100], mask)
     assert mappings(helper.pid, inode) == 1, "the helper should map the cache it was handed, once: not inherited"
@@ -406,7 +406,7 @@ def test_a_freed_cache_goes_from_the_helper_and_a_new_helper_never_holds_one(mat
     del first
     assert mappings(os.getpid(), inode) == 0, "the freed cache is still mapped here"
     second = a_cache(rng)
-    panels.share_heads(attention, q, *second[0, :, :, :100], mask)
+    products.share_heads(attention, q, *second[0, :, :, :100], mask)
     assert mappings(helper.pid, inode) == 0, "the freed cache is still mapped by the helper"
     assert inode not in cache_descriptors(helper.pid) and len(cache_descriptors(helper.pid)) == 1
 
@@ -434,21 +434,21 @@ def test_a_program_that_forks_gives_the_child_its_own_copy_of_each_cache():
     before = buffer.copy()
 
     def child():
-        same = np.array_equal(buffer, before) and not helper_process._shared
+        same = np.array_equal(buffer, before) and not second_core._shared
         buffer[...] = 2.0
         return 0 if same and np.all(buffer == 2.0) else 3
 
     status = forked(child)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"the child saw another buffer (status {status})"
     assert np.array_equal(buffer, before), "the child's writes reached the parent's cache"
-    assert id(helper_process._root(buffer)) in helper_process._shared, "the parent's cache is still shared"
+    assert id(second_core._root(buffer)) in second_core._shared, "the parent's cache is still shared"
 
 
 def test_the_check_has_teeth_a_fork_that_skips_the_copy_leaves_the_child_no_cache(monkeypatch):
     """Why the fork hooks copy: skip them (as for the helper's own fork) and the buffer is not mapped in the
     child at all (MADV_DONTFORK), so its first read kills the child with a segmentation fault."""
     buffer = a_cache(np.random.default_rng(12))
-    monkeypatch.setattr(helper_process, "_making_helper", True)
+    monkeypatch.setattr(second_core, "_making_helper", True)
 
     def child():
         faulthandler.disable()  # pytest's, which would print the crash as if it were the suite's

@@ -29,7 +29,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import NamedTuple
 
-HERE = Path(__file__).resolve().parent
+REPO = Path(__file__).resolve().parent.parent  # the repository this kit belongs to
 PER_TEST_TIMEOUT = "--timeout=20"  # a check still running after 20 s fails, and the run stops (tests/conftest.py)
 
 
@@ -226,7 +226,7 @@ def read_report(report):
     return checks
 
 
-def grade(number, repo=HERE):
+def grade(number, repo=REPO):
     """[Check] of step `number` in the folder `repo`, run in a child process (no limits: for a learner's own
     copy; classroom's gradebook adds them). A run that ends without a report is one failed check saying why."""
     repo = Path(repo)

@@ -28,9 +28,9 @@ import numpy as np
 
 import lookahead
 import show
-from download import MODEL_SIZES, DownloadError, download_deadline
-from hub import HUB_MODELS, check_model_name
-from weights import CheckpointError, os_error_text, shown
+from loaders.download import MODEL_SIZES, DownloadError, download_deadline
+from loaders.hub import HUB_MODELS, check_model_name
+from loaders.weights import CheckpointError, os_error_text, shown
 
 RELEASED_N_CTX = 1024  # the context of all four released sizes
 DRAFTERS = ("model", "lookup", "staged")
@@ -448,7 +448,7 @@ def parse_command_line(argv, function, script="main.py"):
 
     The syntax is fire's (see the module docstring). An unknown flag is a ValueError naming the closest known
     one; so is a value given twice, an ambiguous -x, or more values by position than the function takes.
-    `script` is named in the messages (benchmark.py and the tools/ scripts check their flags here too).
+    `script` is named in the messages (tools/benchmark.py and the tools/ scripts check their flags here too).
     >>> parse_command_line(["--K=3", "--nokv_cache", "--temprature", "0"], main)
     Traceback (most recent call last):
     ...

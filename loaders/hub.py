@@ -1,8 +1,8 @@
 """Models by their names: the names this project knows, the Hugging Face cache, and the Hugging Face Hub.
 
-Read utils.py first (resolve_model turns a name into a folder with the functions here) and download.py
+Read utils.py first (resolve_model turns a name into a folder with the functions here) and loaders/download.py
 (download_file, which this file uses for every file of the Hub). The folder it returns is read by
-hf_folder.py.
+loaders/hf_folder.py.
 
 The Hub's cache layout (huggingface_hub's, shared with transformers), under $HF_HUB_CACHE, else $HF_HOME/hub,
 else ~/.cache/huggingface/hub:
@@ -37,7 +37,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from download import (
+from loaders.download import (
     MODEL_SIZES,
     DeadlinePassed,
     DownloadError,
@@ -50,9 +50,9 @@ from download import (
     size_cap,
     writing_into,
 )
-from hf_folder import read_hf_hparams
-from safe_files import create_fresh_file, write_atomically
-from weights import CheckpointError, read_json_file, shown
+from loaders.hf_folder import read_hf_hparams
+from loaders.safe_files import create_fresh_file, write_atomically
+from loaders.weights import CheckpointError, read_json_file, shown
 
 # name -> (its Hub id, the OpenAI release it matches, or None)
 HUB_MODELS = {

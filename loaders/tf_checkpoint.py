@@ -1,7 +1,7 @@
 """Read OpenAI's TensorFlow checkpoint with NumPy alone (`list_checkpoint_variables`,
 `load_gpt2_params_from_tf_ckpt`).
 
-Read weights.py first (the checks every reader shares); utils.py calls this file for a folder in OpenAI's
+Read loaders/weights.py first (the checks every reader shares); utils.py calls this file for a folder in OpenAI's
 layout (hparams.json + model.ckpt.*). A TF checkpoint "bundle" is two files:
 
 - `model.ckpt.index`: a table of contents. It is a LevelDB "SSTable": sorted key/value pairs stored in
@@ -18,7 +18,7 @@ In file order: crc32c, the table's blocks, protobuf, the index, then the tensors
 import math
 from pathlib import Path
 
-from weights import (
+from loaders.weights import (
     MAX_DIMENSION,
     check_names_and_shapes,
     check_tensors_tile,

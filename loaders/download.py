@@ -1,7 +1,7 @@
 """Download a file over HTTP into NAME.part, and rename it NAME once it is complete; OpenAI's release files.
 
 Read utils.py first (resolve_model is the one place that understands a model's name and calls this file);
-hub.py builds on `download_file` for the Hugging Face Hub.
+loaders/hub.py builds on `download_file` for the Hugging Face Hub.
 
 A file is first written as NAME.part and renamed to NAME only once its size matches what the server
 announced. So a file under its final name is always complete, and that is how we know to skip it on the
@@ -36,9 +36,9 @@ from tqdm import tqdm
 
 from encoder import MAX_VOCABULARY_FILE_BYTES
 from gpt2 import HPARAMS
-from safe_files import CREATE_NEW, LockTimeout, file_lock
-from tf_checkpoint import MAX_INDEX_BYTES, read_checkpoint_index
-from weights import (MAX_CONFIG_BYTES, CheckpointError, check_hparams, os_error_text, read_json_file,
+from loaders.safe_files import CREATE_NEW, LockTimeout, file_lock
+from loaders.tf_checkpoint import MAX_INDEX_BYTES, read_checkpoint_index
+from loaders.weights import (MAX_CONFIG_BYTES, CheckpointError, check_hparams, os_error_text, read_json_file,
                      read_openai_hparams, shown)
 
 MODEL_SIZES = ("124M", "355M", "774M", "1558M")
@@ -272,7 +272,7 @@ def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.
 
 def _download_error(url, folder, reason):
     by_hand_url = url.rsplit("/", 1)[0]
-    if "/resolve/" in url:  # a Hub file (hub.py): its blob's name must be the ETag, so no copy by hand
+    if "/resolve/" in url:  # a Hub file (loaders/hub.py): its blob's name must be the ETag, so no copy by hand
         return DownloadError(f"could not download {url} into {folder}: {reason}. Run again to resume (finished "
                              f"files are kept)")
     return DownloadError(

@@ -2,7 +2,7 @@
 shapes, and tensors read from a file straight into float32 arrays.
 
 Read utils.py first (a model name becomes a folder, a folder becomes arrays). The two readers built on this
-file come next: tf_checkpoint.py (OpenAI's TensorFlow checkpoint) and hf_folder.py (a Hugging Face folder,
+file come next: loaders/tf_checkpoint.py (OpenAI's TensorFlow checkpoint) and loaders/hf_folder.py (a Hugging Face folder,
 config.json + model.safetensors). Both return the nested layout of OpenAI's checkpoint names (picoGPT's
 layout): params["blocks"][i]["attn"]["c_attn"]["w"], all float32, the blocks' matrices column-major.
 
@@ -233,7 +233,7 @@ READ_CHUNK_BYTES = 2 << 20  # rows read per step of read_tensor: about 2 MB, so 
 def read_tensor(file, offset, shape, stored_dtype, path, column_major=False):
     """The tensor of `shape` whose values (row-major, `stored_dtype`) start at byte `offset` of `file`, as
     float32 in its final layout: column-major if `column_major` (the blocks' weight matrices: see
-    panels.column_major), else row-major.
+    products.column_major), else row-major.
 
     The array is allocated once, in its final layout, and filled from the file: a float32 row-major tensor
     by one `readinto`, straight into it; anything else (a matrix made column-major, float16 or bfloat16
@@ -245,7 +245,7 @@ def read_tensor(file, offset, shape, stored_dtype, path, column_major=False):
     column, so every value moves. Copying a whole 9 MB matrix at once (np.asfortranarray) scatters its writes
     over the whole destination, far more than the CPU's caches hold; a chunk of rows writes a short run into
     every column, and both the chunk and the runs it writes stay in cache. For 124M's shapes that made the
-    reordering several times faster (see BENCHMARKS.md's "Loading weights").
+    reordering several times faster (see docs/BENCHMARKS.md's "Loading weights").
     """
     stored = np.dtype(stored_dtype)
     array = np.empty(shape, dtype=np.float32, order="F" if column_major else "C")  # the final array
@@ -264,7 +264,7 @@ def read_tensor(file, offset, shape, stored_dtype, path, column_major=False):
 
 
 def _read_only(array):
-    """array, made read-only: weights are constants (and panels.matmul shares only read-only matrices with its
+    """array, made read-only: weights are constants (and products.matmul shares only read-only matrices with its
     helper process, whose copy of them must stay equal)."""
     array.flags.writeable = False
     return array
@@ -284,7 +284,7 @@ def reading_bar(total_bytes, path):
 
 
 def is_block_matrix(name):
-    """A block's weight matrix ("h3/attn/c_attn/w"): stored column-major (panels.column_major)."""
+    """A block's weight matrix ("h3/attn/c_attn/w"): stored column-major (products.column_major)."""
     return name.startswith("h") and name.endswith("/w")
 
 

@@ -1,6 +1,6 @@
 """Grade many submissions, each step in its own process with a time limit and a memory cap, into one CSV file.
 
-Read exercises.py first (the steps, the student copy, one step's checks run and read back).
+Read course/exercises.py first (the steps, the student copy, one step's checks run and read back).
 
 A submission is a folder holding a learner's versions of the files they write (exercises.STUDENT_FILES). It is
 never trusted: only those files are taken from it, into a fresh copy of the teacher's own student copy (the
@@ -33,8 +33,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-import exercises
-import safe_files
+from course import exercises
+from loaders import safe_files
 
 TIME_LIMIT_SECONDS = 120.0
 MEMORY_CAP_BYTES = 2 * 1024**3
@@ -184,7 +184,7 @@ def submission_tree(template, submission, folder):
 
 
 def gradebook(submissions, csv_path, steps=exercises.GRADED, time_limit=TIME_LIMIT_SECONDS,
-              memory_bytes=MEMORY_CAP_BYTES, repo=exercises.HERE):
+              memory_bytes=MEMORY_CAP_BYTES, repo=exercises.REPO):
     """Grade every submission folder on `steps` with the teacher's repository `repo`; write the CSV (a row per
     submission: its folder, a column per step, the total, the reasons); return the rows."""
     for number in steps:

@@ -1,7 +1,7 @@
 """How a weight matrix is stored and multiplied, so that a pass over a few rows costs about what one row costs.
 
 Read this before gpt2.py, which multiplies every weight matrix through `matmul` below and shares attention's
-heads through `share_heads`; it needs only NumPy and helper_process.py (the second core), which you can take on
+heads through `share_heads`; it needs only NumPy and speed/second_core.py (the second core), which you can take on
 trust at first.
 
 The layout: column-major
@@ -30,13 +30,13 @@ m is, until the arithmetic itself takes longer than reading the weights (between
 
 Why two processes: one core cannot read memory as fast as two. BLAS's one-row product runs on every core; a
 panel product is too small for BLAS to split. So `matmul` splits the COLUMNS instead: this process multiplies
-the first half of w's panels and a helper process (helper_process.py: why a process, and how the two meet
+the first half of w's panels and a helper process (speed/second_core.py: why a process, and how the two meet
 in shared memory) the second half, at the same time, each on one core. One row goes the same way (half the
 matrix-vector product each); a prompt does not (below). Where no helper can run
 (not Linux on x86-64, one core, OPENBLAS_NUM_THREADS=1) this process multiplies every column, BLAS using
 its own threads. Measured on an Intel Xeon with 2 cores (NumPy 2.4, OpenBLAS 0.3.31), ms for the products
 of m rows through 124M's 48 block matrices (best of 9; tools/small_parts.py times the same in every figures
-run, the "design-timing" table of BENCHMARKS.md):
+run, the "design-timing" table of docs/BENCHMARKS.md):
 
     m                                                     1      2      4      8     16
     one BLAS call, (w.T @ x.T).T (2 threads)            11.1   24.8   25.3   29.2   31.2
@@ -55,7 +55,7 @@ transposed operand it keeps its small-matrix kernel only while the product is sm
 it packs k first, which made the scores of 3 queries over 515 keys cost six times those of 2. The same come from
 the product turned round, (k @ q.T).T with q.T copied to a small contiguous array: no operand is transposed,
 and no key is packed. Scores of 12 heads (124M's) over 512 or 1,000 cached keys and the m new ones, µs (best
-of 300, one thread, OpenBLAS 0.3.31, Intel Xeon; the design-timing table of BENCHMARKS.md times m = 4 over 512
+of 300, one thread, OpenBLAS 0.3.31, Intel Xeon; the design-timing table of docs/BENCHMARKS.md times m = 4 over 512
 in every figures run):
 
     m                              1     2     3     4     8    16
@@ -77,7 +77,7 @@ bytes = 38 MB, memory-bound like the weights, in products too small for BLAS to 
 one core it took 0.15 of a one-position pass while the products had both. `share_heads` splits the HEADS
 instead: this process attends with the first half, the helper process with the rest, at the same time. The
 helper was forked before the cache existed, so the cache buffer must be memory it can map afterwards:
-`kv_buffer` makes it a memfd (helper_process.shared_empty), and the helper maps it through this process's
+`kv_buffer` makes it a memfd (second_core.shared_empty), and the helper maps it through this process's
 descriptor. Both ask for 2 MB pages, as NumPy does for its large arrays, but Linux's usual setting for shared
 memory (shmem_enabled "never") keeps 4 KB ones, whose extra address translations cost about a fifth when one
 core attends alone; shared, each core reads half. Measured on an
@@ -99,7 +99,7 @@ three runs each way, the setting switched between them), about 0.2 ms of a 22 ms
 
 import numpy as np
 
-import helper_process
+from speed import second_core
 
 PANEL_ROWS_MAX = 24  # longer passes (a prompt) go to one BLAS call on all cores: faster there
 HELPER_SHARE = 0.5  # of a matrix's panels, for the helper process
@@ -143,8 +143,8 @@ def matmul(x, w):
     """x @ w for x [m, n_in] and w [n_in, n_out] float32: the same product, computed the fastest way for m.
 
     w column-major (`column_major`) and m <= PANEL_ROWS_MAX: the columns split between this process and the
-    helper process where one runs (`helper_process.for_matrix`), each half multiplied by `columns`. More rows
-    (a prompt): one BLAS call on every core (`helper_process.all_cores`). Any other w (a row-major matrix, as a
+    helper process where one runs (`second_core.for_matrix`), each half multiplied by `columns`. More rows
+    (a prompt): one BLAS call on every core (`second_core.all_cores`). Any other w (a row-major matrix, as a
     test or a tiny model may pass) gets plain x @ w.
 
     A stack of products, x [n_stack, m, n_in] @ w [n_stack, n_in, n_out] with w a transposed view (attention's
@@ -156,11 +156,11 @@ def matmul(x, w):
     if not w.flags.f_contiguous or w.ndim != 2 or x.ndim != 2:
         return x @ w  # [m, n_out]
     if m > PANEL_ROWS_MAX:
-        helper_process.all_cores()
+        second_core.all_cores()
         return x @ w  # [m, n_in] @ [n_in, n_out] -> [m, n_out]: one BLAS call, on all cores
     y = np.empty((m, n_out), dtype=np.result_type(x, w))  # [m, n_out]
     # for_matrix checks w (float32, big, read-only); x must be float32 to go into the helper's shared rows
-    share = helper_process.for_matrix(w, columns, PANEL_ROWS_MAX) if x.dtype == np.float32 else None
+    share = second_core.for_matrix(w, columns, PANEL_ROWS_MAX) if x.dtype == np.float32 else None
     if share is None:
         columns(x, w, 0, n_out, y)  # every column here
         return y
@@ -172,7 +172,7 @@ def matmul(x, w):
         columns(x, w, 0, split, y[:, :split])  # meanwhile, here: columns 0 .. split
         helper.collect(y[:, split:])
     finally:
-        helper_process.release()
+        second_core.release()
     return y
 
 
@@ -204,8 +204,8 @@ def turned_round(x, w):
 
 def kv_buffer(shape):
     """np.empty(shape, dtype=np.float32) for a KV cache buffer, in memory the helper process can read too where
-    one runs (helper_process.shared_empty), so that `share_heads` can hand it half of attention's heads."""
-    return helper_process.shared_empty(shape)
+    one runs (second_core.shared_empty), so that `share_heads` can hand it half of attention's heads."""
+    return second_core.shared_empty(shape)
 
 
 def share_heads(attend, q, k, v, mask):
@@ -214,7 +214,7 @@ def share_heads(attend, q, k, v, mask):
     (see the module docstring), each half on one core. Each head is computed by the same function in either
     process, so sharing changes no bit. Returns [n_head, m, head_dim]."""
     n_head, m, _ = q.shape
-    share = helper_process.for_heads(attend, q, k, v, mask) if 1 <= m <= PANEL_ROWS_MAX and n_head > 1 else None
+    share = second_core.for_heads(attend, q, k, v, mask) if 1 <= m <= PANEL_ROWS_MAX and n_head > 1 else None
     if share is None:
         return attend(q, k, v, mask)  # [n_head, m, head_dim]
     helper, key, cache = share
@@ -225,5 +225,5 @@ def share_heads(attend, q, k, v, mask):
         out[:split] = attend(q[:split], k[:split], v[:split], mask)  # meanwhile, here: heads 0 .. split - 1
         helper.collect(out[split:])
     finally:
-        helper_process.release()
+        second_core.release()
     return out

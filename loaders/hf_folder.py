@@ -1,7 +1,7 @@
 """Read a Hugging Face GPT-2 folder (`load_hf_gpt2`): config.json + model.safetensors, with NumPy alone.
 
-Read weights.py first (the checks every reader shares); utils.py calls this file for a folder in Hugging
-Face's layout, and hub.py is where such a folder comes from when a model is named by its Hub name.
+Read loaders/weights.py first (the checks every reader shares); utils.py calls this file for a folder in Hugging
+Face's layout, and loaders/hub.py is where such a folder comes from when a model is named by its Hub name.
 
 A safetensors file is an 8-byte little-endian header length N, then N bytes of JSON that give each tensor's
 dtype, shape and `data_offsets` (begin, end) in the bytes that follow the header, then those bytes. The
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from weights import (
+from loaders.weights import (
     MAX_DIMENSION,
     check_hparams,
     check_names_and_shapes,

@@ -1,8 +1,8 @@
 """The second core: a helper PROCESS, a copy of this one made by fork, multiplies half of a matrix's columns
 while this process multiplies the other half (and attends with half of attention's heads, the same way).
 
-Read panels.py's docstring first (why a product of a few rows goes panel by panel); panels.matmul and
-panels.share_heads are the only callers. This file needs only NumPy and the standard library.
+Read speed/products.py's docstring first (why a product of a few rows goes panel by panel); products.matmul and
+products.share_heads are the only callers. This file needs only NumPy and the standard library.
 
 Why a process, and why it spins
 -------------------------------
@@ -46,7 +46,7 @@ What is shared, and why it is safe
   with the helper for the two cores. From the first helper on, every other BLAS call of this process (a
   product of your own, `x @ w` with a writable w) runs on one core too. A prompt gets BLAS's threads back
   (`all_cores`); the next shared product ends them (`_end_blas_threads`: idle, they would spin on the
-  helper's core), or, where OpenBLAS cannot end them, they sleep within a millisecond (openblas_env.py).
+  helper's core), or, where OpenBLAS cannot end them, they sleep within a millisecond (speed/openblas_env.py).
 - Memory: pages that either side writes after the fork are copied, so a model freed in the parent stays in
   the helper's copy until a new helper replaces it (`for_matrix` makes one for each new set of matrices).
 
@@ -391,7 +391,7 @@ def _helper_for(owner, work, rows_max):
     """The helper, holding `owner` (a matrix, or attention's function), and ready for one job; or None.
 
     An object met for the first time is remembered and None returned; the second time, a new helper is forked
-    that has every object seen so far (work and rows_max: those of panels.matmul's products, None to keep the
+    that has every object seen so far (work and rows_max: those of products.matmul's products, None to keep the
     current helper's). None as well while another thread's product uses the helper."""
     global _helper, _blas_threads, _all_cores
     key = id(owner)
@@ -449,7 +449,7 @@ def shared_empty(shape):
 def _ask_for_huge_pages(memory):
     """Ask Linux for 2 MB pages for a mapping of a cache buffer (in this process, and in the helper). Shared
     memory gets them only where SHMEM_HUGE_PAGES says "advise" (or "always"); with the usual "never" the hint
-    changes nothing and the pages stay 4 KB, which cost the shared heads about a tenth (see panels.py)."""
+    changes nothing and the pages stay 4 KB, which cost the shared heads about a tenth (see speed/products.py)."""
     if os.path.exists(SHMEM_HUGE_PAGES):  # a kernel built without huge pages would refuse the hint
         memory.madvise(mmap.MADV_HUGEPAGE)
 
@@ -542,7 +542,7 @@ def _end_blas_threads():
     first 23 ms decoding steps after a 500-token prompt took 40 to 119 ms, 0.1 s lost after each prompt. OpenBLAS
     starts them again at the next product that wants them (in about 40 us), as it does after every fork.
     Only where OpenBLAS exports blas_thread_shutdown_ (0.3.27 and 0.3.31 do; NumPy 2.5's 0.3.34 does not: there
-    the scripts have them sleep within a millisecond instead, openblas_env.py), and only while every other
+    the scripts have them sleep within a millisecond instead, speed/openblas_env.py), and only while every other
     Python thread is a daemon: a thread the program does not wait for, such as the monitor of a tqdm progress
     bar, is taken to do no arithmetic, but any other might be inside a BLAS call on those threads, which would
     then wait for ever."""

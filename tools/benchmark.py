@@ -1,13 +1,13 @@
 """When does speculative sampling pay off? Acceptance, costs and speedup for a draft/target pair and each K.
 
 A tool, not on the reading path: read sampling.py and lookahead.py (the cost model it measures) first, and the
-README's "When does it pay off on a CPU?". It stays at the top level so that `python benchmark.py` runs as the
+README's "When does it pay off on a CPU?". It stays at the top level so that `python tools/benchmark.py` runs as the
 README says; its drafter and tree comparison is tools/compare_drafters.py, its plots tools/benchmark_plots.py.
 
-    python benchmark.py                                    # 124M drafts for 355M, K = 1..8, real weights
-    python benchmark.py --kv_cache False                   # the same, picoGPT's way (no cache)
-    python benchmark.py --random_weights                   # no checkpoint needed: cost figures only
-    python benchmark.py --random_weights --target_model_size 1558M --Ks 1,2,4,8
+    python tools/benchmark.py                                    # 124M drafts for 355M, K = 1..8, real weights
+    python tools/benchmark.py --kv_cache False                   # the same, picoGPT's way (no cache)
+    python tools/benchmark.py --random_weights                   # no checkpoint needed: cost figures only
+    python tools/benchmark.py --random_weights --target_model_size 1558M --Ks 1,2,4,8
 
 The model of the cost (Leviathan et al. 2022, "Fast Inference from Transformers via Speculative Decoding")
 -----------------------------------------------------------------------------------------------------------
@@ -65,7 +65,7 @@ Drafters and trees (--drafters model,lookup,staged, --trees "2,1,1;2,2,1")
 add two tables, in both cache settings, on prompts that invite copying and on prompts that do not. What they
 hold, and how their predictions are made: tools/compare_drafters.py, which runs them.
 
-Plots (written into --img_dir if matplotlib is installed: `pip install -r requirements-plots.txt`):
+Plots (written into --img_dir if matplotlib is installed: `pip install -r requirements/plots.txt`):
     speedup_DRAFT_TARGET_cache.png                 speedup (wall, passes, both predictions) and alpha vs K
     ms_per_token_DRAFT_TARGET_cache.png            ms/token of autoregressive and speculative sampling vs K
     predicted_speedup_random_DRAFT_TARGET.png      --random_weights: predicted speedup vs K for each alpha,
@@ -80,24 +80,26 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import openblas_env  # noqa: F401  before NumPy loads OpenBLAS, which reads its settings then
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's root: python tools/...
 
-import numpy as np
-from tqdm import tqdm
+import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
+
+import numpy as np  # noqa: E402
+from tqdm import tqdm  # noqa: E402
 
 from gpt2 import HPARAMS, random_params
 from lookahead import AUTO_K_MAX, break_even_alpha, predicted_speedup
-from cli import MAX_SEED, as_bool, as_text, as_whole_number, check_model_names, check_models_dir, check_sampling_flags
-from cli import check_whole_number, errors_as_one_line
-from commands import as_fractions, as_whole_numbers, check_output_folder, run_script
+from command_line.flags import MAX_SEED, as_bool, as_text, as_whole_number, check_model_names, check_models_dir, check_sampling_flags
+from command_line.flags import check_whole_number, errors_as_one_line
+from command_line.scripts import as_fractions, as_whole_numbers, check_output_folder, run_script
 from main import check_same_tokenizer, download_and_load, timed
 from records import AutoregressiveStats, SpeculativeStats
 from sampling import autoregressive_sampling, speculative_sampling
 from model_fn import create_model_fn
-from download import MODEL_SIZES
-from hf_folder import read_hf_hparams
-from weights import read_openai_hparams
-from hub import DISTILGPT2_HPARAMS, HUB_MODELS
+from loaders.download import MODEL_SIZES
+from loaders.hf_folder import read_hf_hparams
+from loaders.weights import read_openai_hparams
+from loaders.hub import DISTILGPT2_HPARAMS, HUB_MODELS
 from tools.benchmark_plots import import_pyplot, plot_drafters, plot_measured, plot_random
 from tools.compare_drafters import (
     RANDOM_MEANINGLESS,
@@ -431,7 +433,7 @@ def main(
         prefix_length: tokens before the pass whose time gives c and r.
         repeats: timed calls per cost measurement; the fastest counts.
         models_dir: where released sizes are downloaded to.
-        img_dir: where the plots go (needs matplotlib: pip install -r requirements-plots.txt).
+        img_dir: where the plots go (needs matplotlib: pip install -r requirements/plots.txt).
         drafters: also compare drafters, comma-separated: model,lookup,staged (see drafters.py), in both cache settings, on prompts that invite copying and prompts that do not.
         drafter_Ks: the K of each drafter row: whole numbers, "auto" (lookahead.AutoK) and "hf" (Hugging Face's schedule).
         trees: also compare token trees with the chains that send as many rows to the target, e.g. "2,1,1;2,2,1".
@@ -451,7 +453,7 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
     """`main` (same arguments), returning what it measured: {"costs": [Costs per cache setting, --kv_cache's
     first], "autoregressive": Run, "speculative": {K: Run}, "drafter_rows": [[str]], "tree_rows": [[str]]}
     (the last two: table rows, header first, or None; tools/make_readme_figures.py builds on all of it)."""
-    with errors_as_one_line():  # every flag first (commands.py's checkers), then the models
+    with errors_as_one_line():  # every flag first (command_line/scripts.py's checkers), then the models
         Ks, alphas = as_whole_numbers(Ks, "--Ks"), as_fractions(alphas, "--alphas")
         seed = as_whole_number(seed, "--seed", 0, MAX_SEED)
         kv_cache, random_weights = as_bool(kv_cache, "--kv_cache"), as_bool(random_weights, "--random_weights")
@@ -557,4 +559,4 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
 
 
 if __name__ == "__main__":
-    run_script(main, sys.argv[1:], "benchmark.py")
+    run_script(main, sys.argv[1:], "tools/benchmark.py")

@@ -1,11 +1,11 @@
-"""How every command of the project starts and ends: main.py, benchmark.py and the tools/ scripts alike.
+"""How every command of the project starts and ends: main.py, tools/benchmark.py and the tools/ scripts alike.
 
-Read cli.py first (main.py's flags, each checked before anything runs). Nothing here is about GPT-2; it is
+Read command_line/flags.py first (main.py's flags, each checked before anything runs). Nothing here is about GPT-2; it is
 what a command owes the person who typed it:
 
 - Flags are checked before any work. A script's flags are fire's (`--name value`, `--flag`/`--noflag`), and
   fire alone would notice a misspelt one only after the whole measurement had run: `run_script` checks every
-  flag's NAME first (cli.parse_command_line), and each script's main() checks the VALUES first thing, with
+  flag's NAME first (flags.parse_command_line), and each script's main() checks the VALUES first thing, with
   cli's checkers and the list checkers below. A bad flag is one line `error: ...` and exit code 2.
 - The standard output is checked before any work: `python main.py >&-` starts Python without one, and the
   first print, after minutes of loading, would fail.
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import fire
 
-from cli import as_number, as_text, as_whole_number, check_writable, errors_as_one_line, first_existing
-from cli import parse_command_line
-from weights import os_error_text, shown
+from command_line.flags import as_number, as_text, as_whole_number, check_writable, errors_as_one_line, first_existing
+from command_line.flags import parse_command_line
+from loaders.weights import os_error_text, shown
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT (2): what a shell reports for a command ended by Ctrl-C
 DISK_FULL = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}

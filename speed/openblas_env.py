@@ -1,10 +1,10 @@
 """OpenBLAS set up from the environment before NumPy loads it: its idle threads go to sleep within a millisecond.
 
-Read helper_process.py first (why a helper process shares the products, and why BLAS's own threads must not
-spin on the cores it needs). The scripts that decode (main.py, benchmark.py, the timing tools) import this
+Read speed/second_core.py first (why a helper process shares the products, and why BLAS's own threads must not
+spin on the cores it needs). The scripts that decode (main.py, tools/benchmark.py, the timing tools) import this
 module FIRST, before anything imports NumPy; it needs only the standard library.
 
-Why: a prompt runs on OpenBLAS's own threads (helper_process.all_cores), and every step after it runs with the
+Why: a prompt runs on OpenBLAS's own threads (second_core.all_cores), and every step after it runs with the
 helper process. Idle, an OpenBLAS thread spins for 2^28 processor cycles, about 0.1 s, before it sleeps, and
 the helper and this process give their cores away to it at every hand-over. helper_process ends those threads
 where OpenBLAS exports blas_thread_shutdown_ (the OpenBLAS of NumPy up to 2.4); NumPy 2.5's (0.3.34) does not,

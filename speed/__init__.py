@@ -1,0 +1,11 @@
+"""How the pass runs fast on this machine: machinery to take on trust, read after the model.
+
+    products.py      how a weight matrix is stored (column-major) and multiplied (`matmul`), so that a pass
+                     over a few positions costs about what one costs; attention's heads shared with the helper
+    second_core.py   the helper process on the second core: a forked copy of the program that multiplies half
+                     of every matrix's columns, and attends with half of the heads, through shared memory
+    openblas_env.py  OpenBLAS's setting, made before NumPy loads it, so that its idle threads sleep at once
+
+gpt2.py multiplies through products.matmul; nothing here imports a file of the model. Importing this package
+imports nothing (main.py imports speed.openblas_env before NumPy).
+"""
