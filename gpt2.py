@@ -87,14 +87,6 @@ import numpy as np
 
 from speed.products import kv_buffer, matmul, share_heads
 
-# The shapes of OpenAI's four released models (their hparams.json files).
-HPARAMS = {
-    "124M": {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12},
-    "355M": {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 1024, "n_head": 16, "n_layer": 24},
-    "774M": {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 1280, "n_head": 20, "n_layer": 36},
-    "1558M": {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 1600, "n_head": 25, "n_layer": 48},
-}
-
 SQRT_2_OVER_PI = np.float32(np.sqrt(2 / np.pi))  # float32, or gelu would turn every activation into float64
 
 

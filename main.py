@@ -58,7 +58,6 @@ import fire
 import numpy as np
 
 import drafters
-import lookahead
 import sampling
 import show
 from command_line.flags import (
@@ -72,44 +71,17 @@ from command_line.flags import (
     tree_text,
 )
 from command_line.scripts import check_stdout, ending_as_one_line
-from records import AutoregressiveStats, SpeculativeStats
+from records import AutoregressiveStats, SpeculativeStats, timed
 from model_fn import create_model_fn
 from loaders.download import MODEL_SIZES
-from utils import load_model, resolve_model
+from utils import check_same_tokenizer, download_and_load
 from loaders.weights import CheckpointError
+from speed import calibration
 
 
 # ------------------------------------------------------------------------------------------------------------
 # Loading the models
 # ------------------------------------------------------------------------------------------------------------
-
-
-def check_same_tokenizer(draft, target, names):
-    """ValueError unless the two models, each (encoder, hparams, params), share one tokenizer."""
-    (draft_encoder, draft_hparams, _), (target_encoder, target_hparams, _) = draft, target
-    if draft_hparams["n_vocab"] != target_hparams["n_vocab"] or draft_encoder.encoder != target_encoder.encoder:
-        raise ValueError(
-            f"the draft {names[0]} (n_vocab {draft_hparams['n_vocab']}) and the target {names[1]} "
-            f"(n_vocab {target_hparams['n_vocab']}) have different vocabularies: speculative sampling needs a "
-            f"draft and a target that share one tokenizer"
-        )
-
-
-def download_and_load(draft_model_size, target_model_size, models_dir, **download_options):
-    """Resolve both models to folders (downloading what is missing), then load both: (draft, target), each
-    (encoder, hparams, params).
-
-    Both are resolved before either is loaded, so a broken download shows before minutes of loading.
-    download_options go to utils.resolve_model (base_url, retries, deadline_seconds). A draft_model_size of
-    None (prompt lookup needs no draft model) is neither downloaded nor loaded: the draft returned is None.
-    """
-    folders = [None if name is None else resolve_model(name, models_dir, **download_options)
-               for name in (draft_model_size, target_model_size)]
-    if draft_model_size is None:
-        print(f"loading the target {target_model_size} (no draft model) ...", flush=True)
-        return None, load_model(folders[1])
-    print(f"loading the draft {draft_model_size} and the target {target_model_size} ...", flush=True)
-    return load_model(folders[0]), load_model(folders[1])
 
 
 def check_models_fit(draft, target, prompt_ids, flags):
@@ -196,13 +168,6 @@ def load_and_check(flags):
 # ------------------------------------------------------------------------------------------------------------
 
 
-def timed(fn):
-    """(what fn() returns, its wall time in seconds)."""
-    start = time.perf_counter()
-    result = fn()
-    return result, time.perf_counter() - start
-
-
 def describe(name, hparams):
     """'355M (24 layers, 1024 wide)'."""
     return f"{name} ({hparams['n_layer']} layers, {hparams['n_embd']} wide)"
@@ -277,11 +242,11 @@ def calibrated_costs(flags, target, draft):
     next to the target's folder (a released size's or a local one), so that --r_table can give it again.
     """
     if flags.r_table is not None:
-        return lookahead.load_costs(flags.r_table), [f"K=auto plans with the costs in {flags.r_table}"]
-    costs, seconds = timed(lambda: lookahead.calibrate(target, draft))
+        return calibration.load_costs(flags.r_table), [f"K=auto plans with the costs in {flags.r_table}"]
+    costs, seconds = timed(lambda: calibration.calibrate(target, draft))
     costs.target, costs.draft = flags.target_model_size, flags.draft_model_size or ""
     lines = [f"K=auto plans with costs measured on this machine ({seconds:.1f} s, before the timed runs)"]
-    name = lookahead.COSTS_FILE if flags.kv_cache else lookahead.COSTS_FILE.replace(".json", "_no_cache.json")
+    name = calibration.COSTS_FILE if flags.kv_cache else calibration.COSTS_FILE.replace(".json", "_no_cache.json")
     size = flags.target_model_size
     folder = Path(size) if Path(size).is_dir() else Path(flags.models_dir) / size if size in MODEL_SIZES else None
     if folder is None:
@@ -289,7 +254,7 @@ def calibrated_costs(flags, target, draft):
                      f"to write into)")
         return costs, lines
     try:
-        path = lookahead.save_costs(folder / name, costs)
+        path = calibration.save_costs(folder / name, costs)
     except OSError as error:
         lines.append(f"(not written to {folder / name}: {error.strerror or error})")
     else:
@@ -397,7 +362,7 @@ def main(
         trace: print one line per round: the drafted tokens, for each checked guess p, q, the uniform draw and kept or rejected, and the residual's or the bonus token.
         plot: write a picture of the rounds to this file, e.g. img/rounds.png (needs matplotlib).
         download_deadline: the most seconds one file's download may take, all retries together (default: $GPT2_DOWNLOAD_DEADLINE, else an hour); what arrived is kept, and the next run resumes it.
-        r_table: with --K auto, plan with the costs in this file (r(m) and c, as lookahead.save_costs writes them, e.g. models/355M/r_table.json) instead of measuring them before the timed runs; the same seed then gives the same tokens.
+        r_table: with --K auto, plan with the costs in this file (r(m) and c, as calibration.save_costs writes them, e.g. models/355M/r_table.json) instead of measuring them before the timed runs; the same seed then gives the same tokens.
     """
     arguments = dict(locals())  # main()'s arguments, as given
     with errors_as_one_line():

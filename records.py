@@ -8,6 +8,7 @@ q, p, the residual) are Chen et al.'s, as sampling.py's docstring transcribes th
 but the standard library.
 """
 
+import time
 from dataclasses import dataclass, field
 
 
@@ -140,3 +141,10 @@ class SpeculativeStats:
             f"draft tokens: {self.drafted} drafted, {self.checked} checked, {self.accepted} accepted; "
             f"acceptance rate alpha = {self.acceptance_rate:.2f} (by draft position: {per_position})"
         )
+
+
+def timed(fn):
+    """(what fn() returns, its wall time in seconds)."""
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start

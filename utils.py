@@ -130,3 +130,31 @@ def load_tokenizer(folder, hparams, hparams_path):
 def load_encoder_hparams_and_params(model_size, models_dir="models"):
     """(encoder, hparams, params) for a model name or folder: resolve_model, then load_model."""
     return load_model(resolve_model(model_size, models_dir))
+
+
+def check_same_tokenizer(draft, target, names):
+    """ValueError unless the two models, each (encoder, hparams, params), share one tokenizer."""
+    (draft_encoder, draft_hparams, _), (target_encoder, target_hparams, _) = draft, target
+    if draft_hparams["n_vocab"] != target_hparams["n_vocab"] or draft_encoder.encoder != target_encoder.encoder:
+        raise ValueError(
+            f"the draft {names[0]} (n_vocab {draft_hparams['n_vocab']}) and the target {names[1]} "
+            f"(n_vocab {target_hparams['n_vocab']}) have different vocabularies: speculative sampling needs a "
+            f"draft and a target that share one tokenizer"
+        )
+
+
+def download_and_load(draft_model_size, target_model_size, models_dir, **download_options):
+    """Resolve both models to folders (downloading what is missing), then load both: (draft, target), each
+    (encoder, hparams, params).
+
+    Both are resolved before either is loaded, so a broken download shows before minutes of loading.
+    download_options go to utils.resolve_model (base_url, retries, deadline_seconds). A draft_model_size of
+    None (prompt lookup needs no draft model) is neither downloaded nor loaded: the draft returned is None.
+    """
+    folders = [None if name is None else resolve_model(name, models_dir, **download_options)
+               for name in (draft_model_size, target_model_size)]
+    if draft_model_size is None:
+        print(f"loading the target {target_model_size} (no draft model) ...", flush=True)
+        return None, load_model(folders[1])
+    print(f"loading the draft {draft_model_size} and the target {target_model_size} ...", flush=True)
+    return load_model(folders[0]), load_model(folders[1])

@@ -26,11 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-import lookahead
+
+from speed import calibration
 import show
 from loaders.download import MODEL_SIZES, DownloadError, download_deadline
 from loaders.hub import HUB_MODELS, check_model_name
-from loaders.weights import CheckpointError, os_error_text, shown
+from loaders.weights import CheckpointError
+from loaders.messages import os_error_text, shown
 
 RELEASED_N_CTX = 1024  # the context of all four released sizes
 DRAFTERS = ("model", "lookup", "staged")
@@ -45,7 +47,7 @@ BOUND_NAMES = {MAX_WHOLE_NUMBER: "2**63 - 1", MAX_SEED: "2**128 - 1"}
 # A sign and digits. (Not "0*(\d+)": two ways to split a run of zeros make a failing match try them all, which
 # takes minutes on 100,000 zeros; leading zeros are stripped in as_whole_number instead.)
 WHOLE_NUMBER = re.compile(r"\s*([-+]?)(\d+)\s*")
-MAX_SHOWN = 60  # characters of a flag's value that an error message quotes (as weights.shown does)
+MAX_SHOWN = 60  # characters of a flag's value that an error message quotes (as messages.shown does)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -358,7 +360,7 @@ class Flags:
     trace: bool
     plot: object
     download_deadline: object  # seconds > 0, or None: $GPT2_DOWNLOAD_DEADLINE, else download.DEFAULT_DEADLINE_SECONDS
-    r_table: object  # None, or the path of a costs file (lookahead.load_costs) that K=auto plans with
+    r_table: object  # None, or the path of a costs file (calibration.load_costs) that K=auto plans with
 
 
 def check_flags(**arguments):
@@ -408,7 +410,7 @@ def check_flags(**arguments):
         if flags.K != "auto" or flags.tree is not None:
             raise ValueError(f"--r_table gives the costs that --K auto plans with; got --K {flags.K}"
                              f"{' and a --tree' if flags.tree is not None else ''}: use --K auto, or drop --r_table")
-        lookahead.load_costs(flags.r_table)  # a ValueError that says what is wrong with the file
+        calibration.load_costs(flags.r_table)  # a ValueError that says what is wrong with the file
     if flags.tree is not None and drafter != "model":
         raise ValueError(f"--tree needs --drafter model (a tree's candidates are the draft model's top tokens); "
                          f"got --drafter {drafter}")

@@ -26,7 +26,7 @@ import fire
 
 from command_line.flags import as_number, as_text, as_whole_number, check_writable, errors_as_one_line, first_existing
 from command_line.flags import parse_command_line
-from loaders.weights import os_error_text, shown
+from loaders.messages import os_error_text, shown
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT (2): what a shell reports for a command ended by Ctrl-C
 DISK_FULL = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}

@@ -17,7 +17,7 @@ whole exchange: connecting, the headers, redirects and the body (`exchange`: a w
 Two runs filling one folder at once take turns per file (safe_files.file_lock): the second waits for the first,
 then finds the file there and does not download it again. A release file whose size is known beforehand
 (`release_file_size`: the tokenizer's two files, and the weights once the index is in) or whose content is known
-(hparams.json: gpt2.HPARAMS) is checked before it gets its final name.
+(hparams.json: HPARAMS) is checked before it gets its final name.
 """
 
 import os
@@ -35,13 +35,20 @@ import urllib3  # requests' own HTTP library, installed with it: its errors, whe
 from tqdm import tqdm
 
 from encoder import MAX_VOCABULARY_FILE_BYTES
-from gpt2 import HPARAMS
 from loaders.safe_files import CREATE_NEW, LockTimeout, file_lock
 from loaders.tf_checkpoint import MAX_INDEX_BYTES, read_checkpoint_index
-from loaders.weights import (MAX_CONFIG_BYTES, CheckpointError, check_hparams, os_error_text, read_json_file,
-                     read_openai_hparams, shown)
+from loaders.weights import MAX_CONFIG_BYTES, CheckpointError, check_hparams, read_json_file, read_openai_hparams
+from loaders.messages import os_error_text, shown
 
 MODEL_SIZES = ("124M", "355M", "774M", "1558M")
+
+# The shapes of OpenAI's four released models (their hparams.json files): a download's hparams.json must match.
+HPARAMS = {
+    "124M": {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12},
+    "355M": {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 1024, "n_head": 16, "n_layer": 24},
+    "774M": {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 1280, "n_head": 20, "n_layer": 36},
+    "1558M": {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 1600, "n_head": 25, "n_layer": 48},
+}
 
 OPENAI_BASE_URL = "https://openaipublic.blob.core.windows.net/gpt-2/models"
 
@@ -177,7 +184,7 @@ def release_file_size(filename, model_dir):
 
 def check_release_hparams(part_path, path, model_size, url):
     """CheckpointError for hparams out of range (weights.check_hparams, naming `path`), DownloadError unless
-    they are those of OpenAI's `model_size` (gpt2.HPARAMS): checked before the file gets its final name."""
+    they are those of OpenAI's `model_size` (HPARAMS): checked before the file gets its final name."""
     hparams = check_hparams(read_json_file(part_path, "readable JSON hparams file"), path)
     if model_size in HPARAMS and hparams != HPARAMS[model_size]:
         raise DownloadError(f"{url} is not OpenAI's hparams.json of {model_size}: it says {shown(hparams, 200)}, "

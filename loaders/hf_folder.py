@@ -16,20 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from loaders.weights import (
-    MAX_DIMENSION,
-    check_hparams,
-    check_names_and_shapes,
-    check_tensors_tile,
-    checkpoint_error,
-    file_errors_as_checkpoint_errors,
-    is_block_matrix,
-    nest_params,
-    read_json_file,
-    read_tensor,
-    reading_bar,
-    shown,
-)
+from loaders.weights import (MAX_DIMENSION, check_hparams, check_names_and_shapes, check_tensors_tile, checkpoint_error, file_errors_as_checkpoint_errors, is_block_matrix, nest_params, read_json_file, read_tensor, reading_bar)
+
+from loaders.messages import shown
 
 # safetensors dtype -> how its bytes are stored. BF16 has no NumPy dtype: it is the top 16 bits of a float32.
 SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}

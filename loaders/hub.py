@@ -52,7 +52,8 @@ from loaders.download import (
 )
 from loaders.hf_folder import read_hf_hparams
 from loaders.safe_files import create_fresh_file, write_atomically
-from loaders.weights import CheckpointError, read_json_file, shown
+from loaders.weights import CheckpointError, read_json_file
+from loaders.messages import shown
 
 # name -> (its Hub id, the OpenAI release it matches, or None)
 HUB_MODELS = {

@@ -18,18 +18,9 @@ In file order: crc32c, the table's blocks, protobuf, the index, then the tensors
 import math
 from pathlib import Path
 
-from loaders.weights import (
-    MAX_DIMENSION,
-    check_names_and_shapes,
-    check_tensors_tile,
-    checkpoint_error,
-    file_errors_as_checkpoint_errors,
-    is_block_matrix,
-    nest_params,
-    read_tensor,
-    reading_bar,
-    shown,
-)
+from loaders.weights import (MAX_DIMENSION, check_names_and_shapes, check_tensors_tile, checkpoint_error, file_errors_as_checkpoint_errors, is_block_matrix, nest_params, read_tensor, reading_bar)
+
+from loaders.messages import shown
 
 TABLE_MAGIC = 0xDB4775248B80FB57  # the last 8 bytes of every LevelDB table, little-endian
 FOOTER_SIZE = 48  # two BlockHandles (varints), zero padding to 40 bytes, the 8-byte magic number

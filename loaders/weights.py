@@ -9,7 +9,6 @@ layout): params["blocks"][i]["attn"]["c_attn"]["w"], all float32, the blocks' ma
 A damaged or mismatched file is a CheckpointError whose one line names the file and what is wrong.
 """
 
-import errno
 import functools
 import json
 import math
@@ -20,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
+
+from loaders.messages import shown
 
 
 class CheckpointError(ValueError):
@@ -61,16 +62,6 @@ def file_errors_as_checkpoint_errors(reader):
     return checked
 
 
-def shown(value, width=60):
-    """repr(value), cut to about `width` characters: a message quotes what it refuses without printing a
-    megabyte of it. (An int of more than 4,300 digits has no repr at all: Python refuses to convert it.)"""
-    try:
-        text = repr(value)
-    except ValueError:
-        return f"a number of about {value.bit_length() * 30103 // 100000} digits"
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
 def read_small_file(path, max_bytes):
     """The bytes of the regular file at `path` if it has at most `max_bytes`; else a ValueError saying why not (a
     folder, a named pipe or a device such as /dev/zero, or too large), without the path: the caller names it.
@@ -89,18 +80,6 @@ def read_small_file(path, max_bytes):
     if len(data) > max_bytes:  # it grew while it was read
         raise ValueError(f"it has more than the {max_bytes:,} bytes it may have")
     return data
-
-
-def os_error_text(error, unnamed="a file"):
-    """One line for an OSError: the file it names (or `unnamed`) and what went wrong, with what to do when the disk
-    is full: 'models/124M/encoder.json: the disk is full (No space left on device): free some space and run
-    again'. EFBIG (a file past the size the system allows, as a full disk or a quota shows itself to some)
-    and EDQUOT (a quota) say the same."""
-    where = error.filename if error.filename is not None else unnamed
-    reason = error.strerror or str(error) or type(error).__name__
-    if error.errno in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)):
-        return f"{where}: the disk is full or the file is larger than allowed ({reason}): free some space and run again"
-    return f"{where}: {reason}"
 
 
 MAX_CONFIG_BYTES = 1 << 20  # config.json and hparams.json: GPT-2's are under 1 KB; a larger one is not a config

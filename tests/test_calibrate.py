@@ -1,4 +1,4 @@
-"""lookahead.calibrate, save_costs, load_costs: the costs K="auto" plans with, measured on the machine that runs.
+"""calibration.calibrate, save_costs, load_costs: the costs K="auto" plans with, measured on the machine that runs.
 
 Read lookahead.py (calibrate, the costs file) first: these tests are its specification.
 
@@ -14,6 +14,7 @@ import pytest
 
 import drafters
 import lookahead
+from speed import calibration
 from gpt2 import random_params
 from model_fn import create_model_fn
 from sampling import speculative_sampling
@@ -47,10 +48,10 @@ def test_calibrate_gives_each_pass_over_the_one_position_pass_and_fills_the_rest
     the same, being linear, in between; r(1) = 1. A draft step of 0.5 s: c = 0.5 / 2.5 = 0.2."""
     clock = FakeClock()
     monkeypatch.setattr(lookahead.time, "perf_counter", clock)
-    costs = lookahead.calibrate(fake_model(clock, lambda m: 2 + m / 2), fake_model(clock, lambda m: 0.5), m_max=17,
+    costs = calibration.calibrate(fake_model(clock, lambda m: 2 + m / 2), fake_model(clock, lambda m: 0.5), m_max=17,
                                 repeats=3)
     assert costs.r_table == pytest.approx([(2 + m / 2) / 2.5 for m in range(1, 18)], abs=1e-3)
-    assert sorted(costs.measured) == list(lookahead.CALIBRATION_MS) and costs.c == pytest.approx(0.2)
+    assert sorted(costs.measured) == list(calibration.CALIBRATION_MS) and costs.c == pytest.approx(0.2)
     assert costs.target_step_ms == pytest.approx(2500)
 
 
@@ -58,23 +59,23 @@ def test_costs_from_seconds_pairs_each_pass_with_the_one_position_pass_of_its_ow
     """Three rounds of turns, the third slowed down by a burst of load: ratios 2/1, 3/1, 12/10, median 2 (the
     ratio of the medians, 3/1, would count the burst against m = 2 only). m = 3: 4x in every round. An m_max
     beyond the largest m timed keeps its last value (np.interp); the m between two timed ones are interpolated."""
-    costs = lookahead.costs_from_seconds({1: [1, 1, 10], 2: [2, 3, 12], 3: [4, 4, 40]}, draft_seconds=[0.5, 0.5, 5],
+    costs = calibration.costs_from_seconds({1: [1, 1, 10], 2: [2, 3, 12], 3: [4, 4, 40]}, draft_seconds=[0.5, 0.5, 5],
                                          m_max=4)
     assert costs.r_table == [1.0, 2.0, 4.0, 4.0] and costs.c == 0.5 and costs.target_step_ms == 1000
-    assert lookahead.costs_from_seconds({1: [1.0], 5: [3.0]}).r_table == [1.0, 1.5, 2.0, 2.5, 3.0]  # filled in
+    assert calibration.costs_from_seconds({1: [1.0], 5: [3.0]}).r_table == [1.0, 1.5, 2.0, 2.5, 3.0]  # filled in
 
 
 def test_costs_survive_a_file_and_a_given_table_gives_the_same_tokens_for_a_seed(tmp_path):
     """Calibrate a real (tiny) model, save, load: the same costs. Two runs of K="auto" with them and one seed
     write the same tokens (the plan depends on the table and the rounds only, not on the clock)."""
     params = random_params(TINY, np.random.default_rng(0))
-    costs = lookahead.calibrate(create_model_fn(params, TINY), m_max=9, repeats=1)
-    path = lookahead.save_costs(tmp_path / lookahead.COSTS_FILE, costs)
-    assert lookahead.load_costs(path) == costs and not (tmp_path / "r_table.json.part").exists()
+    costs = calibration.calibrate(create_model_fn(params, TINY), m_max=9, repeats=1)
+    path = calibration.save_costs(tmp_path / calibration.COSTS_FILE, costs)
+    assert calibration.load_costs(path) == costs and not (tmp_path / "r_table.json.part").exists()
     texts = []
     for _ in range(2):
         target = create_model_fn(params, TINY)
-        lookahead.load_costs(path).use(target)
+        calibration.load_costs(path).use(target)
         assert target.r_table == costs.r_table
         prompt = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2]
         texts.append(speculative_sampling(prompt, drafters.prompt_lookup(), target, 30, "auto", np.random.default_rng(5)))
@@ -91,4 +92,4 @@ def test_a_bad_costs_file_is_a_value_error_saying_what_it_needs(tmp_path, conten
     path = tmp_path / "r_table.json"
     path.write_text(content)
     with pytest.raises(ValueError, match=message):
-        lookahead.load_costs(path)
+        calibration.load_costs(path)

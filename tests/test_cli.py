@@ -50,7 +50,7 @@ def test_a_number_of_thousands_of_digits_gets_one_short_line_naming_its_flag(tmp
 @pytest.mark.parametrize("flag", NUMBER_FLAGS)
 def test_a_huge_number_from_python_is_refused_by_name_too(flag, target_dir):
     """main(seed=10**5000) from Python: the int never was text, and Python cannot even write it (over 4,300
-    digits), so the message describes its size instead of quoting it (weights.shown)."""
+    digits), so the message describes its size instead of quoting it (messages.shown)."""
     name = flag.lstrip("-")
     value = (10**5000,) if name == "tree" else 10**5000
     with pytest.raises(ValueError, match=rf"^{flag}.*a number of about 5000 digits") as error:

@@ -24,7 +24,6 @@ from test_hostile_hub import gpt2_files, repo_folder, sha256
 from test_load import GPT2_VOCAB, random_flat_params, write_tf_checkpoint
 
 from loaders import download
-import gpt2
 from loaders.download import DownloadError, download_gpt2_files, download_lock
 from utils import resolve_model
 
@@ -75,7 +74,7 @@ def release(release_124M_dir, tmp_path, monkeypatch):
     files = {name: (served / name).read_bytes() for name in ("checkpoint", "hparams.json", "model.ckpt.index", DATA_FILE)}
     files.update({name: (release_124M_dir / name).read_bytes() for name in ("encoder.json", "vocab.bpe")})
     files["model.ckpt.meta"] = b"(the graph; never read)"
-    monkeypatch.setitem(gpt2.HPARAMS, "124M", GPT2_VOCAB)
+    monkeypatch.setitem(download.HPARAMS, "124M", GPT2_VOCAB)
     return files
 
 

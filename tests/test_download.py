@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import gpt2
 from loaders.download import MODEL_SIZES, RELEASE_FILES, TOKENIZER_FILE_SIZES, DownloadError, download_gpt2_files
 from utils import resolve_model
+from loaders.download import HPARAMS as DOWNLOAD_HPARAMS
 
 DATA_FILE = "model.ckpt.data-00000-of-00001"
 FAST = dict(retries=3, backoff_seconds=0.0, timeout_seconds=10.0)
@@ -95,12 +95,12 @@ class FlakyFileServer:
 @pytest.fixture
 def release(tmp_path, monkeypatch):
     """Random stand-ins for the seven release files, written to tmp_path/served/124M/: {name: bytes}. The
-    tokenizer's files have their known sizes; the tiny HPARAMS play those of 124M (gpt2.HPARAMS)."""
+    tokenizer's files have their known sizes; the tiny HPARAMS play those of 124M (DOWNLOAD_HPARAMS)."""
     rng = np.random.default_rng(0)
     sizes = {name: int(rng.integers(1_000, 20_000)) for name in RELEASE_FILES}
     sizes.update(TOKENIZER_FILE_SIZES)
     sizes[DATA_FILE] = 300_000  # the big one, cut halfway in the tests
-    monkeypatch.setitem(gpt2.HPARAMS, "124M", HPARAMS)
+    monkeypatch.setitem(DOWNLOAD_HPARAMS, "124M", HPARAMS)
     served = tmp_path / "served" / "124M"
     served.mkdir(parents=True)
     contents = {}

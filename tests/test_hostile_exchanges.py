@@ -16,10 +16,10 @@ import pytest
 import test_hub_cache
 from test_hostile_hub import gpt2_files, repo_folder
 
-import gpt2
 from loaders.download import TOKENIZER_FILE_SIZES, DownloadError, download_file, download_gpt2_files
 from utils import resolve_model
 from loaders.weights import CheckpointError
+from loaders.download import HPARAMS as DOWNLOAD_HPARAMS
 
 hub, repos = test_hub_cache.hub, test_hub_cache.repos  # the fixtures: the fake Hub, and the repositories it serves
 FAST = dict(retries=2, backoff_seconds=0.0, timeout_seconds=10.0)
@@ -160,7 +160,7 @@ def test_a_tokenizer_file_of_another_size_than_openais_never_gets_its_final_name
 
 def test_hparams_that_are_not_those_of_the_size_asked_for_never_get_their_final_name(release_124M_dir, tmp_path):
     """A mirror serving 355M's hparams.json as 124M's: refused before anything else is fetched."""
-    files = release(release_124M_dir, **{"hparams.json": json.dumps(gpt2.HPARAMS["355M"]).encode()})
+    files = release(release_124M_dir, **{"hparams.json": json.dumps(DOWNLOAD_HPARAMS["355M"]).encode()})
     with ScriptedServer(files) as server:
         with pytest.raises(DownloadError, match="124M/hparams.json is not OpenAI's hparams.json of 124M"):
             download_gpt2_files("124M", tmp_path / "124M", base_url=server.url, **FAST)
@@ -169,7 +169,7 @@ def test_hparams_that_are_not_those_of_the_size_asked_for_never_get_their_final_
 
 
 def test_absurd_hparams_are_one_checkpoint_error_naming_the_file_and_nothing_is_kept(release_124M_dir, tmp_path):
-    files = release(release_124M_dir, **{"hparams.json": json.dumps({**gpt2.HPARAMS["124M"], "n_head": 5}).encode()})
+    files = release(release_124M_dir, **{"hparams.json": json.dumps({**DOWNLOAD_HPARAMS["124M"], "n_head": 5}).encode()})
     with ScriptedServer(files) as server, pytest.raises(CheckpointError, match="hparams.json: n_head=5 does not divide"):
         download_gpt2_files("124M", tmp_path / "124M", base_url=server.url, **FAST)
     assert list((tmp_path / "124M").iterdir()) == []

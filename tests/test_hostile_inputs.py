@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-import lookahead
+
+from speed import calibration
 from loaders import weights
 from conftest import REPO_ROOT
 from test_main import TINY_HPARAMS, one_error_line, run_main, tiny_params, write_hf_folder
@@ -123,7 +124,7 @@ def test_a_costs_file_that_is_a_pipe_or_a_device_is_refused_without_waiting_or_r
 def test_a_good_costs_file_still_loads_every_field(tmp_path):
     path = tmp_path / "r_table.json"
     path.write_text(json.dumps({**GOOD, "c": 0.25}))
-    costs = lookahead.load_costs(path)
+    costs = calibration.load_costs(path)
     assert (costs.r_table, costs.c, costs.measured, costs.target_step_ms) == ([1.0, 2.5], 0.25, {1: 1.0, 2: 2.5}, 3.0)
 
 

@@ -15,14 +15,14 @@ import test_hub_cache
 from test_hostile_exchanges import ScriptedServer
 from test_hostile_hub import assert_untouched, gpt2_files, outside, repo_folder, sha256  # noqa: F401 - a fixture
 
-import lookahead
+from speed import calibration
 from loaders.download import download_file
 from loaders.safe_files import save_figure, write_atomically
 from tools import benchmark_forward, benchmark_text
 from utils import resolve_model
 
 hub, repos = test_hub_cache.hub, test_hub_cache.repos  # the fixtures: the fake Hub, and the repositories it serves
-COSTS = lookahead.MeasuredCosts(r_table=[1.0, 1.2, 1.5], c=0.1, measured={1: 1.0, 3: 1.5})
+COSTS = calibration.MeasuredCosts(r_table=[1.0, 1.2, 1.5], c=0.1, measured={1: 1.0, 3: 1.5})
 
 
 def save_a_figure(path):
@@ -34,7 +34,7 @@ def save_a_figure(path):
 
 
 WRITERS = {  # every kind of file the project writes, by the function that writes it
-    "costs_file": lambda path: lookahead.save_costs(path, COSTS),
+    "costs_file": lambda path: calibration.save_costs(path, COSTS),
     "benchmark_text_json": lambda path: benchmark_text.write_json(path, {"results": {}}),
     "benchmark_forward_json": lambda path: benchmark_forward.write_json(path, {"sizes": []}),
     "figure": save_a_figure,
@@ -66,18 +66,18 @@ def test_a_link_at_a_file_the_project_writes_is_replaced_never_written_through(t
 def test_a_link_named_like_the_costs_files_old_temporary_is_never_written_through(tmp_path, outside):
     """A model folder cloned or unpacked with r_table.json.part -> a file elsewhere: before, `main.py --K auto`
     wrote the costs through it (exit 0). Now they go to a fresh file of their own, renamed over r_table.json."""
-    link = tmp_path / (lookahead.COSTS_FILE + ".part")
+    link = tmp_path / (calibration.COSTS_FILE + ".part")
     link.symlink_to(outside / "precious.txt")
 
-    path = lookahead.save_costs(tmp_path / lookahead.COSTS_FILE, COSTS)
+    path = calibration.save_costs(tmp_path / calibration.COSTS_FILE, COSTS)
 
     assert_untouched(outside)
-    assert lookahead.load_costs(path).r_table == COSTS.r_table and link.is_symlink()
+    assert calibration.load_costs(path).r_table == COSTS.r_table and link.is_symlink()
 
 
 def test_a_failed_write_leaves_the_old_file_whole_and_no_temporary(tmp_path):
     path = tmp_path / "r_table.json"
-    lookahead.save_costs(path, COSTS)
+    calibration.save_costs(path, COSTS)
     before = path.read_bytes()
     with pytest.raises(TypeError):
         write_atomically(path, object())  # fails half-way

@@ -19,12 +19,12 @@ import pytest
 from make_bad_inputs import field, table, varint
 from test_download import FlakyFileServer
 
-import gpt2
 from loaders.download import MODEL_SIZES
 from loaders.hf_folder import hf_name_to_openai_name, load_hf_gpt2
 from loaders.tf_checkpoint import load_gpt2_params_from_tf_ckpt
 from utils import load_encoder_hparams_and_params
 from loaders.weights import CheckpointError, gpt2_param_shapes
+from loaders.download import HPARAMS as DOWNLOAD_HPARAMS
 
 TF_CKPT_DIR = Path(__file__).resolve().parent / "fixtures" / "tf_ckpt"
 HPARAMS = {"n_vocab": 50, "n_ctx": 16, "n_embd": 8, "n_head": 2, "n_layer": 2}
@@ -269,7 +269,7 @@ def test_a_folder_in_hugging_faces_layout_gives_encoder_hparams_and_params(relea
 
 def test_a_model_size_downloads_what_is_missing_then_loads_it(release_124M_dir, tmp_path, monkeypatch):
     """A local server plays OpenAI's bucket, serving a tiny TF checkpoint with GPT-2's vocabulary as "124M"."""
-    monkeypatch.setitem(gpt2.HPARAMS, "124M", GPT2_VOCAB)  # the tiny model plays 124M
+    monkeypatch.setitem(DOWNLOAD_HPARAMS, "124M", GPT2_VOCAB)  # the tiny model plays 124M
     flat = random_flat_params(GPT2_VOCAB, np.random.default_rng(6))
     write_tf_checkpoint(tmp_path / "served", flat, GPT2_VOCAB)
     release = {name: (tmp_path / "served" / name).read_bytes()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from speed import products
-from gpt2 import HPARAMS
+from loaders.download import HPARAMS
 
 
 def family_shapes():

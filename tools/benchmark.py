@@ -87,12 +87,15 @@ import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from gpt2 import HPARAMS, random_params
+from gpt2 import random_params
+
+from loaders.download import HPARAMS
 from lookahead import AUTO_K_MAX, break_even_alpha, predicted_speedup
 from command_line.flags import MAX_SEED, as_bool, as_text, as_whole_number, check_model_names, check_models_dir, check_sampling_flags
 from command_line.flags import check_whole_number, errors_as_one_line
 from command_line.scripts import as_fractions, as_whole_numbers, check_output_folder, run_script
-from main import check_same_tokenizer, download_and_load, timed
+from records import timed
+from utils import check_same_tokenizer, download_and_load
 from records import AutoregressiveStats, SpeculativeStats
 from sampling import autoregressive_sampling, speculative_sampling
 from model_fn import create_model_fn

@@ -68,11 +68,12 @@ import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from tools import benchmark  # noqa: E402
-import lookahead  # noqa: E402
+from speed import calibration  # noqa: E402
 from speed import products  # noqa: E402
 from tools.benchmark import model_name  # noqa: E402
-from gpt2 import HPARAMS, random_params  # noqa: E402
-from main import timed  # noqa: E402
+from gpt2 import random_params# noqa: E402
+from loaders.download import HPARAMS# noqa: E402
+from records import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402
 from sampling import _check_probs, _sample, autoregressive_sampling  # noqa: E402
@@ -504,13 +505,13 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
     no_cache_sizes: sizes also decoded without the cache, once each (slow; picoGPT's setting copies the weights).
     breakdown_rounds: rounds over the parts of a step (each part's best is kept).
     r_max, r_repeats, r_context: r(m) for m = 1 .. r_max, from r_repeats rounds over all m, each pass after
-        r_context cached tokens (as lookahead.calibrate times it).
+        r_context cached tokens (as calibration.calibrate times it).
     context_size: the size for ms/token against the context length (None: skip); context_lengths: the
         lengths; context_steps: steps timed per length per round; context_rounds: rounds over all lengths.
     img_dir: where the plots go (None: no plots).
     json: a file to write every measurement into (see to_json), for make_readme_figures.py.
     r_table_dir: a folder to write each size's r(m) into as the costs file K="auto" plans with
-        (DIR/r_table_SIZE.json, lookahead.save_costs' format: `python main.py --K auto --r_table FILE`).
+        (DIR/r_table_SIZE.json, calibration.save_costs' format: `python main.py --K auto --r_table FILE`).
     """
     with errors_as_one_line():  # every flag before any work: one line `error: ...`, exit code 2
         sizes = as_names(sizes, "--sizes", allow_empty=True)
@@ -530,8 +531,8 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
                              f"{context_size}'s context of {size_hparams(context_size)['n_ctx']} tokens")
         if r_table_dir is not None:
             check_output_folder(r_table_dir, "--r_table_dir")
-            if r_max > lookahead.MAX_R_TABLE:
-                raise ValueError(f"--r_max {r_max}: a costs file holds r(m) up to m = {lookahead.MAX_R_TABLE}")
+            if r_max > calibration.MAX_R_TABLE:
+                raise ValueError(f"--r_max {r_max}: a costs file holds r(m) up to m = {calibration.MAX_R_TABLE}")
         img_dir = as_optional(img_dir, check_output_folder, "--img_dir")
         json = check_output_file(json, "--json")
     start = time.perf_counter()
@@ -562,8 +563,8 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
               f"(the cache rolled back to them each time):\n")
         print(r_table(results))
         for res in results if r_table_dir else ():
-            costs = lookahead.costs_from_seconds(res.pass_seconds)  # medians of the same ratios, as calibrate takes
-            path = lookahead.save_costs(Path(r_table_dir) / f"r_table_{res.size}.json", costs)
+            costs = calibration.costs_from_seconds(res.pass_seconds)  # medians of the same ratios, as calibrate takes
+            path = calibration.save_costs(Path(r_table_dir) / f"r_table_{res.size}.json", costs)
             print(f"wrote {path}: {costs.summary()}")
 
     context = None

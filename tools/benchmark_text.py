@@ -17,7 +17,7 @@ For each text, in turns (so that a burst of load on a shared machine hits every 
 autoregressive decoding, then speculative sampling with prompt lookup (the longest match) for each --Ks (whole
 numbers, and "auto": lookahead.AutoK), and the original lookup (max_ngram=3) with K=auto for comparison. Each
 run gets a fresh model (an empty cache) and is timed in two parts: the prompt pass (prefill: model(prompt, 1))
-and the decoding after it. Before anything is timed, lookahead.calibrate measures r(m) on this machine (or
+and the decoding after it. Before anything is timed, calibration.calibrate measures r(m) on this machine (or
 --r_table reads one); K=auto plans with it. Reported per text and row:
 - tokens per target pass, mean k (the lookahead of each round, 0 for a plain step);
 - alpha by match length: the share of checked guesses kept, by the match their path had reached (the
@@ -49,7 +49,7 @@ import numpy as np  # noqa: E402
 
 from tools import benchmark  # noqa: E402
 import drafters  # noqa: E402
-import lookahead  # noqa: E402
+from speed import calibration  # noqa: E402
 from encoder import get_encoder  # noqa: E402
 from gpt2 import random_params  # noqa: E402
 from lookahead import MATCH_BUCKETS, match_bucket  # noqa: E402
@@ -314,10 +314,10 @@ def run(texts=TEXT_NAMES, Ks=(4, 8, 16, "auto"), size="124M", repeats=3, capped=
             raise ValueError(f"{text.name}: {len(text.prompt)} + {len(text.output)} tokens do not fit in n_ctx="
                              f"{hparams['n_ctx']}")
     if r_table is not None:
-        costs = lookahead.load_costs(r_table)
+        costs = calibration.load_costs(r_table)
     else:
         progress("calibrating r(m) (not timed)")
-        costs = lookahead.calibrate(create_model_fn(params, hparams, temperature=0), repeats=calibrate_repeats)
+        costs = calibration.calibrate(create_model_fn(params, hparams, temperature=0), repeats=calibrate_repeats)
     progress(costs.summary())
     info = {"model": f"{size} shapes ({hparams['n_layer']} layers, {hparams['n_embd']} wide), random weights, the "
                      f"KV cache on; {tokenizer_name}",
@@ -338,7 +338,7 @@ def main(texts="prose,code,rewrite,quotes", Ks="4,8,16,auto", size="124M", repea
         size: the shapes of the target (124M, 355M, 774M, 1558M, or a model folder); random weights.
         repeats: how many times each run is made (in turns); the table shows medians and ranges.
         capped: also run the original lookup (max_ngram=3) with K=auto, for comparison.
-        r_table: a costs file (lookahead.save_costs) to plan with, instead of calibrating.
+        r_table: a costs file (calibration.save_costs) to plan with, instead of calibrating.
         calibrate_repeats: how many times each r(m) is timed when calibrating.
         json: also write the results to this JSON file (--json text.json).
         seed: the random weights' seed.
@@ -352,7 +352,7 @@ def main(texts="prose,code,rewrite,quotes", Ks="4,8,16,auto", size="124M", repea
         benchmark.hparams_of(as_text(size, "--size"))
         read_texts(names, lambda text: [])  # each text exists and is readable
         if r_table is not None:
-            lookahead.load_costs(as_text(r_table, "--r_table"))
+            calibration.load_costs(as_text(r_table, "--r_table"))
         json = check_output_file(json, "--json")
 
     def show(results, info):  # after each repeat: the table so far (and the file), in case the run is cut short

@@ -31,7 +31,7 @@ import drafters
 from drafters import tree_speculative_sampling
 from lookahead import tokens_per_round
 from command_line.flags import check_whole_number
-from main import timed
+from records import timed
 from model_fn import create_model_fn
 from records import AutoregressiveStats, SpeculativeStats
 from sampling import autoregressive_sampling, speculative_sampling

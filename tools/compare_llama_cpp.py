@@ -60,15 +60,16 @@ import numpy as np  # noqa: E402
 
 from tools import benchmark  # noqa: E402
 from command_line.flags import as_bool, as_text, as_whole_number, check_writable, errors_as_one_line  # noqa: E402
-from gpt2 import HPARAMS, gpt2, random_params  # noqa: E402
-from main import timed  # noqa: E402
+from gpt2 import gpt2, random_params# noqa: E402
+from loaders.download import HPARAMS# noqa: E402
+from records import timed  # noqa: E402
 from model_fn import common_prefix_length, create_model_fn, logits_to_probs  # noqa: E402
 from sampling import autoregressive_sampling  # noqa: E402
 from tools import benchmark_forward  # noqa: E402
 from tools.benchmark_forward import parse_list  # noqa: E402
 from tools.machine import blas_description, blas_threads, load_average, machine_description  # noqa: E402
 from tools.gguf_file import write_gguf  # noqa: E402
-from loaders.weights import shown  # noqa: E402
+from loaders.messages import shown
 
 OURS, THEIRS = "this project", "llama.cpp"
 INSTALL = "pip install -r requirements/llama.txt"

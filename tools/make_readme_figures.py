@@ -90,7 +90,7 @@ import drafters  # noqa: E402
 import lookahead  # noqa: E402
 from command_line.flags import as_bool, as_text, as_whole_number, check_models_dir, errors_as_one_line  # noqa: E402
 from command_line.scripts import as_fractions, as_names, as_whole_numbers, check_output_folder, run_script  # noqa: E402
-from gpt2 import HPARAMS  # noqa: E402
+from loaders.download import HPARAMS# noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402
 from tools import benchmark_forward, worked_round  # noqa: E402
 from tools.machine import blas_description, blas_threads, machine_description  # noqa: E402

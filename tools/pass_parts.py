@@ -22,7 +22,7 @@ about 500 cached tokens (GOALS). This tool times, for each m, in turns (the best
   with m as much as their arithmetic does, reading the weights and multiplying them do not overlap: the
   pass pays for both, one after the other.
 
-Beside the whole pass's r(m), the table gives r(m) as lookahead.calibrate measures it (what K="auto" plans
+Beside the whole pass's r(m), the table gives r(m) as calibration.calibrate measures it (what K="auto" plans
 with): the median over its 3 rounds of one pass each, after the same number of cached tokens. The goal column
 holds both to the goal: the best of --rounds says what the code can do, calibrate's median what a planning run
 sees.
@@ -46,10 +46,10 @@ import numpy as np  # noqa: E402
 
 from tools import benchmark  # noqa: E402
 from speed import second_core  # noqa: E402
-import lookahead  # noqa: E402
+from speed import calibration  # noqa: E402
 from speed import products  # noqa: E402
 from gpt2 import attention, causal_mask, random_params  # noqa: E402
-from main import timed  # noqa: E402
+from records import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
 from tools.benchmark_forward import block_matrices  # noqa: E402
 from tools.machine import machine_description  # noqa: E402
@@ -116,7 +116,7 @@ def slices_per_matrix(matrices, budget=IN_CACHE_BYTES):
 
 
 def calibrated(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), seed=0, params=None):
-    """{m: r(m)} as lookahead.calibrate measures it (median of its rounds) for the same passes as `measure`:
+    """{m: r(m)} as calibration.calibrate measures it (median of its rounds) for the same passes as `measure`:
     a fresh model function of the same weights (pass measure's `params` to make them once), after n_cached
     tokens, each m in ms timed."""
     hparams = benchmark.hparams_of(size)
@@ -124,7 +124,7 @@ def calibrated(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), seed=0, params
     params = random_params(hparams, rng) if params is None else params
     n_cached = min(n_cached, hparams["n_ctx"] - max(ms))
     prefix = rng.integers(0, hparams["n_vocab"], n_cached).tolist()
-    costs = lookahead.calibrate(create_model_fn(params, hparams, temperature=0), m_max=max(ms), prefix=prefix, ms=ms)
+    costs = calibration.calibrate(create_model_fn(params, hparams, temperature=0), m_max=max(ms), prefix=prefix, ms=ms)
     return {m: costs.measured[m] for m in ms}
 
 
@@ -211,7 +211,7 @@ def misses_text(best, calibrated_r=None):
 def header_text(size, n_cached, rounds):
     """The sentence above the table: what was timed, where."""
     return (f"{size} shapes, {n_cached} cached tokens, the best of {rounds} in turns; {machine_description()}, "
-            f"helper process: {second_core.unavailable() or 'yes'}. calibrate(): r(m) as lookahead.calibrate "
+            f"helper process: {second_core.unavailable() or 'yes'}. calibrate(): r(m) as calibration.calibrate "
             f"measures it, the median of its rounds. Parts in one-position passes: their time over the whole "
             f"m = 1 pass.")
 

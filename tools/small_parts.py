@@ -16,8 +16,9 @@ import numpy as np
 import drafters
 from speed import second_core
 from speed import products
-from gpt2 import HPARAMS, attention, causal_mask, random_params
-from main import timed
+from gpt2 import attention, causal_mask, random_params
+from loaders.download import HPARAMS
+from records import timed
 from model_fn import logits_to_probs
 from sampling import _check_probs, _sample
 from tools import benchmark_forward, pass_parts

@@ -1,0 +1,200 @@
+"""r(m) and c timed on the machine that runs, and the costs file that keeps them for later runs.
+
+Read lookahead.py first: K="auto" plans each round with a cost model whose r(m) (a target pass over m new
+positions, in one-position passes) and c (one draft step, in target steps) are properties of this machine and
+these models, not of the algorithm. `calibrate` times them in a few seconds before a run; `save_costs` writes
+them next to the model (COSTS_FILE) and `load_costs` reads such a file back, refusing a damaged or hostile one
+with a one-line ValueError. main.py calibrates (or loads --r_table) before its timed runs; tools/pass_parts.py
+and docs/BENCHMARKS.md show what calibrate measures here.
+"""
+
+import json
+import re
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from lookahead import AUTO_K_MAX
+from loaders.safe_files import write_atomically
+from loaders.messages import shown
+from loaders.weights import read_small_file
+
+
+# the m whose r(m) is timed; the m between are interpolated. r(m) is no straight line (a product kernel works
+# rows in blocks: 8 rows measured about what 7 cost, 9 a tenth more), so the lengths the README and
+# docs/BENCHMARKS.md quote, 2, 4, 8 and 16, are timed, not interpolated.
+CALIBRATION_MS = (1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17)
+CALIBRATION_PREFIX = 512  # the cached tokens each timed pass comes after
+COSTS_FILE = "r_table.json"  # the name of the costs file written next to a model
+
+
+@dataclass
+class MeasuredCosts:
+    """What `calibrate` measured: r(m) for m = 1 .. len(r_table), and c for a draft model (None without one).
+
+    r_table[m - 1] = r(m): the time of a target pass over m new positions over that of a 1-position pass
+    (medians), timed for the m of `measured` and interpolated linearly between them. c: one draft step over
+    one target step. target_step_ms: the median 1-position target pass. Set them on the models with `use`.
+    """
+
+    r_table: list
+    c: object = None  # float or None
+    measured: dict = field(default_factory=dict)  # {m: r(m)} as timed
+    target_step_ms: float = 0.0
+    target: str = ""  # the names of the models, for whoever reads the file
+    draft: str = ""
+    machine: str = ""
+
+    def use(self, target_model=None, draft_model=None):
+        """Give K="auto" these costs: target_model.r_table, and draft_model.cost if c was measured."""
+        if target_model is not None:
+            target_model.r_table = list(self.r_table)
+        if draft_model is not None and self.c is not None:
+            draft_model.cost = self.c
+
+    def summary(self):
+        """One line: 'r(m), m = 1..17: 1.00 2.61 ...; c = 0.36 (a 1-position target pass: 31.2 ms)'."""
+        r = " ".join(f"{value:.2f}" for value in self.r_table)
+        c = "" if self.c is None else f"; c = {self.c:.2f}"
+        return f"r(m), m = 1..{len(self.r_table)}: {r}{c} (a 1-position target pass: {self.target_step_ms:.1f} ms)"
+
+
+def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, prefix=None, ms=CALIBRATION_MS):
+    """Measure r(m) for m = 1 .. m_max (and c with a draft model) on this machine: a MeasuredCosts.
+
+    A few seconds, untimed by the callers: each of `ms` (those <= m_max, and m_max) is timed `repeats` times, in
+    turns, so that a burst of load on a shared machine hits them alike; r(m) is the median over the rounds of
+    turns of time(m) / time(1) in the same round, c the same for the draft's step. Each pass comes after the
+    same prefix (the model function rolls its cache back to it; default CALIBRATION_PREFIX tokens, about the
+    context a decoding run works at, since the attention over the cache is part of every pass): the
+    target's pass over m positions, target_model(prefix + m tokens, m), as a round with m - 1 guesses makes it;
+    the draft's one-position step, draft_model(prefix + 1 token, 1). Any token ids do: the cost is the same.
+    The model functions' caches and statistics are changed: calibrate the warm-up models, not the timed ones.
+    """
+    if isinstance(m_max, bool) or not isinstance(m_max, (int, np.integer)) or m_max < 1:
+        raise ValueError(f"m_max must be a whole number >= 1; got {m_max!r}")
+    if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
+        raise ValueError(f"repeats must be a whole number >= 1; got {repeats!r}")
+    n_vocab = getattr(target_model, "n_vocab", None) or 50257
+    n_ctx = getattr(target_model, "n_ctx", None) or 1024
+    if prefix is None:  # CALIBRATION_PREFIX tokens, or fewer in a context too small for them + m_max
+        prefix = [i % n_vocab for i in range(max(1, min(CALIBRATION_PREFIX, n_ctx - m_max)))]
+    prefix = [int(token) for token in prefix]
+    tokens = prefix + [(7 * i + 3) % n_vocab for i in range(m_max)]
+    if len(tokens) > n_ctx:
+        raise ValueError(f"calibrating needs {len(prefix)} + {m_max} positions, more than n_ctx={n_ctx}")
+    ms = sorted({m for m in ms if 1 <= m <= m_max} | {1, m_max})
+    seconds = {m: [] for m in ms}
+    draft_seconds = []
+    target_model(tokens[: len(prefix) + 1], 1)  # the prefix into the cache: not timed
+    if draft_model is not None:
+        draft_model(tokens[: len(prefix) + 1], 1)
+    for _ in range(repeats):
+        for m in ms:
+            seconds[m].append(_seconds(lambda: target_model(tokens[: len(prefix) + m], m)))
+        if draft_model is not None:
+            draft_seconds.append(_seconds(lambda: draft_model(tokens[: len(prefix) + 1], 1)))
+    costs = costs_from_seconds(seconds, draft_seconds if draft_model is not None else None, m_max)
+    costs.machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor() or platform.system()}"
+    return costs
+
+
+def costs_from_seconds(seconds, draft_seconds=None, m_max=None):
+    """A MeasuredCosts from pass times: seconds[m][j] is the j-th time of an m-position target pass (m = 1 among
+    them), draft_seconds[j] of a one-position draft step, j counting rounds of turns. r(m) is the median over
+    the rounds of seconds[m][j] / seconds[1][j]; the m up to m_max (default: the largest) that were not timed
+    are interpolated linearly. tools/benchmark_forward.py's r(m) times (pass_seconds) are of this form."""
+    ms = sorted(seconds)
+    m_max = m_max or ms[-1]
+    # each ratio within one round of turns (a burst of load longer than a round slows both), then the median
+    measured = {m: float(np.median(np.divide(seconds[m], seconds[1]))) for m in ms}
+    r_table = np.interp(range(1, m_max + 1), ms, [measured[m] for m in ms])  # [m_max]
+    c = None if draft_seconds is None else float(np.median(np.divide(draft_seconds, seconds[1])))
+    return MeasuredCosts(
+        r_table=[round(float(r), 3) for r in r_table],
+        c=None if c is None else round(c, 4),
+        measured={m: round(r, 3) for m, r in measured.items()},
+        target_step_ms=round(1000 * float(np.median(seconds[1])), 3),
+    )
+
+
+def _seconds(fn):
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def save_costs(path, costs):
+    """Write a MeasuredCosts as a small JSON file (safe_files.write_atomically: a fresh file of its own, then
+    renamed: never half a file, never written through a link)."""
+    path = Path(path)
+    data = asdict(costs)
+    data["measured"] = {str(m): r for m, r in costs.measured.items()}
+    return write_atomically(path, json.dumps(data, indent=1) + "\n")
+
+
+MAX_COSTS_BYTES = 64 << 10  # a costs file calibrate writes is about 1 KB
+MAX_R_TABLE = 256  # r(m) for m up to 256: K="auto" reads up to AUTO_K_MAX + 1 of them
+MAX_RATIO = 1e6  # r(m) and c are ratios of times: 1e6 is far beyond any machine, and keeps the planning finite
+MAX_TEXT = 1_000  # characters of the names a costs file records (the models, the machine)
+
+
+def load_costs(path):
+    """The MeasuredCosts of a file that save_costs wrote, or a ValueError in one line naming the file and the field.
+
+    Only a regular file of at most MAX_COSTS_BYTES is read (a named pipe would wait forever, /dev/zero fill the
+    memory), and every field is checked, its type and its range, before anything uses it:
+    r_table a list of 1 to MAX_R_TABLE numbers in (0, MAX_RATIO] starting with r(1) = 1; c null or a number
+    in [0, MAX_RATIO]; measured {"m": r(m)}; target_step_ms a number >= 0; target, draft, machine text.
+    """
+    where = f"the costs file {path}"
+    try:
+        data = json.loads(read_small_file(path, MAX_COSTS_BYTES).decode("utf-8"), parse_constant=_no_constant)
+    except (OSError, ValueError, RecursionError) as error:  # RecursionError: arrays nested 100,000 deep
+        reason = getattr(error, "strerror", None) or str(error)[:200] or type(error).__name__
+        raise ValueError(f"cannot read {where}: {reason}; write one with lookahead.save_costs (main.py --K auto "
+                         f"writes {COSTS_FILE} next to the target model)") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} must hold a JSON object {{\"r_table\": [...], \"c\": ...}}; got a JSON "
+                         f"{type(data).__name__}")
+    r_table, c = data.get("r_table"), data.get("c")
+    good_r = isinstance(r_table, list) and 1 <= len(r_table) <= MAX_R_TABLE
+    if not (good_r and all(_is_number(r, above=0) for r in r_table) and r_table[0] == 1):
+        raise ValueError(f"{where}: \"r_table\" must be [1.0, r(2), ...], 1 to {MAX_R_TABLE} positive numbers of "
+                         f"at most {MAX_RATIO:g} (r(1) = 1); got {shown(r_table)}")
+    if not (c is None or _is_number(c, at_least=0)):
+        raise ValueError(f"{where}: \"c\" must be a number from 0 to {MAX_RATIO:g}, or null; got c={shown(c)}")
+    measured = data.get("measured", {})
+    if not (isinstance(measured, dict) and len(measured) <= MAX_R_TABLE and all(
+            isinstance(m, str) and re.fullmatch("[0-9]{1,3}", m) and 1 <= int(m) <= MAX_R_TABLE
+            and _is_number(r, above=0)
+            for m, r in measured.items())):
+        raise ValueError(f"{where}: \"measured\" must be {{\"m\": r(m)}}, m from 1 to {MAX_R_TABLE}, r(m) a positive "
+                         f"number of at most {MAX_RATIO:g}; got {shown(measured)}")
+    if not _is_number(data.get("target_step_ms", 0.0), at_least=0, at_most=1e9):
+        raise ValueError(f"{where}: \"target_step_ms\" must be a number of milliseconds >= 0; got "
+                         f"{shown(data['target_step_ms'])}")
+    for name in ("target", "draft", "machine"):
+        if not (isinstance(data.get(name, ""), str) and len(data.get(name, "")) <= MAX_TEXT):
+            raise ValueError(f"{where}: \"{name}\" must be text of at most {MAX_TEXT} characters; got "
+                             f"{shown(data[name])}")
+    known = {name: data[name] for name in ("target", "draft", "machine") if name in data}
+    return MeasuredCosts(r_table=[float(r) for r in r_table], c=None if c is None else float(c),
+                         measured={int(m): float(r) for m, r in measured.items()},
+                         target_step_ms=float(data.get("target_step_ms", 0.0)), **known)
+
+
+def _no_constant(constant):
+    raise ValueError(f"{constant} is not a number a costs file may hold")
+
+
+def _is_number(value, above=None, at_least=None, at_most=MAX_RATIO):
+    """value is an int or a float (not a bool) within the bounds: > above, >= at_least, <= at_most. An int of any
+    size is compared as an int (np.isfinite would refuse one of 31 digits)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:  # NaN != NaN
+        return False
+    return (above is None or value > above) and (at_least is None or value >= at_least) and value <= at_most
