@@ -1,81 +1,42 @@
 """GPT-2's forward pass in NumPy, with a KV cache that can score a token tree.
 
-The first file of the model: it needs only NumPy and speed/products.py (how a weight matrix is stored and multiplied so
-that a pass over a few positions costs about what one costs, attention's q @ k.T the same way, and its heads
-shared between two cores; skim it first, or take `linear`, `matmul`, `share_heads` and `kv_buffer` on trust).
-Next come encoder.py (text to token ids) and model_fn.py (this forward pass wrapped as the model function the
-samplers call).
-
-A ladder of small pure functions, from the bottom up (the names of the parameters are the names in OpenAI's
-checkpoint, so `gpt2(ids, **params, n_head=hparams["n_head"])` works):
+The first file of the model: read it first. A ladder of small pure functions, from the bottom up; the names of
+the parameters are the names in OpenAI's checkpoint, so `gpt2(ids, **params, n_head=hparams["n_head"])` works:
 
     gelu, softmax, layer_norm, linear      the building blocks
     ffn                                    the MLP of a block: linear -> gelu -> linear
-    tree_ancestors, tree_mask              which positions each new token may attend to (a token tree)
-    causal_mask                            the same for a chain, the usual causal mask
-    attention, mha                         masked multi-head self-attention, all heads in one product
+    tree_ancestors, tree_mask, causal_mask which positions each new token may attend to (a tree, a chain)
+    attention, mha                         masked multi-head self-attention
     transformer_block                      x + mha(ln_1(x)), then x + ffn(ln_2(x))
     gpt2                                   embeddings -> blocks -> ln_f -> logits (the LM head is wte, tied)
     empty_cache, rollback, keep_path       make, shorten, and keep one path of a KV cache
 
-The KV cache
-------------
-Attention needs the keys and values of every earlier position; instead of recomputing them, `gpt2` takes them
-in as `past` and hands back `present` (like `past` -> `present` in openai/gpt-2). A cache is a value,
-`Cache(buffer, length, parents)`:
-
-    buffer  [n_layer, 2, n_head, capacity, head_dim] float32: per layer the keys (0) and the values (1)
-            (products.kv_buffer: an ordinary array, in memory that the helper process can map as well)
-    length  positions 0 .. length - 1 of the buffer hold keys and values; the rest is scratch space
-    parents () for a plain sequence; else the last len(parents) positions are the nodes of a token tree
-            hanging after the first length - len(parents) positions (see `gpt2` and `keep_path`)
+The KV cache. Attention needs the keys and values of every earlier position; `gpt2` takes them in as `past` and
+hands back `present` (openai/gpt-2's `past` -> `present`). A cache is a value, `Cache(buffer, length, parents)`:
+a float32 buffer [n_layer, 2, n_head, capacity, head_dim] and how many positions of it hold keys and values.
+A pass writes its new positions into the buffer right after `length` and reads the cached ones as views, so
+nothing is copied; rolling back is a value with a smaller length. The rule that makes writing in place safe:
+a value vouches only for its first `length` positions, so hand on only the NEWEST value of a buffer (`Cache`
+says why). With `past=None` the pass runs on an empty cache (one code path) and returns only the logits.
 
     logits, present = gpt2([464, 2068], **params, n_head=12, past=empty_cache(params["blocks"], 12))
     logits, present = gpt2([7586], **params, n_head=12, past=present)   # one new token, 2 old ones cached
     logits, present = gpt2([318], **params, n_head=12, past=rollback(present, 2))  # 2 kept, 1 new
 
-A pass writes the keys and values of its new positions INTO the buffer, right after `length`, and reads the
-cached ones as views: nothing is copied, so a decoding step costs the same at 16 and at 1,000 tokens of
-context, apart from the attention itself. For 124M the keys and values of 1,000 positions are
-12 layers x 2 x 1,000 x 768 x 4 bytes = 74 MB against 498 MB of weights, so a step there must read 15% more
-bytes, and at best costs 1.15x the step at 16. Each head's products (a [1, head_dim] row against
-[n_past, head_dim]) are too small for OpenBLAS to split over two threads, so `share_heads` gives half of the
-heads to the second core (speed/products.py), and `kv_buffer` makes the buffer in memory that core can read too.
-docs/BENCHMARKS.md's "Speed of the forward pass" shows ms per token against the context length.
-(The first pass into a buffer too small for the new positions
-copies what is cached into a fresh buffer of capacity n_ctx; `empty_cache` starts with capacity 0, unless
-told n_ctx, so the first pass allocates.) Rolling back is making a value with a smaller length: free.
-
-The rule that makes writing in place safe:
-
-    A value (buffer, length) vouches only for positions 0 .. length - 1 of its buffer. A pass with
-    past=(buffer, length) writes positions length .. length + n_seq - 1, and keep_path(cache, path) writes
-    positions from the first node it moves; a write at position w breaks every OTHER value of the same
-    buffer whose length is more than w (what it vouched for has changed). Values no longer than w stay good.
-
-So hand on only the NEWEST value of a buffer, and roll back by making shorter values from it. Rolling back
-further and further is always safe (`rollback(present, 5)`, pass, then `rollback(present, 3)`, pass: each
-write starts above what the later, shorter value reads); going back to an OLD longer value after a shorter
-one was written to is not, because its positions were overwritten. `create_model_fn` in model_fn.py keeps a
-single cache in its closure and so follows the rule by construction. With no cache at all (`past=None`)
-`gpt2` runs with an empty one (one code path) and returns only the logits.
-
-Trees
------
-`parents` lets one pass score a whole tree of candidate tokens (speculative decoding's tree verification):
-node i sits at position n_prefix + its depth and attends to the prefix, to its ancestors and to itself, so
-row i of the logits is the next-token distribution after the prefix followed by the path root .. node i.
-`parents=None` is a chain (each new token follows the one before) and runs the same code; `present` holds
-every node in input order, and `keep_path` gathers one root-to-node path into place after the prefix, after
-which the cache is a plain sequence again. A tree may also grow over several passes (a draft expanding its
-frontier one depth at a time): then `parents` may name the nodes already in the cache, which count first.
+Trees. `parents` lets one pass score a tree of candidate tokens: row i of the logits is the next-token
+distribution after the cached tokens and the path root .. node i (`tree_mask`); `keep_path` keeps the
+accepted path, after which the cache is a plain sequence again. A chain is a tree with one branch.
 
     logits, present = gpt2([2068, 3049, 21831], **params, n_head=12, past=present, parents=[-1, -1, 0])
     present = keep_path(present, [0, 2])   # "quick fox" accepted: a plain sequence of length + 2
 
-Everything is float32 from end to end. Under NumPy 2, a float32 array times a NumPy float64 scalar (such as
-`np.sqrt(2 / np.pi)`) is float64, which makes every later matrix product twice as heavy; so constants that
-are NumPy scalars are made float32 by hand (plain Python floats are fine: they adapt to the array).
+Everything stays float32: under NumPy 2 a float32 array times a NumPy float64 scalar is float64, and every
+later product would read twice the bytes, so NumPy scalar constants are made float32 by hand.
+
+Take on trust, or read after the model: `linear` multiplies through speed/products.py's `matmul`, which makes
+a pass over a few positions cost about what one costs (a speculative round's verification pass) and shares
+the work with a second core; `kv_buffer` and `share_heads` do the same for attention's heads.
+docs/BENCHMARKS.md's "Speed of the forward pass" measures all of it.
 
 Shape letters: n_seq new positions, n_past cached positions, n_embd model width, n_head heads,
 n_vocab vocabulary size, n_layer blocks, n_ctx the longest context (wpe's rows), head_dim = n_embd / n_head.
@@ -140,8 +101,18 @@ def ffn(x, c_fc, c_proj):
 class Cache(NamedTuple):
     """A KV cache (see the module docstring): the buffer, how many positions of it are valid, their tree.
 
-    buffer [n_layer, 2, n_head, capacity, head_dim] float32; length <= capacity; parents: () for a plain
-    sequence, else the parents of the last len(parents) positions, which are the nodes of a token tree.
+    buffer [n_layer, 2, n_head, capacity, head_dim] float32 (per layer the keys, 0, and the values, 1);
+    length <= capacity; parents: () for a plain sequence, else the parents of the last len(parents) positions,
+    which are the nodes of a token tree. The first pass into a buffer too small for its new positions copies
+    what is cached into a fresh buffer of capacity n_ctx.
+
+    The rule that makes writing in place safe: a value (buffer, length) vouches only for positions
+    0 .. length - 1. A pass with past=(buffer, length) writes positions length .. length + n_seq - 1 (and
+    keep_path writes from the first node it moves); a write at position w breaks every OTHER value of the same
+    buffer longer than w. So hand on only the newest value, and roll back by making shorter values from it:
+    `rollback(present, 5)`, a pass, then `rollback(present, 3)`, a pass, is safe (each write starts above what
+    the later, shorter value reads); going back to an old, longer value after a shorter one was written to is
+    not. model_fn.create_model_fn keeps a single cache in its closure and so follows the rule by construction.
     """
 
     buffer: np.ndarray

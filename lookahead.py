@@ -2,6 +2,20 @@
 
 Read sampling.py first (a round, its Steps 1-4); drafters.py after (where guesses come from). sampling.py asks a
 policy here for each round's k when K is "auto" or "hf"; tools/benchmark.py prints the same formulas as tables.
+
+Cost of a round (with the KV cache of `create_model_fn`)
+---------------------------------------------------------
+- draft: K forward passes of one new position each; the first pass of a round computes two positions after a
+  round in which all K guesses were kept (the K-th guess was never fed to the draft, because nobody needed
+  the distribution after it). Guesses thrown away after a rejection are rolled back out of the cache.
+- target: ONE forward pass computing K + 1 positions: the last token written in the previous round (its
+  keys and values are not cached yet, because it was sampled from the target's output rather than fed in) and
+  the K guesses. Its logits are computed for those K + 1 rows only.
+- the very first round also computes the prompt, in both models.
+- result: between 1 and K + 1 tokens. If every guess is kept independently with probability alpha, a round
+  yields (1 - alpha^(K + 1)) / (1 - alpha) tokens on average (Leviathan et al., equation 1). In two lines: a
+  round writes at least i tokens (i = 1 .. K + 1) exactly when its first i - 1 guesses are kept, probability
+  alpha^(i - 1); so E[tokens] = sum_{i=1..K+1} P(tokens >= i) = 1 + alpha + ... + alpha^K, a geometric series.
 """
 
 import bisect

@@ -32,12 +32,12 @@ so one-off costs (the first touch of freshly loaded weights, OpenBLAS starting i
 sampler. Then each sampler gets fresh model functions, so both start with an empty KV cache, and runs once;
 the pass over the prompt is part of its time, and so is printing its text (microseconds per token).
 
-Why the speedup depends on the cache (measured on a 2-core machine with NumPy's OpenBLAS): with the KV cache a
-decoding step reads every weight once for one position, so it is memory-bound, while a target pass over the
-K + 1 new positions of a speculative round costs 2-3x a 1-position pass (OpenBLAS repacks the whole weight
-matrix for a multi-row product). Without a cache (picoGPT's way, `--kv_cache False`) every pass recomputes the
-whole sequence anyway, so checking K + 1 tokens costs about the same as one step, and speculative sampling
-wins more. tools/benchmark.py measures both.
+Why the speedup depends on the cache: with the KV cache a decoding step reads every weight once for one
+position, so it is memory-bound, and a speculative round pays one target pass over K + 1 positions, which
+costs r(K + 1) one-position passes (the README's "When does it pay off on a CPU?"; r(m) is measured on this
+machine before the timed runs, for K=auto). Without a cache (picoGPT's way, `--kv_cache False`) every pass
+recomputes the whole sequence anyway, so checking K + 1 tokens costs about what one step does, and
+speculative sampling wins more. tools/benchmark.py measures both.
 
 Bad flags, a failed download, or a damaged checkpoint (including weights that are NaN or infinite) end with
 one line `error: ...` and exit code 2 (bad input) or 1 (download or checkpoint), without a traceback.

@@ -95,22 +95,35 @@ a rejection are thrown away), and the free extra token of Step 4 is drawn from q
 token has the target's conditional distribution, so the whole sequence does. Nothing in the proof needs p to
 be close to q: a bad draft costs speed (more rejections), never correctness; the draft may even give
 probability to tokens the target never produces (they are always rejected, because q = 0 there) and
-probability 0 to tokens the target can produce (the residual (q - p)_+ supplies them). A tree of guesses is
-verified by the same identity applied once per sibling (SpecInfer's rule; the proof is at `_verify`).
+probability 0 to tokens the target can produce (the residual (q - p)_+ supplies them).
 
-Cost of a round (with the KV cache of `create_model_fn`)
----------------------------------------------------------
-- draft: K forward passes of one new position each; the first pass of a round computes two positions after a
-  round in which all K guesses were kept (the K-th guess was never fed to the draft, because nobody needed
-  the distribution after it). Guesses thrown away after a rejection are rolled back out of the cache.
-- target: ONE forward pass computing K + 1 positions: the last token written in the previous round (its
-  keys and values are not cached yet, because it was sampled from the target's output rather than fed in) and
-  the K guesses. Its logits are computed for those K + 1 rows only.
-- the very first round also computes the prompt, in both models.
-- result: between 1 and K + 1 tokens. If every guess is kept independently with probability alpha, a round
-  yields (1 - alpha^(K + 1)) / (1 - alpha) tokens on average (Leviathan et al., equation 1). In two lines: a
-  round writes at least i tokens (i = 1 .. K + 1) exactly when its first i - 1 guesses are kept, probability
-  alpha^(i - 1); so E[tokens] = sum_{i=1..K+1} P(tokens >= i) = 1 + alpha + ... + alpha^K, a geometric series.
+Trees (SpecInfer's rule, `_verify`): the same identity, applied once per sibling. Fix a node whose target
+row is q, with candidates c_1 .. c_s, candidate c_j drawn from its row p_j. Let q_1 = q and
+q_{j+1} = normalise((q_j - p_j)_+), the row the next candidate is tried against after c_j is rejected, and
+beta_j = sum_x min(p_j(x), q_j(x)).
+Claim: "try c_j against q_j, c_{j+1} against q_{j+1}, ..., else draw from q_{s+1}" writes a token
+distributed as q_j. For j = s + 1 it is a draw from q_{s+1} itself. For j <= s, by the claim for j + 1:
+
+    P(x) = p_j(x) min(1, q_j(x)/p_j(x)) + P(c_j rejected) P(x written from c_{j+1} on | c_j rejected)
+         = min(p_j(x), q_j(x))          + (1 - beta_j) (q_j(x) - p_j(x))_+ / (1 - beta_j)  =  q_j(x)
+
+by the identity q = min(p, q) + (q - p)_+ above. Two things make the second line true:
+- the residual update: the candidates after c_j must be tried against q_{j+1}, the part of q_j that
+  keeping c_j could not hand out. Trying them against q_j again gives tokens that c_j already offered a
+  second chance (the tests' wrong rule (a) does that and fails).
+- independent siblings: "P(x written from c_{j+1} on | c_j rejected) = q_{j+1}(x)" needs c_{j+1}, .., c_s
+  and their uniforms to be independent of c_j and u_j, so that knowing c_j was rejected says nothing about
+  them. Siblings drawn independently from p (with replacement), or fixed in advance, qualify; a sibling
+  whose draw depends on an earlier sibling (chosen after seeing whether c_j was kept, say) is not covered.
+So the token written at this depth has distribution q (j = 1). If it is a kept candidate c, the round
+goes on under c, whose children were drawn from the draft given the path to c only; the same argument
+one depth down writes the next token from the target's row after the path: by induction every written
+token has the target's distribution given the tokens before it, as in the chain's proof. A kept leaf's
+free token and a node without candidates are plain draws from q.
+Deterministic candidates (drafters.tree's top tokens, a looked-up token) are draws from one-hot rows
+p_j = onehot(c_j) (constants: independent of everything): c_j is kept with probability
+min(1, q_j(c_j)/1) = q_j(c_j), and normalise((q_j - onehot(c_j))_+) is q_j with c_j removed, renormalised.
+One candidate per node (a chain) makes this exactly Chen et al.'s Steps 3-4.
 
 The model-function contract
 ---------------------------
@@ -120,43 +133,9 @@ states the contract in full and builds one from GPT-2 weights; the tests build o
 
 The drafter contract
 --------------------
-Speculative sampling needs, each round, a few proposed tokens after the sequence x so far,
-and for each proposed token the distribution it was drawn from. A drafter gives exactly that:
-
-    proposal = drafter.propose(x, k, rng, n_vocab)     # a Proposal, at most k deep
-
-    Proposal.tokens   the m proposed tokens, in order (m <= k for a chain; m = 0 is allowed)
-    Proposal.parents  parents[i] is the index of token i's parent among the proposed tokens, or -1 when
-                      token i follows x directly: a chain is [-1, 0, 1, ..., m - 2]; a tree has siblings
-    Proposal.rows     [m, n_vocab]: rows[i] is the distribution tokens[i] was drawn from, given x and the path
-                      to its parent. A deterministic proposal (a token looked up, not sampled) has a one-hot
-                      row: it was "drawn" from a distribution that is certain of it.
-    Proposal.match_length   optional (default 0): for guesses copied from earlier in x (prompt lookup), how
-                      many of x's last tokens matched where they were copied from. K="auto" trusts a long
-                      match more than a short one; such a drafter also has `match_length(x)`, which tells the
-                      length before proposing (lookahead.AutoK asks it when choosing the round's k).
-
-A round with no proposal (k = 0, or m = 0) is a plain target step: one target position, one token.
-Siblings (tokens with the same parent) must be drawn independently of each other given that parent.
-
-Worked example: x = [5, 7], k = 2, a vocabulary of 4 tokens. A draft model whose distribution after [5, 7] is
-[0.1, 0.6, 0.2, 0.1] draws token 1; after [5, 7, 1] its distribution is [0.0, 0.0, 0.5, 0.5] and it draws 3:
-
-    Proposal(tokens=[1, 3], parents=[-1, 0],
-             rows=[[0.1, 0.6, 0.2, 0.1],
-                   [0.0, 0.0, 0.5, 0.5]])
-
-A prompt-lookup drafter that finds "7 1 3" earlier in x proposes the same tokens with one-hot rows
-[[0, 1, 0, 0], [0, 0, 0, 1]].
-
-Every drafter also has a `name` (for reports) and a `cost`: the time of one draft step as a fraction of one
-1-position target step (0.0 for a lookup that runs no model; None when unknown). A drafter that runs a model
-counts its forward passes in `passes` (the samplers' statistics read it; 0 or absent for none).
-
-A model function (model_fn.py's contract, `model(x, n) -> probs [n, n_vocab]`) is a drafter too: `as_drafter`
-wraps it as Chen et al.'s Step 1, k tokens sampled one by one. So wherever a drafter is accepted, a model
-function is.
-drafters.py has the other drafters (prompt lookup, staged drafting, trees).
+Speculative sampling needs, each round, a few proposed tokens after x and, for each, the distribution it was
+drawn from: `drafter.propose(x, k, rng, n_vocab) -> Proposal`. `Proposal`'s docstring states the contract with
+a worked example; `as_drafter` makes a model function one (Chen et al.'s Step 1), and drafters.py has the rest.
 
 Sampling uses inverse-CDF draws with one `rng.random()` per token, and accept/reject uses one `rng.random()`
 per draft token, so the same `np.random.Generator` seed always gives the same tokens.
@@ -177,7 +156,46 @@ from records import Check, Round
 
 @dataclass
 class Proposal:
-    """What a drafter proposes for one round (see the module docstring): m tokens, their parents, their rows."""
+    """What a drafter proposes for one round: m tokens, their parents, their rows. The drafter contract:
+
+    Speculative sampling needs, each round, a few proposed tokens after the sequence x so far,
+    and for each proposed token the distribution it was drawn from. A drafter gives exactly that:
+
+        proposal = drafter.propose(x, k, rng, n_vocab)     # a Proposal, at most k deep
+
+        Proposal.tokens   the m proposed tokens, in order (m <= k for a chain; m = 0 is allowed)
+        Proposal.parents  parents[i] is the index of token i's parent among the proposed tokens, or -1 when
+                          token i follows x directly: a chain is [-1, 0, 1, ..., m - 2]; a tree has siblings
+        Proposal.rows     [m, n_vocab]: rows[i] is the distribution tokens[i] was drawn from, given x and the path
+                          to its parent. A deterministic proposal (a token looked up, not sampled) has a one-hot
+                          row: it was "drawn" from a distribution that is certain of it.
+        Proposal.match_length   optional (default 0): for guesses copied from earlier in x (prompt lookup), how
+                          many of x's last tokens matched where they were copied from. K="auto" trusts a long
+                          match more than a short one; such a drafter also has `match_length(x)`, which tells the
+                          length before proposing (lookahead.AutoK asks it when choosing the round's k).
+
+    A round with no proposal (k = 0, or m = 0) is a plain target step: one target position, one token.
+    Siblings (tokens with the same parent) must be drawn independently of each other given that parent.
+
+    Worked example: x = [5, 7], k = 2, a vocabulary of 4 tokens. A draft model whose distribution after [5, 7] is
+    [0.1, 0.6, 0.2, 0.1] draws token 1; after [5, 7, 1] its distribution is [0.0, 0.0, 0.5, 0.5] and it draws 3:
+
+        Proposal(tokens=[1, 3], parents=[-1, 0],
+                 rows=[[0.1, 0.6, 0.2, 0.1],
+                       [0.0, 0.0, 0.5, 0.5]])
+
+    A prompt-lookup drafter that finds "7 1 3" earlier in x proposes the same tokens with one-hot rows
+    [[0, 1, 0, 0], [0, 0, 0, 1]].
+
+    Every drafter also has a `name` (for reports) and a `cost`: the time of one draft step as a fraction of one
+    1-position target step (0.0 for a lookup that runs no model; None when unknown). A drafter that runs a model
+    counts its forward passes in `passes` (the samplers' statistics read it; 0 or absent for none).
+
+    A model function (model_fn.py's contract, `model(x, n) -> probs [n, n_vocab]`) is a drafter too: `as_drafter`
+    wraps it as Chen et al.'s Step 1, k tokens sampled one by one. So wherever a drafter is accepted, a model
+    function is.
+    drafters.py has the other drafters (prompt lookup, staged drafting, trees).
+    """
 
     tokens: list  # [m] token ids, parents first
     parents: list  # [m] index of each token's parent among `tokens`, or -1 for a child of x
@@ -356,32 +374,7 @@ def _verify(q, proposal, rng, depths):
     leaf, or x itself when nothing was proposed), draw Step 4's free token from the target's row ("bonus").
     With one child per node this is exactly Chen et al.'s Steps 3-4.
 
-    Why this is exact (the proof the tree tests check). Fix a node whose target row is q, with candidates
-    c_1 .. c_s, candidate c_j drawn from its row p_j. Let q_1 = q and q_{j+1} = normalise((q_j - p_j)_+), the
-    row the next candidate is tried against after c_j is rejected, and beta_j = sum_x min(p_j(x), q_j(x)).
-    Claim: "try c_j against q_j, c_{j+1} against q_{j+1}, ..., else draw from q_{s+1}" writes a token
-    distributed as q_j. For j = s + 1 it is a draw from q_{s+1} itself. For j <= s, by the claim for j + 1:
-
-        P(x) = p_j(x) min(1, q_j(x)/p_j(x)) + P(c_j rejected) P(x written from c_{j+1} on | c_j rejected)
-             = min(p_j(x), q_j(x))          + (1 - beta_j) (q_j(x) - p_j(x))_+ / (1 - beta_j)  =  q_j(x)
-
-    by the identity q = min(p, q) + (q - p)_+ of the module docstring. Two things make the second line true:
-    - the residual update: the candidates after c_j must be tried against q_{j+1}, the part of q_j that
-      keeping c_j could not hand out. Trying them against q_j again gives tokens that c_j already offered a
-      second chance (the tests' wrong rule (a) does that and fails).
-    - independent siblings: "P(x written from c_{j+1} on | c_j rejected) = q_{j+1}(x)" needs c_{j+1}, .., c_s
-      and their uniforms to be independent of c_j and u_j, so that knowing c_j was rejected says nothing about
-      them. Siblings drawn independently from p (with replacement), or fixed in advance, qualify; a sibling
-      whose draw depends on an earlier sibling (chosen after seeing whether c_j was kept, say) is not covered.
-    So the token written at this depth has distribution q (j = 1). If it is a kept candidate c, the round
-    goes on under c, whose children were drawn from the draft given the path to c only; the same argument
-    one depth down writes the next token from the target's row after the path: by induction every written
-    token has the target's distribution given the tokens before it, as in the chain's proof. A kept leaf's
-    free token and a node without candidates are plain draws from q.
-    Deterministic candidates (drafters.tree's top tokens, a looked-up token) are draws from one-hot rows
-    p_j = onehot(c_j) (constants: independent of everything): c_j is kept with probability
-    min(1, q_j(c_j)/1) = q_j(c_j), and normalise((q_j - onehot(c_j))_+) is q_j with c_j removed, renormalised.
-    One candidate per node (a chain) makes this exactly Chen et al.'s Steps 3-4.
+    Why this is exact: the module docstring's proof, for trees (the tree tests check it).
 
     Returns (tokens, origins, checks, rows): the written tokens, their origins, the Checks made, and for each
     written token the index of its target row in q (0 for x, i + 1 for token i).

@@ -1,8 +1,7 @@
 """How a weight matrix is stored and multiplied, so that a pass over a few rows costs about what one row costs.
 
-Read this before gpt2.py, which multiplies every weight matrix through `matmul` below and shares attention's
-heads through `share_heads`; it needs only NumPy and speed/second_core.py (the second core), which you can take on
-trust at first.
+Machinery: read it after gpt2.py, which multiplies every weight matrix through `matmul` below and shares
+attention's heads through `share_heads`. It needs only NumPy and speed/second_core.py (the second core).
 
 The layout: column-major
 ------------------------
