@@ -147,7 +147,7 @@ class Encoder:
         return bytes(self.byte_decoder[c] for c in chars).decode("utf-8", errors="replace")
 
 
-MAX_VOCABULARY_FILE_BYTES = 32 << 20  # GPT-2's encoder.json is 1.0 MB, vocab.bpe 0.5 MB; this is room for 30x
+MAX_VOCABULARY_FILE_BYTES = 32 << 20  # GPT-2's encoder.json is 1.0 MB, vocab.bpe 0.5 MB; this is room for many times that
 
 
 def read_text_file(path):

@@ -1,7 +1,7 @@
 """GPT-2's forward pass in NumPy, with a KV cache that can score a token tree.
 
-The first file of the model: read it first. A ladder of small pure functions, from the bottom up; the names of
-the parameters are the names in OpenAI's checkpoint, so `gpt2(ids, **params, n_head=hparams["n_head"])` works:
+The first file to read: a ladder of small pure functions, from the bottom up, whose parameters are named as in
+OpenAI's checkpoint, so `gpt2(ids, **params, n_head=hparams["n_head"])` works:
 
     gelu, softmax, layer_norm, linear      the building blocks
     ffn                                    the MLP of a block: linear -> gelu -> linear
@@ -14,32 +14,30 @@ the parameters are the names in OpenAI's checkpoint, so `gpt2(ids, **params, n_h
 The KV cache. Attention needs the keys and values of every earlier position; `gpt2` takes them in as `past` and
 hands back `present` (openai/gpt-2's `past` -> `present`). A cache is a value, `Cache(buffer, length, parents)`:
 a float32 buffer [n_layer, 2, n_head, capacity, head_dim] and how many positions of it hold keys and values.
-A pass writes its new positions into the buffer right after `length` and reads the cached ones as views, so
-nothing is copied; rolling back is a value with a smaller length. The rule that makes writing in place safe:
-a value vouches only for its first `length` positions, so hand on only the NEWEST value of a buffer (`Cache`
-says why). With `past=None` the pass runs on an empty cache (one code path) and returns only the logits.
+A pass writes its new positions right after `length` and reads the cached ones as views: nothing is copied,
+and rolling back is a smaller length. A value vouches only for its first `length` positions, so hand on only
+the NEWEST value of a buffer (`Cache` says why). `past=None` is an empty cache, and returns only the logits.
 
     logits, present = gpt2([464, 2068], **params, n_head=12, past=empty_cache(params["blocks"], 12))
     logits, present = gpt2([7586], **params, n_head=12, past=present)   # one new token, 2 old ones cached
     logits, present = gpt2([318], **params, n_head=12, past=rollback(present, 2))  # 2 kept, 1 new
 
-Trees. `parents` lets one pass score a tree of candidate tokens: row i of the logits is the next-token
-distribution after the cached tokens and the path root .. node i (`tree_mask`); `keep_path` keeps the
-accepted path, after which the cache is a plain sequence again. A chain is a tree with one branch.
+Trees. `parents` lets one pass score a tree of candidate tokens: row i of the logits is the distribution after
+the cached tokens and the path root .. node i (`tree_mask`); `keep_path` keeps the accepted path (a plain
+sequence again). A chain is a tree with one branch.
 
     logits, present = gpt2([2068, 3049, 21831], **params, n_head=12, past=present, parents=[-1, -1, 0])
     present = keep_path(present, [0, 2])   # "quick fox" accepted: a plain sequence of length + 2
 
-Everything stays float32: under NumPy 2 a float32 array times a NumPy float64 scalar is float64, and every
-later product would read twice the bytes, so NumPy scalar constants are made float32 by hand.
+Everything stays float32 (under NumPy 2 a float32 array times a NumPy float64 scalar is float64, and every
+later product would read twice the bytes): NumPy scalar constants are made float32 by hand.
 
-Take on trust, or read after the model: `linear` multiplies through speed/products.py's `matmul`, which makes
-a pass over a few positions cost about what one costs (a speculative round's verification pass) and shares
-the work with a second core; `kv_buffer` and `share_heads` do the same for attention's heads.
-docs/BENCHMARKS.md's "Speed of the forward pass" measures all of it.
+Take on trust, or read after the model: `linear` multiplies through speed/products.py's `matmul`, which makes a
+pass over a few positions cost about what one costs and shares the work with a second core (`kv_buffer` and
+`share_heads` do the same for attention); docs/BENCHMARKS.md's "Speed of the forward pass" measures it.
 
-Shape letters: n_seq new positions, n_past cached positions, n_embd model width, n_head heads,
-n_vocab vocabulary size, n_layer blocks, n_ctx the longest context (wpe's rows), head_dim = n_embd / n_head.
+Shape letters: n_seq new positions, n_past cached ones, n_embd model width, n_head heads, n_vocab vocabulary
+size, n_layer blocks, n_ctx the longest context (wpe's rows), head_dim = n_embd / n_head.
 """
 
 from typing import NamedTuple

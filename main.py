@@ -9,28 +9,19 @@
     python main.py --trace               # one line per round: the guesses, p, q, the draw, kept or rejected
     python main.py --plot img/rounds.png # a picture of the rounds (needs matplotlib)
 
-What happens:
+What happens: (1) every flag is checked (command_line/flags.py) before anything else: a misspelt flag or
+`--seed -1` ends at once with one line `error: ...`; (2) what is missing is downloaded (OpenAI's release files
+into --models_dir/SIZE; a model may also be a local folder, OpenAI's or a Hugging Face one) and both models are
+loaded (no draft model with `--drafter lookup`); (3) autoregressive sampling with the target alone, one target
+pass per token, its text printed token by token; (4) speculative sampling, its text printed round by round and
+colored by where each token came from (show.py): a kept guess green, the target's token after a rejection red,
+the free token after a round that kept every guess blue; (5) both runs' times, the speedup, the acceptance
+rate, the target passes and the drafter's rounds; at temperature 0 the two texts must be the target's greedy
+text, and are compared.
 
-1. Check every flag (names, types, ranges: command_line/flags.py) before anything else: a misspelt flag, `--kv_cache maybe`
-   or `--seed -1` ends at once with one line `error: ...`.
-2. Download what is missing (OpenAI's release files, into --models_dir/SIZE, with progress bars) and load the
-   models. A model may also be a local folder: OpenAI's layout (hparams.json + model.ckpt.*) or a Hugging Face
-   GPT-2 folder (config.json + model.safetensors), e.g. `--draft_model_size path/to/distilgpt2`. With
-   `--drafter lookup` no draft model is downloaded or loaded.
-3. Autoregressive sampling with the target alone: one target forward pass per token. Its text is printed as
-   it is written, token by token.
-4. Speculative sampling: the drafter guesses up to K tokens, one target pass checks them all (see
-   sampling.py and drafters.py). Its text is printed round by round, colored by where each token came from
-   (see show.py): a kept draft guess green, the target's token after a rejection red, the free token after a
-   round that kept every guess blue.
-5. Print both runs' times and tokens/s, the speedup, the acceptance rate, the target forward passes, and the
-   drafter's rounds. At temperature 0 both samplers must give the target's greedy text, so the two texts are
-   compared.
-
-Timing: loading is not timed. Before timing, each model runs once over the prompt (a warm-up, not timed),
-so one-off costs (the first touch of freshly loaded weights, OpenBLAS starting its threads) fall on neither
-sampler. Then each sampler gets fresh model functions, so both start with an empty KV cache, and runs once;
-the pass over the prompt is part of its time, and so is printing its text (microseconds per token).
+Timing: loading is not timed, nor a warm-up pass of each model over the prompt (one-off costs fall on neither
+sampler). Then each sampler gets fresh model functions (an empty KV cache) and runs once; the pass over the
+prompt and printing the text are part of its time.
 
 Why the speedup depends on the cache: with the KV cache a decoding step reads every weight once for one
 position, so it is memory-bound, and a speculative round pays one target pass over K + 1 positions, which
@@ -42,9 +33,9 @@ speculative sampling wins more. tools/benchmark.py measures both.
 Bad flags, a failed download, or a damaged checkpoint (including weights that are NaN or infinite) end with
 one line `error: ...` and exit code 2 (bad input) or 1 (download or checkpoint), without a traceback.
 
-Read before it: sampling.py (Algorithm 2) and drafters.py (where guesses come from); show.py prints the
-rounds. The flags are command_line/flags.py's: it reads the command line (fire's syntax) and checks every flag, as text,
-before anything runs; main() below lists them with a line of help each (`python main.py --help`).
+Read before it: sampling.py (Algorithm 2), drafters.py (where guesses come from) and show.py (the rounds
+printed). command_line/flags.py reads the command line (fire's syntax) and checks every flag before anything
+runs; main() below lists them with a line of help each (`python main.py --help`).
 """
 
 import math

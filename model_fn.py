@@ -44,7 +44,7 @@ def softmax64(x, where=None, out=None):
         softmax64([[0, ln 3, 5]], where=[[True, True, False]]) is [[0.25, 0.75, 0]].
     out: a float64 array like x to write the result into (it may be x itself), instead of a new array. A new
         [n, 50257] float64 array costs more than its arithmetic here: its fresh memory pages are mapped in one
-        page fault at a time (~0.2 ms per array, measured), so logits_to_probs reuses its one array.
+        page fault at a time, so logits_to_probs reuses its one array.
     """
     x = np.asarray(x, dtype=np.float64)
     row_max = np.max(x, axis=-1, keepdims=True, where=True if where is None else where, initial=-np.inf)  # [n, 1]

@@ -438,9 +438,9 @@ def _sample(probs, rng, block_size=1024):
     The token is the first whose cumulative probability exceeds u = rng.random() * total. A token of
     probability 0 is never drawn (the cumulative sum does not step up at it).
 
-    A cumulative sum over all 50257 tokens is a sequential loop that took 0.2 ms, 1% of a whole 124M decoding
-    step, so the search has two levels: the sums of blocks of block_size tokens (a vectorised sum), the
-    block where their cumulative sum passes u, then a cumulative sum inside that block only (~0.03 ms).
+    A cumulative sum over all 50257 tokens is a sequential loop, timed in docs/BENCHMARKS.md's
+    "Speed of the forward pass", so the search has two levels: the sums of blocks of block_size tokens (a
+    vectorised sum), the block where their cumulative sum passes u, then a cumulative sum inside that block only.
     Example with block_size = 2 and probs [0.1, 0.2, 0.3, 0.4]: block sums [0.3, 0.7], cumulative
     [0.3, 1.0]; u = 0.5 falls in block 1 (0.3 <= u < 1.0), 0.2 into it, where the cumulative sums are
     [0.3, 0.7]: token 2, as a search of the whole cumulative sum [0.1, 0.3, 0.6, 1.0] finds. (The two can

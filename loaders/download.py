@@ -85,8 +85,8 @@ TOKENIZER_FILE_SIZES = {"encoder.json": 1_042_301, "vocab.bpe": 456_318}
 
 # The overall time one file may take, all attempts together, unless the caller or $GPT2_DOWNLOAD_DEADLINE says
 # otherwise. A deadline never loses work: the NAME.part file stays, and the next run resumes it. So it only
-# bounds how long one run can hang on a server that drips bytes; one hour still fetches 1558M's 6.2 GB at
-# 1.8 MB/s or faster in one run.
+# bounds how long one run can hang on a server that drips bytes; in one hour, 1558M's 6.2 GB need a
+# connection of a few megabytes a second.
 DEFAULT_DEADLINE_SECONDS = 3600.0
 CHUNK_BYTES = 64 * 1024
 
