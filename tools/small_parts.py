@@ -145,7 +145,7 @@ def design_table(repeats=200, product_repeats=10, seed=0):
     plain_kv = np.array(shared_kv)  # the same numbers in ordinary memory
     q1, mask1 = rng.standard_normal((n_head, 1, n_embd // n_head), dtype=np.float32), causal_mask(1, 512)
 
-    def products(by_size, weights):  # plain BLAS on all cores (the helper process asleep, if there is one)
+    def plain_products(by_size, weights):  # plain BLAS on all cores (the helper process asleep, if there is one)
         return lambda: (second_core.all_cores(), [by_size[m.shape[0]] @ m for m in weights])
 
     def left_products(by_size, weights):  # one BLAS call on all cores, the big matrix on the left
@@ -165,7 +165,7 @@ def design_table(repeats=200, product_repeats=10, seed=0):
         (f"GELU's cube of a [1, {4 * n_embd}] float32 row", "`x * x * x`", lambda: x * x * x, "`x**3`",
          lambda: x**3, repeats),
         (f"one row through each of the {len(matrices)} block matrices", "column-major (`products.column_major`)",
-         products(rows, matrices), "row-major", products(rows, row_major), product_repeats),
+         plain_products(rows, matrices), "row-major", plain_products(rows, row_major), product_repeats),
         *[(f"{m} rows through each of the {len(matrices)} block matrices (`gpt2.linear`)",
            "`products.matmul` (panel by panel, half in the helper process)", panel_products(by_rows[m], matrices),
            "one BLAS call on all cores, `(w.T @ x.T).T`", left_products(by_rows[m], matrices), product_repeats)
@@ -177,8 +177,8 @@ def design_table(repeats=200, product_repeats=10, seed=0):
          "`products.share_heads` (half of the heads in the helper process, the cache a `products.kv_buffer`)",
          attend(shared_kv, products.share_heads), "every head here, the cache in ordinary memory",
          attend(plain_kv, lambda function, *arguments: function(*arguments)), product_repeats),
-        ("one row through the same products, after it met a float64 scalar", "float32 row", products(rows, matrices),
-         "float64 row (every matrix converted each time)", products(rows64, matrices), product_repeats),
+        ("one row through the same products, after it met a float64 scalar", "float32 row", plain_products(rows, matrices),
+         "float64 row (every matrix converted each time)", plain_products(rows64, matrices), product_repeats),
         (f"the mean of a [1, {n_embd}] row (`layer_norm`)", "`np.add.reduce(x, axis=-1, keepdims=True) / n`",
          lambda: np.add.reduce(row, axis=-1, keepdims=True) / n_embd, "`np.mean(x, axis=-1, keepdims=True)`",
          lambda: np.mean(row, axis=-1, keepdims=True), repeats),
