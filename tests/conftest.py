@@ -4,10 +4,11 @@ Some tests read OpenAI's real 124M release files (`encoder.json`, `vocab.bpe`, `
 `model.ckpt.index`; never the 498 MB weights). They are looked for in
 
 1. the folder named by the environment variable `GPT2_MODELS_DIR` (CI points it at `../shared/gpt2`), else
-2. `models/` in the repository, where `python main.py` downloads them.
+2. `models/` in the repository, where `python main.py` downloads them
 
-A learner who has neither gets a skip that says how to get them. In CI (`CI=true`) a missing file is a
-failure, so a broken path can never turn the real-file tests into silent skips.
+(tools/release_files.py's `models_dir`, where the tools look too). A learner who has neither gets a skip that
+says how to get them. In CI (`CI=true`) a missing file is a failure, so a broken path can never turn the
+real-file tests into silent skips.
 """
 
 import os
@@ -22,10 +23,7 @@ FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures"
 # Make `import gpt2`, `import encoder`, ... work however pytest is started.
 sys.path.insert(0, str(REPO_ROOT))
 
-
-def models_dir() -> Path:
-    """The folder that holds `124M/` with OpenAI's release files: $GPT2_MODELS_DIR, else `models/`."""
-    return Path(os.environ.get("GPT2_MODELS_DIR", REPO_ROOT / "models"))
+from tools.release_files import models_dir  # noqa: E402  ($GPT2_MODELS_DIR, else models/: the tools look there too)
 
 
 def in_ci() -> bool:

@@ -21,58 +21,11 @@ TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS.parent))
 
 from loaders import tf_checkpoint  # noqa: E402
+from tools.model_files import field, table, varint  # noqa: E402  (a LevelDB table with valid checksums)
 
 TF_DIR = TESTS / "fixtures" / "tf_ckpt"
 HF_DIR = TESTS / "fixtures" / "hf_folder_tiny"
 OUT = TESTS / "fixtures" / "bad_inputs"
-
-
-# --- writing a LevelDB table (the format tf_checkpoint.read_sstable reads), with valid checksums --------------
-
-
-def varint(value):
-    """Protobuf/LevelDB base-128 varint: varint(150) == b"\\x96\\x01"."""
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def block(entries):
-    """A block of (key, value, shared) entries: each key stored as its last len(key) - shared bytes."""
-    body = b"".join(varint(shared) + varint(len(key) - shared) + varint(len(value)) + key[shared:] + value
-                    for key, value, shared in entries)
-    return body + (0).to_bytes(4, "little") + (1).to_bytes(4, "little")  # one restart point, at 0
-
-
-def table(pairs, shared_prefix=None):
-    """The bytes of a LevelDB table holding `pairs` [(key, value)] in one data block, with valid crc32cs.
-
-    shared_prefix: a function (previous key, key) -> how many bytes the entry claims to share (default:
-    none, every key written in full)."""
-    entries, previous = [], b""
-    for key, value in pairs:
-        entries.append((key, value, shared_prefix(previous, key) if shared_prefix else 0))
-        previous = key
-    out = bytearray()
-
-    def add_block(contents):
-        offset = len(out)
-        out.extend(contents + b"\x00" + tf_checkpoint.masked_crc32c(contents + b"\x00").to_bytes(4, "little"))
-        return varint(offset) + varint(len(contents))
-
-    data_handle = add_block(block(entries))
-    meta_handle = add_block(block([]))
-    index_handle = add_block(block([(pairs[-1][0] if pairs else b"", data_handle, 0)]))
-    footer = (meta_handle + index_handle).ljust(40, b"\x00") + tf_checkpoint.TABLE_MAGIC.to_bytes(8, "little")
-    return bytes(out) + footer
-
-
-def field(number, wire_type, payload):
-    """One protobuf field: tag varint, then the payload (already encoded for its wire type)."""
-    return varint(number << 3 | wire_type) + payload
 
 
 def fixture_pairs():

@@ -113,15 +113,18 @@ def test_json_holds_every_measurement_and_reads_back_into_the_same_tables(monkey
 
 def test_r_table_dir_writes_the_costs_file_that_k_auto_plans_with(monkeypatch, tmp_path, capsys):
     """--r_table_dir writes each size's r(m) as calibration.save_costs does: the file `main.py --r_table` reads,
-    r(m) the median over the rounds of the same ratios the printed table's median row shows."""
+    r(m) the median over the rounds of the same ratios the printed table's median row shows. A folder that does
+    not exist yet but can be made (as the flag's check allows) is made before the measurement; it used to end
+    the run, measured, in a FileNotFoundError traceback."""
     from speed import calibration
 
     monkeypatch.setitem(benchmark_forward.HPARAMS, "tiny", TINY)
     monkeypatch.setattr(benchmark_forward, "BANDWIDTH_SHAPE", (64, 64))
+    folder = tmp_path / "new" / "costs"
     benchmark_forward.main(sizes="tiny", n_prompt=4, n_new=3, repeats=2, no_cache_sizes="", breakdown_rounds=2,
-                           r_max=3, r_repeats=2, context_size=None, img_dir=None, r_table_dir=str(tmp_path))
-    costs = calibration.load_costs(tmp_path / "r_table_tiny.json")
-    assert f"wrote {tmp_path / 'r_table_tiny.json'}" in capsys.readouterr().out
+                           r_max=3, r_repeats=2, context_size=None, img_dir=None, r_table_dir=str(folder))
+    costs = calibration.load_costs(folder / "r_table_tiny.json")
+    assert f"wrote {folder / 'r_table_tiny.json'}" in capsys.readouterr().out
     assert len(costs.r_table) == 3 and costs.r_table[0] == 1.0 and costs.c is None
 
 

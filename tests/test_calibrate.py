@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import drafters
-import lookahead
 from speed import calibration
 from gpt2 import random_params
 from model_fn import create_model_fn

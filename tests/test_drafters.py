@@ -3,7 +3,7 @@
 Read sampling.py (the drafter contract) and drafters.py first: these tests are its specification.
 
 Exactness is checked as for the chain (tests/test_speculative_exactness.py derives the TV bound): N = 5 tokens
-from the Markov target of tests/markov.py, against enumeration. The prompt repeats itself, so lookups fire.
+from the Markov target of tools/markov.py, against enumeration. The prompt repeats itself, so lookups fire.
 Teeth: a wrong rule particular to deterministic proposals, "keep a looked-up token whenever the target gives
 it any probability" (instead of with probability q(token)), must fail the same check.
 """
@@ -17,8 +17,9 @@ import drafters
 import lookahead
 import sampling
 import verifiers
-from markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
+from tools.markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
 from records import Check, Round, SpeculativeStats
+from tools.peers import brute_force_lookup
 from sampling import autoregressive_sampling, speculative_sampling
 from model_fn import create_model_fn
 from test_sampling import NOISY_DRAFT_PARAMS, TARGET_HPARAMS, TARGET_PARAMS
@@ -78,21 +79,6 @@ def test_the_exactness_test_fails_for_keeping_a_looked_up_token_the_target_merel
 
 
 # --- prompt lookup itself -------------------------------------------------------------------------------------
-
-
-def brute_force_lookup(x, k, max_ngram=None, min_ngram=1):
-    """The definition, by a full scan: (the k tokens that followed the most recent earlier occurrence of x's
-    longest suffix that occurred earlier, counted as at most max_ngram long; that length). Past x's end the
-    copy goes on with the tokens it copied."""
-    longest = len(x) - 1 if max_ngram is None else min(max_ngram, len(x) - 1)
-    for n in range(longest, min_ngram - 1, -1):
-        for end in range(len(x) - 1, n - 1, -1):  # ends before len(x): an occurrence with a token after it
-            if x[end - n : end] == x[len(x) - n :]:
-                text = list(x)
-                for i in range(k):
-                    text.append(text[end + i])
-                return text[len(x) :], n
-    return [], 0
 
 
 @pytest.mark.parametrize("n_vocab", [2, 3, 6])

@@ -1,8 +1,8 @@
 """Specification of encoder.py, GPT-2's byte-level BPE tokenizer.
 
-The reference is tiktoken's GPT-2 encoding, built here from THE SAME two release files (encoder.json, vocab.bpe)
-that our encoder reads, so both see one vocabulary. Small hand-made vocabularies (written to tmp_path) pin down
-the merge rules and the error messages without OpenAI's files.
+The reference is tiktoken's GPT-2 encoding, built (tools/peers.py) from THE SAME two release files (encoder.json,
+vocab.bpe) that our encoder reads, so both see one vocabulary. Small hand-made vocabularies (written to tmp_path)
+pin down the merge rules and the error messages without OpenAI's files.
 """
 
 import functools
@@ -10,15 +10,9 @@ import json
 
 import numpy as np
 import pytest
-import tiktoken
-import tiktoken.load
 
 from encoder import GPT2_PATTERN, Encoder, bytes_to_unicode, get_encoder
-
-try:  # tiktoken >= 0.7 names its GPT-2 pattern; older versions spell it inline, as OpenAI's encoder.py does
-    from tiktoken_ext.openai_public import r50k_pat_str as TIKTOKEN_GPT2_PATTERN
-except ImportError:
-    TIKTOKEN_GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+from tools.peers import tiktoken_gpt2
 
 PYTHON_SNIPPET = '''def greet(name: str) -> str:
     """Say hello."""
@@ -71,26 +65,6 @@ CORPUS = {
 def our_encoder(folder):
     """Our Encoder of `folder`, read once per test session, called the way main.py calls it."""
     return get_encoder(folder.name, folder.parent)
-
-
-@functools.lru_cache(maxsize=None)
-def tiktoken_gpt2(folder):
-    """tiktoken's GPT-2 encoding, built from the encoder.json and vocab.bpe in `folder`.
-
-    Given local paths (no "://"), tiktoken's loader open()s them; TIKTOKEN_CACHE_DIR="" also stops it from keeping
-    (and later trusting) a copy in /tmp. No network is involved.
-    """
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TIKTOKEN_CACHE_DIR", "")
-        mergeable_ranks = tiktoken.load.data_gym_to_mergeable_bpe_ranks(
-            vocab_bpe_file=str(folder / "vocab.bpe"), encoder_json_file=str(folder / "encoder.json")
-        )
-    return tiktoken.Encoding(
-        name="gpt2_from_release_files",
-        pat_str=TIKTOKEN_GPT2_PATTERN,
-        mergeable_ranks=mergeable_ranks,
-        special_tokens={"<|endoftext|>": 50256},
-    )
 
 
 def write_tiny_vocabulary(folder, merges, vocab_name="encoder.json", merges_name="vocab.bpe"):

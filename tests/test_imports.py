@@ -1,12 +1,16 @@
-"""The project's modules import each other without a circle, so the files can be read in order.
+"""The project's modules import each other without a circle, so the files can be read in order; and none imports a test.
 
 A module may import another only if that one can be read first: drafters.py builds on sampling.py, so sampling.py
 must never import drafters.py, not even inside a function body (a "lazy" import is still a circle for a reader,
 who has to jump between the two files). The test reads every import statement with `ast`, wherever it stands, and
 looks for a cycle in the graph of the project's own modules.
+
+The tests import the code and the tools; nothing imports the tests back (a learner's run, such as the README's
+`python tools/random_models.py`, must not need test code): what a tool and a test share lives in tools/.
 """
 
 import ast
+import re
 
 import pytest
 from conftest import REPO_ROOT
@@ -134,6 +138,46 @@ def test_the_room_check_sees_a_folder_that_imports_back_the_file_that_uses_it(tm
     graph = {"gpt2": ["products"], "products": [], "calibration": ["gpt2"]}
     assert find_cycle(graph) is None
     assert find_cycle(room_graph(graph, modules)) in (["gpt2", "speed", "gpt2"], ["speed", "gpt2", "speed"])
+
+
+def modules_of_the_tests():
+    """The names of the modules in tests/ (the test files, conftest and the tests' helpers), and `tests` itself."""
+    return {path.stem for path in (REPO_ROOT / "tests").glob("*.py")} | {"tests"}
+
+
+def reached_test_code(path, test_names):
+    """The test modules a file imports (at the top or in a function), and "tests/ on sys.path" if one of its
+    lines puts the tests' folder on the import path."""
+    found = imported_names(path) & test_names
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if any("sys.path" in line and re.search(r"""["']tests["']""", line) for line in lines):
+        found.add("tests/ on sys.path")
+    return found
+
+
+def test_no_tool_nor_any_module_of_the_code_imports_a_test_module():
+    """Every .py file at the top, in the machinery's folders and in tools/ is read; none may import from tests/
+    (conftest included) or put tests/ on sys.path."""
+    test_names = modules_of_the_tests()
+    offenders = {str(path.relative_to(REPO_ROOT)): sorted(reached_test_code(path, test_names))
+                 for folder in ("", *PACKAGES) for path in sorted((REPO_ROOT / folder).glob("*.py"))}
+    offenders = {path: found for path, found in offenders.items() if found}
+    assert offenders == {}, f"these import test code (move what they share with the tests into tools/): {offenders}"
+
+
+@pytest.mark.parametrize("source, found", [
+    ("from test_main import write_hf_folder\n", ["test_main"]),
+    ("def f():\n    from conftest import models_dir\n", ["conftest"]),
+    ("import tests.test_load\n", ["tests"]),
+    ("import sys\nsys.path[:0] = [str(ROOT), str(ROOT / 'tests')]\n", ["tests/ on sys.path"]),
+    ("import sys\nsys.path.insert(0, str(ROOT))\nfrom tools.markov import TARGET_TABLE\n", []),
+])
+def test_the_check_catches_a_test_import_wherever_it_stands_and_tests_on_the_path(tmp_path, source, found):
+    """Its teeth: a file that imports a test module, in a function too, or puts tests/ on the path is caught;
+    one that imports the tools is not."""
+    path = tmp_path / "a_tool.py"
+    path.write_text(source)
+    assert sorted(reached_test_code(path, modules_of_the_tests())) == found
 
 
 @pytest.mark.parametrize("module, later", [("second_core", "products"), ("products", "gpt2"), ("sampling", "drafters"), ("sampling", "main"),

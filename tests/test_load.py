@@ -2,7 +2,7 @@
 
 Read utils.py and loaders/weights.py first: these tests are its specification.
 
-The safetensors files here are written by the test itself (`write_safetensors`, following the format's
+The safetensors files here are written by tools/model_files.py (`write_safetensors`, following the format's
 spec: 8-byte little-endian header length, JSON header, raw bytes), from random parameters in OpenAI's
 names, so the expected values are known exactly; so are TensorFlow checkpoints (`write_tf_checkpoint`, a
 LevelDB table of hand-written protobufs). The entry point is tested on folders with GPT-2's tokenizer, whose
@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from make_bad_inputs import field, table, varint
 from test_download import FlakyFileServer
 
 from loaders.download import MODEL_SIZES
@@ -25,6 +24,7 @@ from loaders.tf_checkpoint import load_gpt2_params_from_tf_ckpt
 from utils import load_encoder_hparams_and_params
 from loaders.weights import CheckpointError, gpt2_param_shapes
 from loaders.download import HPARAMS as DOWNLOAD_HPARAMS
+from tools.model_files import hf_config, hf_name, write_safetensors, write_tf_checkpoint
 
 TF_CKPT_DIR = Path(__file__).resolve().parent / "fixtures" / "tf_ckpt"
 HPARAMS = {"n_vocab": 50, "n_ctx": 16, "n_embd": 8, "n_head": 2, "n_layer": 2}
@@ -36,15 +36,6 @@ def random_flat_params(hparams, rng):
     return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in gpt2_param_shapes(hparams).items()}
 
 
-def hf_name(openai_name, prefix):
-    """"h3/attn/c_attn/w" -> prefix + "h.3.attn.c_attn.weight": the inverse of hf_name_to_openai_name."""
-    *modules, leaf = openai_name.split("/")
-    if modules and modules[0][0] == "h" and modules[0][1:].isdigit():
-        modules = ["h", modules[0][1:]] + modules[1:]
-    kind = "bias" if leaf == "b" else "weight"
-    return prefix + ".".join(modules + ([kind] if modules else [leaf, "weight"]))
-
-
 def to_stored_dtype(array, dtype):
     """What `array` becomes when stored as `dtype` and read back as float32 (BF16: the top 16 bits)."""
     if dtype == "F16":
@@ -54,65 +45,10 @@ def to_stored_dtype(array, dtype):
     return array
 
 
-def tensor_bytes(array, dtype):
-    if dtype == "F16":
-        return array.astype("<f2").tobytes()
-    if dtype == "BF16":
-        return (array.view(np.uint32) >> 16).astype("<u2").tobytes()
-    return array.astype("<f4").tobytes()
-
-
-def write_tf_checkpoint(folder, arrays, hparams):
-    """OpenAI's layout: hparams.json, checkpoint, model.ckpt.index (a LevelDB table) and the data file."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "hparams.json").write_text(json.dumps(hparams))
-    (folder / "checkpoint").write_text('model_checkpoint_path: "model.ckpt"\n')
-    pairs, offset = [(b"", field(1, 0, varint(1)))], 0
-    with open(folder / "model.ckpt.data-00000-of-00001", "wb") as data:
-        for name in sorted(arrays):
-            array = np.ascontiguousarray(arrays[name], dtype="<f4")
-            shape = ([1] + list(array.shape)) if name.endswith("/w") else list(array.shape)
-            dims = b"".join(field(2, 2, varint(len(d)) + d) for d in (field(1, 0, varint(s)) for s in shape))
-            entry = field(1, 0, varint(1)) + field(2, 2, varint(len(dims)) + dims)
-            entry += field(4, 0, varint(offset)) + field(5, 0, varint(array.nbytes))
-            pairs.append((f"model/{name}".encode(), entry))
-            data.write(array.tobytes())
-            offset += array.nbytes
-    (folder / "model.ckpt.index").write_bytes(table(pairs))
-    return offset
-
-
-def write_safetensors(path, tensors, dtype):
-    """Write {name: float32 array} as a safetensors file with every tensor stored as `dtype`, one tensor's bytes
-    in memory at a time (tools/measure_loading.py writes 1558M's 6.2 GB with it)."""
-    itemsize = 4 if dtype == "F32" else 2  # F16 and BF16: 2 bytes
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for name, array in tensors.items():
-        header[name] = {"dtype": dtype, "shape": list(array.shape),
-                        "data_offsets": [offset, offset + array.size * itemsize]}
-        offset += array.size * itemsize
-    header_bytes = json.dumps(header).encode()
-    header_bytes += b" " * (-len(header_bytes) % 8)  # the format pads the header to a multiple of 8
-    with open(path, "wb") as file:
-        file.write(len(header_bytes).to_bytes(8, "little") + header_bytes)
-        for array in tensors.values():
-            file.write(tensor_bytes(array, dtype))
-
-
 def write_hf_folder(folder, flat_params, dtype="F32", prefix="transformer.", extra=None, config_changes=None):
     """A Hugging Face GPT-2 folder: config.json + model.safetensors (+ the buffers HF saves along)."""
     folder.mkdir(parents=True, exist_ok=True)
-    config = {
-        "model_type": "gpt2",
-        "vocab_size": HPARAMS["n_vocab"],
-        "n_positions": HPARAMS["n_ctx"],
-        "n_embd": HPARAMS["n_embd"],
-        "n_head": HPARAMS["n_head"],
-        "n_layer": HPARAMS["n_layer"],
-        "activation_function": "gelu_new",
-        "layer_norm_epsilon": 1e-05,
-        **(config_changes or {}),
-    }
+    config = {**hf_config(HPARAMS), **(config_changes or {})}
     (folder / "config.json").write_text(json.dumps(config))
     tensors = {hf_name(name, prefix): array for name, array in flat_params.items()}
     write_safetensors(folder / "model.safetensors", {**tensors, **(extra or {})}, dtype)

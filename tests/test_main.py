@@ -1,7 +1,7 @@
 """main.py end to end, as a learner runs it: `python main.py ...` in a subprocess, on tiny random models.
 
 OpenAI's weights cannot be downloaded here, so the models are tiny random GPT-2s (n_embd 8, 2 layers) saved as
-Hugging Face folders (config.json + model.safetensors, written with NumPy below) next to the real tokenizer
+Hugging Face folders (config.json + model.safetensors, written by tools/model_files.py) next to the real tokenizer
 files (encoder.json + vocab.bpe from the `release_124M_dir` fixture). The real tokenizer has 50257 tokens, so
 the tiny models do too: 50257 * 8 floats = 1.6 MB per model, written into tmp_path only.
 
@@ -16,7 +16,6 @@ runs in a subprocess show that nothing starts before the check.
 
 import json
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -27,75 +26,18 @@ import pytest
 
 from encoder import bytes_to_unicode, get_encoder
 from gpt2 import gpt2, random_params
+from tools.model_files import write_hf_folder
+from tools.random_models import TINY_HPARAMS, near_params, tiny_params
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures"
 
 PROMPT = "Alan Turing theorized that computers"
-TINY_HPARAMS = {"n_vocab": 50257, "n_ctx": 64, "n_embd": 8, "n_head": 2, "n_layer": 2}
 
 
 # ------------------------------------------------------------------------------------------------------------
 # Tiny models as Hugging Face folders, and running main.py
 # ------------------------------------------------------------------------------------------------------------
-
-
-def hf_tensors(params):
-    """picoGPT's nested params -> {Hugging Face name: array}: "h.0.attn.c_attn.weight", "wte.weight", ...
-
-    The inverse of hf_folder.hf_name_to_openai_name: g and w become "weight", b becomes "bias".
-    """
-    leaf_names = {"g": "weight", "w": "weight", "b": "bias"}
-    tensors = {"wte.weight": params["wte"], "wpe.weight": params["wpe"]}
-    tensors.update({f"ln_f.{leaf_names[k]}": v for k, v in params["ln_f"].items()})
-    for i, block in enumerate(params["blocks"]):
-        for module, weights in [("ln_1", block["ln_1"]), ("ln_2", block["ln_2"])] + [
-            (f"{outer}.{inner}", block[outer][inner]) for outer in ("attn", "mlp") for inner in block[outer]
-        ]:
-            tensors.update({f"h.{i}.{module}.{leaf_names[k]}": v for k, v in weights.items()})
-    return tensors
-
-
-def write_safetensors(path, tensors):
-    """8 bytes little-endian header length, the JSON header, then the float32 bytes one tensor after another."""
-    header, offset = {}, 0
-    for name, array in tensors.items():
-        header[name] = {"dtype": "F32", "shape": list(array.shape), "data_offsets": [offset, offset + array.nbytes]}
-        offset += array.nbytes
-    header_bytes = json.dumps(header).encode("utf-8")
-    with open(path, "wb") as file:
-        file.write(len(header_bytes).to_bytes(8, "little"))
-        file.write(header_bytes)
-        for array in tensors.values():
-            file.write(np.ascontiguousarray(array, dtype="<f4").tobytes())
-
-
-def write_hf_folder(folder, params, hparams, tokenizer_dir):
-    """A Hugging Face GPT-2 folder: config.json + model.safetensors + OpenAI's tokenizer files."""
-    folder.mkdir(parents=True)
-    config = {"model_type": "gpt2", "vocab_size": hparams["n_vocab"], "n_positions": hparams["n_ctx"],
-              "n_embd": hparams["n_embd"], "n_head": hparams["n_head"], "n_layer": hparams["n_layer"],
-              "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5}
-    (folder / "config.json").write_text(json.dumps(config))
-    write_safetensors(folder / "model.safetensors", hf_tensors(params))
-    for name in ("encoder.json", "vocab.bpe"):
-        shutil.copy(Path(tokenizer_dir) / name, folder / name)
-    return folder
-
-
-def tiny_params(seed):
-    # std 0.5 rather than GPT-2's 0.02: logits far apart, so no float32 near-tie decides a greedy token
-    return random_params(TINY_HPARAMS, np.random.default_rng(seed), std=0.5)
-
-
-def near_params(params, rng, scale):
-    """params plus scale * standard normal noise on every array (in the nested order): a draft that agrees with
-    its target often but not always, so that a run shows kept guesses, rejections and bonus tokens."""
-    if isinstance(params, dict):
-        return {key: near_params(value, rng, scale) for key, value in params.items()}
-    if isinstance(params, list):
-        return [near_params(value, rng, scale) for value in params]
-    return (params + scale * rng.standard_normal(params.shape)).astype(params.dtype)
 
 
 @pytest.fixture

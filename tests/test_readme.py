@@ -47,7 +47,7 @@ def test_the_worked_rounds_are_what_speculative_sampling_writes_with_the_same_se
     sampler's order (Step 1's draws, then one per check, then the residual's or the bonus token's). So the
     sampler, given the same tables, prompt, K and seed, must write the same tokens."""
     from sampling import speculative_sampling
-    from test_speculative_exactness import markov_model
+    from tools.markov import markov_model
 
     rounds = worked_round.worked_rounds()
     written = [token for rnd in rounds for token in rnd["written"]]
@@ -70,10 +70,7 @@ def test_running_the_worked_round_leaves_the_repositorys_pictures_alone(tmp_path
 
 
 def test_the_worked_round_uses_the_exactness_tests_tables():
-    try:
-        from markov import DRAFT_TABLE, TARGET_TABLE
-    except ImportError:
-        from test_speculative_exactness import DRAFT_TABLE, TARGET_TABLE
+    from test_speculative_exactness import DRAFT_TABLE, TARGET_TABLE
     assert np.array_equal(worked_round.TARGET_TABLE, TARGET_TABLE)
     assert np.array_equal(worked_round.DRAFT_TABLE, DRAFT_TABLE)
 

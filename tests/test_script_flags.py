@@ -5,8 +5,8 @@ misspelt flag only after the whole measurement has run, and gave bad values a tr
 some of them after loading models. Each case here runs the script in a subprocess, as a user would, and must
 end within SECONDS (the measurements themselves take minutes) with exactly one `error:` line naming the flag.
 One representative bad value per kind of flag: a misspelt name, a word for a number, a negative seed, a list
-with a non-number in it, a zero count, an output folder that cannot exist (under a file: even root cannot
-write there).
+with a non-number in it, an empty list or text, a zero count, numbers that do not fit the model's context
+together, an output folder that cannot exist (under a file: even root cannot write there).
 """
 
 import subprocess
@@ -32,7 +32,16 @@ CASES = [  # (script, flags, what the error line must say); "{file}" is a regula
     ("tools/benchmark.py", ["--random_weights", "--kv_cache", "maybe"], "--kv_cache must be true or false"),
     ("tools/benchmark.py", ["--random_weights", "--alphas", "2"], "--alphas takes numbers from 0 to 1"),
     ("tools/benchmark.py", ["--random_weights", "--img_dir", "{file}/img"], "is a file, so no folder can be made"),
+    ("tools/benchmark.py", ["--prompts", ""], "--prompts: prompt 1 of 1 is empty"),
+    ("tools/benchmark.py", ["--prompts", "[]"], "--prompts is empty"),
+    ("tools/benchmark.py", ["--prompts", '["Hello", ""]'], "--prompts: prompt 2 of 2 is empty"),
+    ("tools/benchmark.py", ["--drafters", "lookup", "--copy_prompts", "[]"], "--copy_prompts is empty"),
     ("tools/benchmark_forward.py", ["--context_length", "16"], "unknown flag --context_length"),
+    ("tools/benchmark_forward.py", ["--sizes", "", "--context_size", "None"], "nothing to measure"),
+    ("tools/benchmark_forward.py", ["--r_context", "x"], "--r_context must be a whole number >= 0; got 'x'"),
+    ("tools/benchmark_forward.py", ["--sizes", "124M", "--n_prompt", "1000", "--n_new", "100"],
+     "--n_prompt 1000 + --n_new 100 is more than 124M's context of 1024 tokens"),
+    ("tools/benchmark_forward.py", ["--sizes", "124M", "--r_max", "2000"], "--r_max 2000 must be less than 124M's"),
     ("tools/benchmark_forward.py", ["--context_lengths", "16,x"], "--context_lengths takes whole numbers >= 1"),
     ("tools/benchmark_forward.py", ["--seed", "-5"], "--seed must be a whole number >= 0; got -5"),
     ("tools/benchmark_forward.py", ["--repeats", "0"], "--repeats must be a whole number >= 1; got 0"),

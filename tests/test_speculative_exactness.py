@@ -1,6 +1,6 @@
 """Speculative sampling is EXACT: its tokens have the target's distribution, not an approximation of it.
 
-The models here are hand-built second-order Markov chains over a 3-token vocabulary (tests/markov.py): the
+The models here are hand-built second-order Markov chains over a 3-token vocabulary (tools/markov.py): the
 next-token distribution depends on the last TWO tokens, so reading the wrong row (an off-by-one in the prefix)
 changes the distribution. The draft is deliberately bad in both directions: it puts mass on tokens the target
 never produces after some contexts, and gives probability 0 to tokens the target does produce. With N = 5 new
@@ -38,7 +38,7 @@ import numpy as np
 import pytest
 
 import sampling
-from markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
+from tools.markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
 from records import SpeculativeStats
 from sampling import autoregressive_sampling, speculative_sampling
 from verifiers import verifier
@@ -83,11 +83,14 @@ def test_autoregressive_sampling_matches_the_exact_distribution():
 
 
 @pytest.mark.parametrize("K", [1, 2, 3, 4, 7])
-def test_speculative_sampling_has_the_target_distribution_for_every_lookahead(K):
+def test_speculative_sampling_has_the_target_distribution_for_every_lookahead(K, record_property):
     """For K = 1, 2, 3 the 5 tokens span several rounds (N > K + 1); K = 4 is one full round with the free
     extra token; K = 7 > N drafts only what fits. Every case is within the TV bound of the exact
-    distribution, with a draft that is wrong in both directions."""
+    distribution, with a draft that is wrong in both directions. (The README's table quotes what is recorded.)"""
     tv, bound = speculative_tv(K, n_samples=N_SAMPLES, seed=100 + K)
+    record_property("K", K)
+    record_property("tv", tv)
+    record_property("bound", bound)
     assert tv < bound, f"K={K}: TV {tv:.4f} >= bound {bound:.4f}"
 
 
@@ -129,13 +132,15 @@ WRONG_RULES = {
 
 
 @pytest.mark.parametrize("rule", sorted(WRONG_RULES))
-def test_the_exactness_test_fails_for_a_wrong_rule(rule, monkeypatch):
+def test_the_exactness_test_fails_for_a_wrong_rule(rule, monkeypatch, record_property):
     """Swap one step of sampling.py for a wrong version and run the same check as above (K = 2, so N = 5
     spans two rounds): the empirical TV from the exact distribution is above the bound that a correct
     sampler stays under (with more samples, so a smaller bound: see the module docstring)."""
     where, name, wrong = WRONG_RULES[rule]
     monkeypatch.setattr(where, name, wrong)
     tv, bound = speculative_tv(K=2, n_samples=WRONG_RULE_SAMPLES, seed=3)
+    record_property("tv", tv)
+    record_property("bound", bound)
     assert tv > bound, f"{rule}: TV {tv:.4f} is not above the bound {bound:.4f}"
 
 

@@ -1,7 +1,7 @@
 """Tree verification (SpecInfer's multi-candidate rule) as an executable specification.
 
 The statistical check is the chain's (tests/test_speculative_exactness.py explains the TV bound): the empirical
-joint distribution of N = 5 tokens from the hand-built Markov draft and target (tests/markov.py) against exact
+joint distribution of N = 5 tokens from the hand-built Markov draft and target (tools/markov.py) against exact
 enumeration, for several tree shapes, with a derived bound a correct sampler exceeds with probability 1e-9.
 The tree drafter proposes the draft's TOP tokens (deterministic, one-hot rows), so with a 3-token vocabulary a
 branching of 2 offers two of the three tokens and (3,) offers all of them.
@@ -28,7 +28,7 @@ import pytest
 
 import drafters
 import sampling
-from markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
+from tools.markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
 from records import SpeculativeStats
 from sampling import autoregressive_sampling
 from model_fn import create_model_fn

@@ -6,7 +6,7 @@ target's row before the earlier siblings' residual updates (Check's docstring fo
 statistics read these records.
 
 How: run real rounds (a chain, a tree of top tokens, a tree of independently sampled siblings, on the Markov tables
-of tests/markov.py) with a target that keeps the q it returned, then REPLAY each round: walk its own proposal
+of tools/markov.py) with a target that keeps the q it returned, then REPLAY each round: walk its own proposal
 from x, try the children of each node in turn against the target's row, updated to the residual
 normalise((q - p)_+) after each rejection, and decide each candidate with the u its Check recorded. The replay
 must give the same Checks (depth, token, p, q, kept = u < q/p, with 0 <= u < 1), in the same order, one per
@@ -26,7 +26,7 @@ import pytest
 
 import drafters
 import sampling
-from markov import DRAFT_TABLE, TARGET_TABLE, markov_model
+from tools.markov import DRAFT_TABLE, TARGET_TABLE, markov_model
 from test_tree_sampling import SampledTree
 from verifiers import residual, verifier
 

@@ -342,6 +342,17 @@ def as_list(value, name, kind):
         raise ValueError(f"--{name} must be a comma-separated list like 1,2,4; got {value!r}") from None
 
 
+def as_prompts(value, flag):
+    """[str] of a prompts flag: one text, or fire's list of them (--prompts '["one", "two"]'). At least one, and
+    none empty: an empty prompt has no token for the first pass to continue from."""
+    prompts = [as_text(prompt, flag) for prompt in (value if isinstance(value, (list, tuple)) else [value])]
+    if not prompts:
+        raise ValueError(f"{flag} is empty: give a prompt, or a list of them like '[\"one\", \"two\"]'")
+    if "" in prompts:
+        raise ValueError(f"{flag}: prompt {prompts.index('') + 1} of {len(prompts)} is empty; give each some text")
+    return prompts
+
+
 def hparams_of(name):
     """The shapes of a released size or a Hugging Face name (gpt2 is 124M's, distilgpt2 its own), or of a local
     folder (hparams.json or a Hugging Face config.json)."""
@@ -468,7 +479,9 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
         trees = parse_trees(trees)
         check_drafter_flags(drafter_names, drafter_Ks if drafter_names else [], trees, max_ngram)
         check_whole_number(k_max, "--k_max", 1)
-        prompts = [prompts] if isinstance(prompts, str) else as_list(prompts, "prompts", str)
+        prompts = as_prompts(prompts, "--prompts")
+        copy_prompts = as_prompts(copy_prompts, "--copy_prompts")
+        free_prompts = as_prompts(free_prompts, "--free_prompts")
         for flag, value in (("--n_tokens_to_generate", n_tokens_to_generate), ("--prefix_length", prefix_length),
                             ("--repeats", repeats)):
             check_whole_number(value, flag, 1)
@@ -478,8 +491,6 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
             draft, target, prompt_ids = random_pair(draft_model_size, target_model_size, seed)
             prompt_groups = random_prompt_groups(np.random.default_rng(seed + 2), target[1]["n_vocab"])
         else:
-            copy_prompts, free_prompts = ([p] if isinstance(p, str) else as_list(p, flag, str)
-                                          for p, flag in ((copy_prompts, "copy_prompts"), (free_prompts, "free_prompts")))
             extra = copy_prompts + free_prompts if compare else []
             draft, target, all_ids = load_pair(draft_model_size, target_model_size, prompts + extra, models_dir)
             prompt_ids, extra_ids = all_ids[: len(prompts)], all_ids[len(prompts) :]

@@ -522,19 +522,31 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
                 ("--breakdown_rounds", breakdown_rounds), ("--r_max", r_max), ("--r_repeats", r_repeats),
                 ("--context_steps", context_steps), ("--context_rounds", context_rounds)))
         seed = as_whole_number(seed, "--seed", 0, MAX_SEED)
+        r_context = as_whole_number(r_context, "--r_context", 0)
         context_size = as_optional(context_size, as_text, "--context_size")
         lengths = as_whole_numbers(context_lengths, "--context_lengths") if context_size else []
         for size in sizes + no_cache_sizes + ([context_size] if context_size else []):
             size_hparams(size)  # an unknown size stops the run here, before any work
+        for size in sizes:  # a run's tokens, and r(m)'s passes after at least one cached token, fit the context
+            n_ctx = size_hparams(size)["n_ctx"]
+            if n_prompt + n_new > n_ctx:
+                raise ValueError(f"--n_prompt {n_prompt} + --n_new {n_new} is more than {size}'s context of {n_ctx} "
+                                 f"tokens")
+            if r_max >= n_ctx:
+                raise ValueError(f"--r_max {r_max} must be less than {size}'s context of {n_ctx} tokens")
         if context_size and max(lengths) + context_steps > size_hparams(context_size)["n_ctx"]:
             raise ValueError(f"--context_lengths: {max(lengths)} + --context_steps {context_steps} is more than "
                              f"{context_size}'s context of {size_hparams(context_size)['n_ctx']} tokens")
+        if not sizes and not context_size:
+            raise ValueError("nothing to measure: --sizes is empty and --context_size is none; give either")
         if r_table_dir is not None:
-            check_output_folder(r_table_dir, "--r_table_dir")
+            r_table_dir = check_output_folder(r_table_dir, "--r_table_dir")
             if r_max > calibration.MAX_R_TABLE:
                 raise ValueError(f"--r_max {r_max}: a costs file holds r(m) up to m = {calibration.MAX_R_TABLE}")
         img_dir = as_optional(img_dir, check_output_folder, "--img_dir")
         json = check_output_file(json, "--json")
+        if r_table_dir is not None:  # the last check passed: make the folder now, not after the measurement
+            r_table_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     load_start = load_average()
     print(f"{machine_description()}; load average {load_start:.2f} at the start", flush=True)

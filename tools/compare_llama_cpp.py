@@ -52,7 +52,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # `python tools/...`: the repository's root, and tests/ (conftest)
+sys.path.insert(0, str(ROOT))  # `python tools/...`: the repository's root
 
 import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
 
@@ -69,7 +69,8 @@ from tools import benchmark_forward  # noqa: E402
 from tools.benchmark_forward import parse_list  # noqa: E402
 from tools.machine import blas_description, blas_threads, load_average, machine_description  # noqa: E402
 from tools.gguf_file import write_gguf  # noqa: E402
-from loaders.messages import shown
+from loaders.messages import shown  # noqa: E402
+from tools.release_files import tokenizer_folder  # noqa: E402
 
 OURS, THEIRS = "this project", "llama.cpp"
 INSTALL = "pip install -r requirements/llama.txt"
@@ -152,15 +153,11 @@ def missing_extras():
 def load_encoder(model):
     """The tokenizer of --model: the folder's own, or OpenAI's (from $GPT2_MODELS_DIR/124M, else models/124M) for
     random weights, as tools/random_models.py finds it."""
-    from conftest import models_dir
     from encoder import get_encoder
 
     if model not in HPARAMS:
         return get_encoder(Path(model).name, str(Path(model).parent))
-    folder = models_dir() / "124M"
-    if not (folder / "encoder.json").is_file() or not (folder / "vocab.bpe").is_file():
-        raise ValueError(f"OpenAI's tokenizer files (encoder.json, vocab.bpe) are not in {folder}: run `python main.py` "
-                         f"once (it downloads them into models/124M), or set GPT2_MODELS_DIR to a folder holding 124M/")
+    folder = tokenizer_folder()
     return get_encoder(folder.name, str(folder.parent))
 
 

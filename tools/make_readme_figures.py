@@ -79,9 +79,9 @@ from pathlib import Path
 
 
 # `python tools/make_readme_figures.py` puts tools/ first on the path: put the repository's root there too (the
-# modules it measures, and `tools.`), and tests/ (the tests' own helpers, which some parts reuse)
+# modules it measures, and `tools.`)
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path.insert(0, str(REPO))
 
 import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
 
@@ -92,8 +92,9 @@ from command_line.flags import as_bool, as_text, as_whole_number, check_models_d
 from command_line.scripts import as_fractions, as_names, as_whole_numbers, check_output_folder, run_script  # noqa: E402
 from loaders.download import HPARAMS# noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402
-from tools import benchmark_forward, worked_round  # noqa: E402
+from tools import benchmark_forward, release_files, worked_round  # noqa: E402
 from tools.machine import blas_description, blas_threads, machine_description  # noqa: E402
+from tools.recorded import recorded  # noqa: E402
 from tools.measured_parts import (  # noqa: E402
     CONTEXT_LENGTHS,
     FORWARD_SIZES,
@@ -181,22 +182,15 @@ def rule_description(rule):
 
 def exactness_table():
     """Markdown: the total variation of the correct sampler for each K of the test, and of each wrong rule,
-    beside the bound each must stay under (correct) or exceed (wrong), from the test's own functions."""
-    import test_speculative_exactness as exactness
-    from _pytest.monkeypatch import MonkeyPatch
-
-    correct = [exactness.speculative_tv(K, n_samples=exactness.N_SAMPLES, seed=100 + K) for K in (1, 2, 3, 4, 7)]
+    beside the bound each must stay under (correct) or exceed (wrong), as a run of the test records them."""
+    runs = recorded("tests/test_speculative_exactness.py", "for_every_lookahead or fails_for_a_wrong_rule")
+    correct = [run for name, run in runs.items() if "for_every_lookahead" in name]
     lines = ["| rule | total variation | bound |", "| --- | --- | --- |",
-             f"| speculative, K = 1, 2, 3, 4, 7 (correct) | {span([tv for tv, _ in correct], '{:.3f}')} | "
-             f"{span([bound for _, bound in correct], '{:.3f}')} |"]
-    import sampling
-
-    for rule in sorted(exactness.WRONG_RULES):
-        *owner, name, wrong = exactness.WRONG_RULES[rule]  # (module or class, attribute, wrong version)
-        with MonkeyPatch.context() as patch:
-            patch.setattr(owner[0] if owner else sampling, name, wrong)
-            tv, bound = exactness.speculative_tv(K=2, n_samples=exactness.WRONG_RULE_SAMPLES, seed=3)
-        lines.append(f"| wrong: {rule_description(rule)} | {tv:.3f} | {bound:.3f} |")
+             f"| speculative, K = {', '.join(str(int(run['K'])) for run in correct)} (correct) | "
+             f"{span([run['tv'] for run in correct], '{:.3f}')} | {span([run['bound'] for run in correct], '{:.3f}')} |"]
+    wrong = {name.split("[")[1].rstrip("]"): run for name, run in runs.items() if "wrong_rule" in name}
+    for rule in sorted(wrong):
+        lines.append(f"| wrong: {rule_description(rule)} | {wrong[rule]['tv']:.3f} | {wrong[rule]['bound']:.3f} |")
     return "\n".join(lines)
 
 
@@ -375,7 +369,7 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
     started = time.time()
     flags = " --random_weights" if random_weights else ""
     command = f"python tools/make_readme_figures.py{flags}"
-    from conftest import models_dir as tokenizer_parent  # $GPT2_MODELS_DIR, else models/: OpenAI's 124M files
+    tokenizer_dir = release_files.models_dir() / "124M"  # $GPT2_MODELS_DIR, else models/: OpenAI's 124M files
 
     with errors_as_one_line():  # every flag before any part runs: one line `error: ...`, exit code 2
         Ks = as_whole_numbers(Ks, "--Ks")
@@ -414,7 +408,7 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         command = f"python tools/make_readme_figures.py --only {','.join(names)}"
         note = (f"(Measured alone, not in the run the other numbers come from: `{command}` on "
                 f"{machine_description()}, {time.strftime('%Y-%m-%d', time.gmtime())}.)")
-        blocks = {name: alone[name]({"results": []}, tokenizer_parent() / "124M") + "\n\n" + wrap(note)
+        blocks = {name: alone[name]({"results": []}, tokenizer_dir) + "\n\n" + wrap(note)
                   for name in names}
         return write_or_print(texts, blocks, command, dry_run, started)
     blocks = {}
@@ -443,7 +437,7 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         blocks["tree-table"] = benchmark.format_table(results["tree_rows"], markdown=True)
 
     if random_weights:
-        blocks["sample-run"] = sample_run(seed + SAMPLE_RUN_SEED, tokenizer_parent() / "124M", sample_run_tokens,
+        blocks["sample-run"] = sample_run(seed + SAMPLE_RUN_SEED, tokenizer_dir, sample_run_tokens,
                                           benchmark.as_list(sample_run_sizes, "sample_run_sizes", str))
     blocks["break-even-table"] = break_even_table()
 
@@ -474,7 +468,7 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         blocks["llama-cpp"] = llama_cpp_block(llama_repeats)
     for name, part in SMALL_PARTS.items():
         if timings if name.endswith("-timing") else agreement:
-            blocks[name] = part(forward, tokenizer_parent() / "124M")
+            blocks[name] = part(forward, tokenizer_dir)
 
     minutes = (time.time() - started) / 60
     blocks["machine"] = (f"Made by `{command}` in {minutes:.1f} minutes on {machine_description()}, "

@@ -28,29 +28,16 @@ from pathlib import Path
 import numpy as np
 
 # `python tools/measure_loading.py` puts tools/ first on the path: put the repository's root there too (the
-# loaders it measures), and tests/ (the writers of the two file formats, which the tests use as well)
+# loaders it measures, and tools/model_files.py, the writers of the two file formats)
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))
 
 import gpt2  # noqa: E402
 from tools.benchmark import hparams_of, model_name  # noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402
-from test_load import hf_name, write_safetensors, write_tf_checkpoint  # noqa: E402
+from tools.model_files import flat_params, hf_config, hf_name, write_safetensors, write_tf_checkpoint  # noqa: E402
 from command_line.flags import as_whole_number, errors_as_one_line  # noqa: E402
 from command_line.scripts import as_names, check_output_file, check_output_folder, run_script  # noqa: E402
-
-
-def flat_params(params):
-    """{"h0/attn/c_attn/w": array, "wte": array, ...} in OpenAI's names."""
-    out = {"wte": params["wte"], "wpe": params["wpe"], "ln_f/g": params["ln_f"]["g"], "ln_f/b": params["ln_f"]["b"]}
-    for i, block in enumerate(params["blocks"]):
-        for module, leaves in block.items():
-            for name, value in leaves.items():
-                if isinstance(value, dict):
-                    out.update({f"h{i}/{module}/{name}/{leaf}": v for leaf, v in value.items()})
-                else:
-                    out[f"h{i}/{module}/{name}"] = value
-    return out
 
 
 def measure(code):
@@ -87,9 +74,7 @@ def measure_size(size, root, repeats):
     weights = write_tf_checkpoint(root / "tf", arrays, hparams)
     hf = root / "hf"
     hf.mkdir(parents=True, exist_ok=True)
-    config = {"model_type": "gpt2", "vocab_size": hparams["n_vocab"], "n_positions": hparams["n_ctx"],
-              "n_embd": hparams["n_embd"], "n_head": hparams["n_head"], "n_layer": hparams["n_layer"]}
-    write_atomically(hf / "config.json", json_module.dumps(config))
+    write_atomically(hf / "config.json", json_module.dumps(hf_config(hparams)))
     write_safetensors(hf / "model.safetensors", {hf_name(n, "transformer."): a for n, a in arrays.items()}, "F32")
     del arrays
     empty_python, _ = measure("pass")

@@ -8,7 +8,7 @@ Read gpt2.py's `random_params` (the weights) and loaders/hf_folder.py (the Huggi
 
 The folders go into --folder, by default the system's temporary folder (tempfile.gettempdir(): /tmp on Linux);
 the command prints each path it wrote. --trace writes the tiny models of the README's trace excerpt instead
-(n_embd 8, tests/test_main.py's: a target, and a draft that is the target plus noise).
+(n_embd 8, the ones tests/test_main.py runs main.py on: a target, and a draft that is the target plus noise).
 
 Each folder is a Hugging Face GPT-2 folder (config.json, model.safetensors) with OpenAI's tokenizer files
 (encoder.json, vocab.bpe) copied in, so `python main.py --draft_model_size /tmp/random-124M` loads it like
@@ -24,30 +24,42 @@ from pathlib import Path
 
 import numpy as np
 
-# `python tools/random_models.py` puts tools/ first on the path: put the repository's root there too, and
-# tests/ (tests/test_main.py writes the Hugging Face folders its own tests run on)
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+# `python tools/random_models.py` puts tools/ first on the path: put the repository's root there too
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tools.benchmark import hparams_of, model_name  # noqa: E402
 from gpt2 import random_params  # noqa: E402
 from loaders.messages import shown
 from command_line.flags import MAX_SEED, as_whole_number, errors_as_one_line  # noqa: E402
 from command_line.scripts import as_names, check_output_folder, run_script  # noqa: E402
+from tools.model_files import write_hf_folder  # noqa: E402
+from tools.release_files import tokenizer_folder  # noqa: E402
 
 SAMPLE_RUN_SEED = 123  # the seed of the README's sample run (make_readme_figures.py: its seed 0 + 123)
+TINY_HPARAMS = {"n_vocab": 50257, "n_ctx": 64, "n_embd": 8, "n_head": 2, "n_layer": 2}  # the trace run's shapes
+
+
+def tiny_params(seed):
+    """Random weights of TINY_HPARAMS' shapes from np.random.default_rng(seed): the trace run's target, and the
+    tests' tiny models. std 0.5 rather than GPT-2's 0.02: logits far apart, so no float32 near-tie decides a
+    greedy token."""
+    return random_params(TINY_HPARAMS, np.random.default_rng(seed), std=0.5)
+
+
+def near_params(params, rng, scale):
+    """params plus scale * standard normal noise on every array (in the nested order): a draft that agrees with
+    its target often but not always, so that a run shows kept guesses, rejections and bonus tokens."""
+    if isinstance(params, dict):
+        return {key: near_params(value, rng, scale) for key, value in params.items()}
+    if isinstance(params, list):
+        return [near_params(value, rng, scale) for value in params]
+    return (params + scale * rng.standard_normal(params.shape)).astype(params.dtype)
 
 
 def checked_folders(names, folder, tokenizer_dir=None):
     """(tokenizer folder, [folder/random-NAME for each name]), or a ValueError if the tokenizer files are missing
     or a folder exists already (a second run must not silently mix two models)."""
-    from conftest import models_dir  # $GPT2_MODELS_DIR, else models/
-
-    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else models_dir() / "124M"
-    missing = [name for name in ("encoder.json", "vocab.bpe") if not (tokenizer_dir / name).is_file()]
-    if missing:
-        raise ValueError(f"OpenAI's tokenizer files {missing} are not in {tokenizer_dir}: run `python main.py` once "
-                         f"(it downloads them into models/124M), or set GPT2_MODELS_DIR to a folder holding 124M/")
+    tokenizer_dir = tokenizer_folder(tokenizer_dir)  # by default $GPT2_MODELS_DIR/124M, else models/124M
     targets = [Path(folder) / f"random-{name}" for name in names]
     for target in targets:
         if target.exists():
@@ -59,8 +71,6 @@ def write_random_models(sizes, folder, seed=SAMPLE_RUN_SEED, tokenizer_dir=None)
     """[the folders written]: folder/random-NAME for each size (a released size, a Hugging Face name or a model
     folder, whose shapes are used), random weights from one np.random.default_rng(seed). Two equal names
     become random-NAME-draft and random-NAME-target."""
-    from test_main import write_hf_folder
-
     names = [model_name(size) for size in sizes]
     if len(names) == 2 and names[0] == names[1]:
         names = [f"{names[0]}-draft", f"{names[1]}-target"]
@@ -77,10 +87,8 @@ def write_random_models(sizes, folder, seed=SAMPLE_RUN_SEED, tokenizer_dir=None)
 
 
 def write_trace_models(folder, tokenizer_dir=None):
-    """[folder/random-tiny-near, folder/random-tiny-target]: the README's trace run's models, as
-    tests/test_main.py makes them (the target tiny_params(seed=1); the draft it plus noise of scale 0.2)."""
-    from test_main import TINY_HPARAMS, near_params, tiny_params, write_hf_folder
-
+    """[folder/random-tiny-near, folder/random-tiny-target]: the README's trace run's models (the target
+    tiny_params(seed=1); the draft it plus noise of scale 0.2, as tests/test_main.py's trace test makes it)."""
     tokenizer_dir, (near, target) = checked_folders(["tiny-near", "tiny-target"], folder, tokenizer_dir)
     params = tiny_params(seed=1)
     write_hf_folder(near, near_params(params, np.random.default_rng(5), 0.2), TINY_HPARAMS, tokenizer_dir)

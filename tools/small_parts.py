@@ -1,10 +1,10 @@
 """The small parts: timings and counts that need no model run, each measured in this process (a tool).
 
 Read tools/make_readme_figures.py first (it calls these; `--only NAME` remeasures one alone), then what each
-times: drafters.py's prompt lookup against tests/test_drafters.py's full scan, encoder.py on one very long word,
-the sampler's float64 work (model_fn.logits_to_probs, sampling._check_probs and _sample), gpt2.py's small
-design choices against the other way; and how closely gpt2 and encoder.py agree with their peers. The tests'
-helpers are imported from tests/, which make_readme_figures.py puts on the path.
+times: drafters.py's prompt lookup against a full scan (tools/peers.py's, the tests' reference), encoder.py on one
+very long word, the sampler's float64 work (model_fn.logits_to_probs, sampling._check_probs and _sample), gpt2.py's
+small design choices against the other way; and how closely gpt2 and encoder.py agree with their peers (the
+numbers tests/test_gpt2.py records, read from a run of it: tools/recorded.py).
 """
 
 import functools
@@ -23,6 +23,8 @@ from model_fn import logits_to_probs
 from sampling import _check_probs, _sample
 from tools import benchmark_forward, pass_parts
 from tools.pages import duration_text, scientific, wrap
+from tools.peers import brute_force_lookup, tiktoken_gpt2
+from tools.recorded import recorded
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -50,8 +52,6 @@ def lookup_timing(n_tokens=1000, alphabet=50, repeats=5, seed=0):
     copying its input), the index with a fresh PromptLookup each pass (it grows with the text). Each is the
     best of `repeats` passes, the two taken in turns (best_seconds), divided by the calls in a pass.
     """
-    from test_drafters import brute_force_lookup  # tests/test_drafters.py's full scan, the index's reference
-
     x = np.random.default_rng(seed).integers(0, alphabet, n_tokens).tolist()
     prefixes = [x[:n] for n in range(1, n_tokens + 1)]
 
@@ -85,8 +85,6 @@ def bpe_text(tokenizer_dir, n_letters=100_000, seed=0):
     ours = timed(lambda: get_encoder(tokenizer_dir.name, tokenizer_dir.parent).encode(word))[1]
     text = f"a word of {n_letters:,} random letters encodes in {ours:.2f} s"
     if importlib.util.find_spec("tiktoken") is not None:
-        from test_encoder import tiktoken_gpt2
-
         reference = tiktoken_gpt2(tokenizer_dir)
         text += f" (tiktoken: {timed(lambda: reference.encode(word, disallowed_special=()))[1]:.3f} s)"
     return wrap(f"In this run {text}, reading the vocabulary included.")
@@ -212,22 +210,14 @@ def pass_table(n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7):
 
 def hf_agreement_text():
     """The sentence on gpt2 against Hugging Face's logits in tests/fixtures: the largest difference over every
-    fixture and input, and the least that resetting one parameter array moves the logits (the test's teeth)."""
-    import test_gpt2
-    from gpt2 import gpt2
-
-    worst, least = 0.0, float("inf")
-    for name in test_gpt2.MODEL_NAMES:
-        hparams, params, cases = test_gpt2.load_fixture(name)
-        for ids, hf_logits, _ in cases:
-            worst = max(worst, test_gpt2.max_abs_diff(gpt2(ids, **params, n_head=hparams["n_head"]), hf_logits))
-        ids, hf_logits, _ = cases[-1]
-        flat = dict(test_gpt2.leaves(params))
-        for key, value in flat.items():
-            reset = test_gpt2.unflatten({**flat, key: test_gpt2.reset_to_hf_initial_value(key, value)})
-            least = min(least, test_gpt2.max_abs_diff(gpt2(ids, **reset, n_head=hparams["n_head"]), hf_logits))
+    fixture and input, and the least that resetting one parameter array moves the logits (the test's teeth), as
+    a run of tests/test_gpt2.py records them."""
+    runs = recorded("tests/test_gpt2.py", "match_hugging_face or every_weight_bias").values()
+    worst = max(run["max_abs_diff"] for run in runs if "max_abs_diff" in run)
+    least = min(run["least_max_abs_diff"] for run in runs if "least_max_abs_diff" in run)
+    tolerance = next(run["tolerance"] for run in runs if "tolerance" in run)
     return wrap(f"In this run `gpt2` matches within {scientific(worst)} (the bound is "
-                f"{scientific(test_gpt2.HF_TOLERANCE, 0)}), and resetting any single parameter array to what HF's "
+                f"{scientific(tolerance, 0)}), and resetting any single parameter array to what HF's "
                 f"initialisation leaves (0, or 1 for a layer-norm gain) moves the logits by at least {least:.2f}.")
 
 
@@ -239,7 +229,6 @@ def unicode_text(tokenizer_dir, last=0x31FFF):
     import regex
     import tiktoken
     from encoder import get_encoder
-    from test_encoder import tiktoken_gpt2
 
     ours, reference = get_encoder(tokenizer_dir.name, tokenizer_dir.parent), tiktoken_gpt2(tokenizer_dir)
     texts = ["!" + chr(c) + "'s" for c in range(0x80, last + 1) if not 0xD800 <= c <= 0xDFFF]  # no surrogates

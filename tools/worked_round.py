@@ -27,14 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-# `python tools/worked_round.py` puts tools/ first on the path: put the repository's root there too, and tests/
-# (the exactness test's Markov tables)
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
-try:  # the sampler helper moves the tables into tests/markov.py; the exactness test had them first
-    from markov import DRAFT_TABLE, TARGET_TABLE
-except ImportError:
-    from test_speculative_exactness import DRAFT_TABLE, TARGET_TABLE
+# `python tools/worked_round.py` puts tools/ first on the path: put the repository's root there too
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools.markov import DRAFT_TABLE, TARGET_TABLE  # noqa: E402  the exactness test's Markov tables
 from loaders.safe_files import save_figure  # noqa: E402
 from command_line.flags import errors_as_one_line  # noqa: E402
 from command_line.scripts import check_output_folder, run_script  # noqa: E402

@@ -1,5 +1,8 @@
 """Model functions read from hand-written second-order Markov tables, for tests of the samplers and drafters.
 
+The tests' models (tests/test_speculative_exactness.py and others), and the worked round's (tools/worked_round.py):
+it lives with the tools because a tool may not import a test module, while a test may import a tool.
+
 The next-token distribution depends on the last TWO tokens, so reading the wrong row (an off-by-one in the
 prefix) changes the distribution. The draft is deliberately bad in both directions: it puts mass on tokens the
 target never produces after some contexts, and gives probability 0 to tokens the target does produce.

@@ -1,0 +1,38 @@
+"""`python tools/random_models.py`, the README's sample-run step, runs as a learner runs it, with no test code.
+
+tests/test_imports.py reads the import statements; this runs the script itself and then asks Python which of the
+modules it loaded come from tests/ (conftest included): none may. Before, it imported tests/test_main.py and
+tests/conftest.py for the folder writer and the tokenizer's place.
+"""
+
+import os
+import subprocess
+import sys
+
+from conftest import REPO_ROOT
+
+# run the script as `python tools/random_models.py ARGS` would (runpy: the same __main__, the same sys.path[0]),
+# then print the loaded modules that live in tests/
+RUN_AND_LIST_TEST_MODULES = """
+import os, runpy, sys
+script, *args = sys.argv[1:]
+sys.argv = [script, *args]
+sys.path[0] = os.path.dirname(script)
+try:
+    runpy.run_path(script, run_name="__main__")
+except SystemExit as stop:
+    assert not stop.code, stop.code
+tests = os.path.join({root!r}, "tests") + os.sep
+print(sorted(name for name, module in sys.modules.items() if (getattr(module, "__file__", None) or "").startswith(tests)))
+"""
+
+
+def test_the_sample_run_step_writes_its_models_without_loading_a_test_module(tmp_path, release_124M_dir):
+    code = RUN_AND_LIST_TEST_MODULES.format(root=str(REPO_ROOT))
+    run = subprocess.run([sys.executable, "-c", code, str(REPO_ROOT / "tools" / "random_models.py"), "--trace",
+                          "--folder", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "GPT2_MODELS_DIR": str(release_124M_dir.parent)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    *written, loaded = run.stdout.splitlines()
+    assert written == [f"wrote {tmp_path / 'random-tiny-near'}", f"wrote {tmp_path / 'random-tiny-target'}"]
+    assert loaded == "[]", f"the script loaded test code: {loaded}"
