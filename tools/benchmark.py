@@ -1,79 +1,37 @@
 """When does speculative sampling pay off? Acceptance, costs and speedup for a draft/target pair and each K.
 
-A tool, not on the reading path: read sampling.py and lookahead.py (the cost model it measures) first, and the
-README's "When does it pay off on a CPU?". It stays at the top level so that `python tools/benchmark.py` runs as the
-README says; its drafter and tree comparison is tools/compare_drafters.py, its plots tools/benchmark_plots.py.
+A tool, not on the reading path: read lookahead.py (the cost model it measures: c, r and the expected tokens
+per round) and the README's "When does it pay off on a CPU?" first. Its drafter and tree comparison is
+tools/compare_drafters.py, its plots tools/benchmark_plots.py.
 
     python tools/benchmark.py                                    # 124M drafts for 355M, K = 1..8, real weights
     python tools/benchmark.py --kv_cache False                   # the same, picoGPT's way (no cache)
     python tools/benchmark.py --random_weights                   # no checkpoint needed: cost figures only
     python tools/benchmark.py --random_weights --target_model_size 1558M --Ks 1,2,4,8
 
-The model of the cost (Leviathan et al. 2022, "Fast Inference from Transformers via Speculative Decoding")
------------------------------------------------------------------------------------------------------------
-Measure time in target steps: one autoregressive step (a target forward pass over 1 new token) costs 1.
-A speculative round costs K draft steps and one target pass over the K + 1 new positions:
+What it prints, for each K: alpha, the measured speedup (wall time, and target passes: LMFlow's "gamma" table,
+what speculative sampling would give if draft steps were free and r were 1), and the speedup predicted by
+Leviathan et al.'s formula (r = 1) and by the same formula with the measured r, (1 - alpha^(K+1)) /
+((1 - alpha) (c K + r)). With the KV cache a 1-token step is memory-bound and r(K + 1) is what this machine
+measures; without it (`--kv_cache False`) every pass recomputes the whole sequence anyway, so a verification
+pass's K extra rows barely show and speculative sampling wins more. Both tables are worth seeing.
 
-    c = time of a 1-token draft step / time of a 1-token target step
-    r = time of a (K + 1)-token target pass / time of a 1-token target pass
-    round = c K + r   target steps
+How: c and r are timed through the model functions the samplers call (model_fn.create_model_fn), after a prefix
+of --prefix_length tokens, each the fastest of --repeats calls, in turns (noise only ever adds time, and turns
+make it hit both alike). Then each sampler runs over the prompts with fresh model functions after an untimed
+warm-up: autoregressive sampling once, speculative sampling once per K. Run it on a quiet machine: OpenBLAS's
+threads spin while they wait for each other, so another busy process slows a step unevenly
+(OPENBLAS_NUM_THREADS=1 gives steadier numbers on a busy one).
 
-If each draft token is kept with probability alpha (independently), a round writes on average
+--random_weights: random weights of the real shapes, for when no checkpoint is present. Their acceptance rate
+means nothing (about 0 at temperature 0); the costs are real. So instead of a measured alpha the table gives
+the predicted speedup for the alphas of --alphas, and the alpha at which speculative sampling breaks even.
+--drafters model,lookup,staged and --trees "2,1,1;2,2,1" add tables of drafters and trees on prompts that
+invite copying and prompts that do not (tools/compare_drafters.py says what they hold).
 
-    1 + alpha + alpha^2 + ... + alpha^K = (1 - alpha^(K+1)) / (1 - alpha)   tokens,
-
-so the speedup over autoregressive sampling is tokens per round / cost of a round:
-
-    Leviathan et al.:   (1 - alpha^(K+1)) / ((1 - alpha) (c K + 1))     (their equation, with r = 1)
-    accounting for r:   (1 - alpha^(K+1)) / ((1 - alpha) (c K + r))
-
-Leviathan et al. assume r = 1: on an accelerator a pass over K + 1 tokens takes as long as a pass over 1,
-because the hardware is idle waiting for the weights either way. On a CPU with NumPy's OpenBLAS it is not so:
-with the KV cache a 1-token step is a matrix-VECTOR product per weight matrix (memory-bound), but K + 1 rows
-make it a matrix-MATRIX product, and OpenBLAS packs the whole weight matrix into its own layout first. A
-(K + 1)-token pass measured 2-3x a 1-token pass on our 2-core machines, and that eats most of the gain.
-Without a cache (picoGPT's way: `--kv_cache False`) every pass recomputes the whole sequence anyway, so the
-K + 1 extra rows of a verification pass barely show (r = (L + K) / L-ish for an L-token sequence), the
-draft steps are full recomputes too, and speculative sampling wins more. Both tables are worth seeing.
-
-The speedup in target forward passes (LMFlow's "gamma" table) is just tokens per target pass: what speculative
-sampling would give if draft steps were free and r were 1.
-
-What is measured
-----------------
-c and r are measured through the same model functions the samplers call (model_fn.create_model_fn, so the
-turning of logits into probabilities is included), at a prefix of --prefix_length tokens: with the cache,
-"a pass over n tokens" feeds n new tokens after a cached prefix; without it, it recomputes prefix + n
-tokens. Each is the fastest of --repeats calls (the machine is shared, and noise only ever adds time),
-and the passes are timed in turns, so that noise hits them alike.
-Then each sampler runs over the prompts with fresh model functions (empty caches), after an untimed warm-up;
-autoregressive sampling once, speculative sampling once per K.
-
-Run it on a quiet machine. OpenBLAS starts one thread per core and its threads spin while they wait for each
-other, so when another process keeps one of the 2 cores busy, a 124M step can take 2-3x longer, and
-unevenly. On a busy machine, OPENBLAS_NUM_THREADS=1 gives steadier numbers.
-
---random_weights: random weights of the real shapes, for when no checkpoint is present. Their distributions
-are nothing like each other's, so the acceptance rate means nothing (at temperature 0 it is about 0: every
-guess is rejected and a round writes one token). What is real is the cost: c, r, the ms/token of
-autoregressive sampling, and the ms of a speculative round. So instead of a measured alpha, the table gives
-the predicted speedup for a list of alphas (--alphas), and the alpha at which speculative sampling breaks
-even, for the cache setting of --kv_cache and for the other one.
-
-Drafters and trees (--drafters model,lookup,staged, --trees "2,1,1;2,2,1")
--------------------------------------------------------------------------
-add two tables, in both cache settings, on prompts that invite copying and on prompts that do not. What they
-hold, and how their predictions are made: tools/compare_drafters.py, which runs them.
-
-Plots (written into --img_dir if matplotlib is installed: `pip install -r requirements/plots.txt`):
-    speedup_DRAFT_TARGET_cache.png                 speedup (wall, passes, both predictions) and alpha vs K
-    ms_per_token_DRAFT_TARGET_cache.png            ms/token of autoregressive and speculative sampling vs K
-    predicted_speedup_random_DRAFT_TARGET.png      --random_weights: predicted speedup vs K for each alpha,
-                                                   with and without the cache
-    ms_per_token_random_DRAFT_TARGET_cache.png     --random_weights: measured ms/token (alpha ~ 0) and the
-                                                   predicted ms/token for each alpha
-    drafters[_random]_DRAFT_TARGET.png             --drafters: measured and predicted speedup per drafter and K
-(`nocache` instead of `cache` with --kv_cache False.)
+Plots go into --img_dir if matplotlib is installed (`pip install -r requirements/plots.txt`): speedup and alpha
+against K, ms per token against K, and for --random_weights the predicted speedup and ms per token for each
+alpha (file names: tools/benchmark_plots.py).
 """
 
 import sys

@@ -1,11 +1,9 @@
 """This project's GPT-2 weights as a GGUF file, llama.cpp's format (a tool for tools/compare_llama_cpp.py).
 
-Read gpt2.py (the parameters' names and shapes) and encoder.py (the vocabulary and the merges) first. The file
-is written with the `gguf` package (`pip install gguf`, pure Python: llama.cpp's own writer), as float32
-throughout, so that llama.cpp computes with exactly the numbers this project does.
-
-A GGUF file holds key-value metadata, then a list of tensors (name, dimensions, type, offset), then their
-bytes. What llama.cpp's architecture "gpt2" reads:
+Read gpt2.py (the parameters) and encoder.py (the vocabulary, the merges) first. The `gguf` package (pure Python:
+llama.cpp's own writer) writes it, float32 throughout, so llama.cpp computes with exactly this project's numbers.
+A GGUF file holds key-value metadata, then the tensors (name, dimensions, type, offset) and their bytes. What
+llama.cpp's architecture "gpt2" reads:
 
     general.architecture                  "gpt2"
     gpt2.context_length                   n_ctx (wpe's rows)

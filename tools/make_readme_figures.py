@@ -4,67 +4,35 @@ Read the README first (it says what each number means), then the scripts this on
 the learner's path.
 
     python tools/make_readme_figures.py --random_weights            # what the pages show (no OpenAI weights
-                                                                    # where this is developed); ~15 minutes
+                                                                    # where this is developed)
     python tools/make_readme_figures.py                             # OpenAI's 124M and 355M (downloaded first)
     python tools/make_readme_figures.py --random_weights --dry_run  # print the generated parts, write nothing
 
-README.md and docs/BENCHMARKS.md mark each generated part:
+README.md and docs/BENCHMARKS.md mark each generated part, `<!-- NAME: begin (the command) -->` ... `<!-- NAME:
+end -->`, and this script replaces what is between the two marks and nothing else. The prose around the marks
+says only what holds whatever a run measures; every number a run can change is inside a part, so the tables,
+the plots and the sentences that quote them come from the same run. The parts, in the order the run makes them:
 
-    <!-- NAME: begin (python tools/make_readme_figures.py ...) -->
-    ...
-    <!-- NAME: end -->
+    README        worked-round (tools/worked_round.py), exactness-table, cost-table and cost-summary (c and r
+                  with and without the KV cache, the predicted speedup, break-even alphas), sample-run
+                  (`python main.py` on tools/random_models.py's folders; skipped with real weights)
+    BENCHMARKS    drafter-table and drafter-summary (tools/benchmark.py's drafters), tree-table,
+                  break-even-table (from lookahead.R_TABLE, no timing), forward-run, forward-table,
+                  forward-breakdown, forward-summary, r-table, context-table (tools/benchmark_forward.py),
+                  peer-speed (tools/measure_hf_speed.py, with torch), llama-cpp (tools/compare_llama_cpp.py,
+                  with llama-cpp-python), loading-table (tools/measure_loading.py), the small timings
+                  lookup-timing, bpe-timing, sampler-timing, design-timing, pass-timing, and text-benchmark
+                  (tools/benchmark_text.py on tools/texts/)
+    both          hf-agreement and unicode-count (how closely gpt2 matches Hugging Face's fixtures, how many
+                  code points encoder.py and tiktoken encode differently), machine (which machine, when)
 
-and this script replaces what is between the two marks, in whichever of the two files holds them, and nothing
-else. The prose around the marks is written by hand and says only what holds whatever a run measures; every
-number a run can change is inside a generated part, so the tables, the plots and the sentences that quote
-them always come from the same run. The parts, in the order the run makes them (README: the learning path;
-BENCHMARKS: the measured tables):
+The scripts that must run in a process of their own (OpenBLAS reads its thread count when NumPy loads; a load's
+peak memory needs a fresh process) are tools/measured_parts.py's, the small timings tools/small_parts.py's, and
+tools/pages.py writes every part between its marks. It also moves the pages' line links, like
+[`def _residual`](sampling.py#L549), to the line where the code in their backticks now is.
 
-    worked-round      README: tools/worked_round.py's two rounds on the exactness test's Markov tables (and its
-                      pictures)
-    exactness-table   README: the statistical test's total variations against their bounds
-    cost-table        README: c and r with and without the KV cache, the predicted speedup at ONE alpha,
-                      break-even alphas; cost-summary: the sentences that read it
-    drafter-table     BENCHMARKS: tools/benchmark.py's drafters (model, lookup, staged; fixed K and K=auto), and
-                      drafter-summary
-    tree-table        BENCHMARKS: token trees against chains that send the target as many rows
-    sample-run        README: `python main.py` on random weights of the 124M and 355M shapes, the folders of
-                      tools/random_models.py (skipped with real weights: then `python main.py` is the sample run)
-    break-even-table  BENCHMARKS: the break-even alpha of each drafter by the cost model, from lookahead.R_TABLE
-                      (no timing)
-    forward-run       BENCHMARKS: how tools/benchmark_forward.py ran: two processes, OpenBLAS's default threads
-                      and one
-    forward-table, forward-breakdown, forward-summary, r-table, context-table
-                      BENCHMARKS: tools/benchmark_forward.py's measurements (--json), formatted by its own
-                      table functions
-    peer-speed        BENCHMARKS: Hugging Face transformers for scale (tools/measure_hf_speed.py), when torch is
-                      installed
-    llama-cpp         BENCHMARKS: llama.cpp on the same weights (tools/compare_llama_cpp.py): greedy agreement,
-                      decode time and r(m) on 1 and 2 threads, when llama-cpp-python and gguf are installed
-    loading-table     BENCHMARKS: tools/measure_loading.py: peak memory and time of loading each size in both
-                      layouts
-    lookup-timing, bpe-timing, sampler-timing, design-timing
-                      BENCHMARKS: small timings: prompt lookup's index against a full scan, a very long word
-                      through encoder.py, the sampler's float64 work, gpt2.py's small design choices
-    text-benchmark    BENCHMARKS: tools/benchmark_text.py: prompt lookup (fixed K and K=auto) on the texts of
-                      tools/texts/, a target that pays a real 124M-shaped cached pass but writes the text
-    hf-agreement, unicode-count
-                      README and BENCHMARKS: how closely gpt2 matches Hugging Face's fixtures, and how many code
-                      points encoder.py and tiktoken encode differently (the installed regex and tiktoken)
-    machine           both: which machine and command made the numbers, and when
-
-This file makes the parts of the learning path (and the drafter tables) and runs the whole; the parts of the
-scripts run as processes of their own (tools/benchmark_forward.py, tools/measure_loading.py,
-tools/measure_hf_speed.py and tools/compare_llama_cpp.py: OpenBLAS reads its thread count when NumPy loads, and a
-load's peak memory must be measured in a fresh process) are tools/measured_parts.py's, the small timings and counts
-tools/small_parts.py's, and tools/pages.py writes them between their marks.
-
-It also moves the pages' line links, like [`def _residual`](sampling.py#L549), to the line where the code in
-their backticks now is, so that a link never lands on the wrong function after an edit above it.
-
-Numbers from a shared machine move from run to run; that is why they are regenerated together, never patched
-one by one. The one exception is --only: it remeasures the named small timings alone (they need no model),
-and their marks then name the command that wrote them.
+Numbers from a shared machine move from run to run: they are regenerated together, never patched one by one.
+The one exception is --only: it remeasures the named parts alone, and their marks then name that command.
 """
 
 import contextlib
