@@ -101,8 +101,9 @@ def forward_pass(case, shared):
 
 
 def bpe(case, shared):
-    encoder = shared.setdefault("encoder", module("encoder").get_encoder("124M", shared["models_dir"]))
-    return list(encoder.bpe(case["token"]))
+    if "encoder" not in shared:  # read the files once per check
+        shared["encoder"] = module("encoder").get_encoder("124M", shared["models_dir"])
+    return list(shared["encoder"].bpe(case["token"]))
 
 
 def logits_to_probs(case, shared):

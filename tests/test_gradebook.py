@@ -1,10 +1,12 @@
-"""The gradebook grades submissions that loop, crash, flood, hog memory, spawn, or edit their tests, and goes on.
+"""The gradebook grades submissions that loop, crash, flood, hog memory, spawn, edit their tests, forge a report or
+replay the shipped answers, and every score is one the work earned.
 
-Read course/gradebook.py first (the limits, and why only the learner's files are taken from a submission).
+Read course/gradebook.py and course/hidden.py first (the limits; why only the learner's files are taken from a
+submission; why the checks are drawn fresh and judged in the gradebook's own process).
 
-Four hostile submissions of `sampling.py`, graded on steps 7 (`_accept`) and 8 (`_residual`), each misbehaving
-in one or two steps. Every misbehaving step scores 0 with a reason that says what happened, every other step
-is graded as usual, and nothing a submission started is left running. The limits are small to keep the test
+Hostile submissions of `sampling.py`, graded on steps 7 (`_accept`) and 8 (`_residual`), each misbehaving in
+one or two steps: every misbehaving step scores 0 with a reason that says what happened, every other step is
+graded as usual, and nothing a submission started is left running. The limits are small to keep the tests
 short: 8 seconds a step, 1 GB of memory.
 """
 
@@ -72,22 +74,23 @@ def test_each_misbehaving_step_scores_0_with_its_reason_and_the_rest_is_graded(t
                    residual="    return np.ones(4 * 1024**3 // 8)\n"),
     ]
     rows = gradebook.gradebook(submissions, tmp_path / "grades.csv", steps=(7, 8), time_limit=8,
-                               memory_bytes=1024**3)
-    assert rows[0] == ["submission", "step7", "step8", "total", "reasons"]
-    scores = {os.path.basename(row[0]): row[1:4] for row in rows[1:]}
-    assert scores == {"loops": [0, 1, 1], "crashes_and_floods": [0, 0, 0], "edits_its_tests": [1, 0, 1],
-                      "spawns_and_hogs": [0, 0, 0]}
-    reasons = {os.path.basename(row[0]): row[4] for row in rows[1:]}
-    assert reasons["loops"] == "step 7: ran past its time limit of 8 s"
-    assert "step 7: the run: ended with exit code 3" in reasons["crashes_and_floods"]
-    assert "step 8: printed more than 1024 kB" in reasons["crashes_and_floods"]
-    assert reasons["edits_its_tests"].startswith("step 8: test_the_residual_is_q_minus_p")
-    assert "step 7: ran past its time limit" in reasons["spawns_and_hogs"]
+                               memory_bytes=1024**3, jobs=2)
+    assert rows[0] == ["submission", "step7 (of 1)", "step8 (of 1)", "step11 rubric", "step12 rubric", "total", "of",
+                       "reasons"]
+    scores = {os.path.basename(row[0]): row[1:3] + row[5:7] for row in rows[1:]}
+    assert scores == {"loops": [0, 1, 1, 2], "crashes_and_floods": [0, 0, 0, 2], "edits_its_tests": [1, 0, 1, 2],
+                      "spawns_and_hogs": [0, 0, 0, 2]}
+    reasons = {os.path.basename(row[0]): row[7] for row in rows[1:]}
+    assert reasons["loops"] == "step 7: _accept on fresh rows and seeds: ran past its time limit of 8 s"
+    assert "step 7: _accept on fresh rows and seeds: the run ended with exit code 3" in reasons["crashes_and_floods"]
+    assert "step 8: _residual of fresh rows: printed more than 1024 kB" in reasons["crashes_and_floods"]
+    assert reasons["edits_its_tests"].startswith("step 8: _residual of fresh rows: case ")
+    assert "step 7: _accept on fresh rows and seeds: ran past its time limit" in reasons["spawns_and_hogs"]
     assert "MemoryError" in reasons["spawns_and_hogs"]
     assert pid_file.exists() and not running(int(pid_file.read_text())), "the looping grandchild was left running"
     with open(tmp_path / "grades.csv", newline="", encoding="utf-8") as written:
-        assert [row[:4] for row in csv.reader(written)][1:] == [[str(s)] + [str(v) for v in scores[os.path.basename(
-            str(s))]] for s in submissions]
+        assert [row[:3] + row[5:7] for row in csv.reader(written)][1:] == [
+            [str(s)] + [str(v) for v in scores[os.path.basename(str(s))]] for s in submissions]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".grades.csv")] == []  # no temporary file left
 
 
