@@ -164,3 +164,75 @@ def test_the_tokenizer_command_fetches_the_four_small_files_and_never_the_weight
     assert sorted(p.name for p in folder.iterdir()) == sorted(classroom.TOKENIZER_FILES)
     assert all((folder / name).read_bytes() == release[name] for name in classroom.TOKENIZER_FILES)
     assert [r["path"] for r in server.requests] == [f"/124M/{name}" for name in classroom.TOKENIZER_FILES]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["grde", "1"], "unknown command 'grde'"),
+    ([], "no command"),
+    (["grade", "7", "--rpo", "x"], "unknown flag --rpo (did you mean --repo?)"),
+    (["grade", "seven"], "STEP"),
+    (["hint", "3", "--level", "0"], "--level"),
+    (["gradebook", "some-folder"], "--csv is needed"),
+    (["gradebook", "some-folder", "--csv", "grades.csv", "--jobs", "0"], "--jobs"),
+    (["gradebook", "some-folder", "--csv", "grades.csv", "--steps", "7,11"], "open-ended"),
+    (["gradebook", "--csv", "grades.csv"], "name the submission folders"),
+])
+def test_every_argument_is_checked_before_any_work_one_line_and_exit_2(args, message, tmp_path):
+    """As main.py's flags (fire's syntax, checked by command_line/flags.py before anything runs)."""
+    run = run_kit(*args, cwd=REPO_ROOT)
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert run.stderr.startswith("error: ") and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert message in run.stderr
+
+
+def test_the_gradebook_command_grades_folders_into_a_csv_with_feedback(tmp_path):
+    """The README's command, with --steps quoted, --jobs and --feedback: the reference's files earn every point."""
+    reference = tmp_path / "alice"
+    reference.mkdir()
+    (reference / "sampling.py").write_bytes((REPO_ROOT / "sampling.py").read_bytes())
+    run = run_kit("gradebook", str(reference), "--csv", str(tmp_path / "grades.csv"), "--steps", "7,8", "--jobs", "2",
+                  "--feedback", str(tmp_path / "feedback"))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith(f"wrote {tmp_path / 'grades.csv'}: 1 submissions, 2 steps each")
+    lines = (tmp_path / "grades.csv").read_text(encoding="utf-8").splitlines()
+    assert lines[1].startswith(f"{reference},1,1,,,2,2,")
+    assert (tmp_path / "feedback" / "001-alice.txt").read_text(encoding="utf-8").startswith(f"{reference}: 2 of 2")
+
+
+def git(folder, *args):
+    subprocess.run(["git", "-C", str(folder), "-c", "user.name=teacher", "-c", "user.email=t@example.org", *args],
+                   check=True, capture_output=True)
+
+
+def test_the_copy_carries_the_working_tree_uncommitted_edits_and_new_files_but_not_ignored_ones(tmp_path):
+    """A teacher edits EXERCISES.md and adds a test without committing: both reach the students (git archive
+    HEAD once left them out, silently); what .gitignore names does not."""
+    git(tmp_path, "init", "-q")
+    (tmp_path / ".gitignore").write_text("grades.csv\n")
+    (tmp_path / "EXERCISES.md").write_text("committed\n")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "start")
+    (tmp_path / "EXERCISES.md").write_text("edited, not committed\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_new.py").write_text("new\n")
+    (tmp_path / "grades.csv").write_text("alice,1\n")
+    files = exercises.tracked_files(tmp_path)
+    assert files == {".gitignore": b"grades.csv\n", "EXERCISES.md": b"edited, not committed\n",
+                     "tests/test_new.py": b"new\n"}
+
+
+def test_a_copy_made_without_git_leaves_out_venvs_grades_and_other_students_code(tmp_path):
+    """An unpacked ZIP with the teacher's .venv, a grades.csv and a submissions/ folder beside the project."""
+    for path in ["gpt2.py", "tests/test_x.py", ".venv/pyvenv.cfg", ".venv/lib/site.py", "venv/pyvenv.cfg",
+                 "venv/x.py", "grades.csv", "submissions/alice/gpt2.py", "submissions/alice/notes.txt",
+                 "models/124M/encoder.json", "tests/__pycache__/x.pyc"]:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("x")
+    assert sorted(exercises.tracked_files(tmp_path)) == ["gpt2.py", "tests/test_x.py"]
+
+
+def test_without_git_on_the_path_the_error_names_git(tmp_path, monkeypatch):
+    (tmp_path / ".git").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match="needs git, which is not on the PATH"):
+        exercises.tracked_files(tmp_path)
