@@ -236,3 +236,58 @@ def test_without_git_on_the_path_the_error_names_git(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
     with pytest.raises(ValueError, match="needs git, which is not on the PATH"):
         exercises.tracked_files(tmp_path)
+
+
+def same_signature_functions(folder):
+    """[(path, function name, step, exercise function)] of the functions defined at the top of any .py file under
+    `folder` whose parameters are those of an exercise function (not a method) other than that function itself."""
+    signatures = {}
+    for s in exercises.STEPS:
+        tree = ast.parse((REPO_ROOT / s.file).read_text(encoding="utf-8")) if s.file else None
+        for name in (n for n in s.functions if "." not in n):
+            node = exercises.find_function(tree, name)
+            signatures.setdefault(tuple(a.arg for a in node.args.args), []).append((s.number, s.file, name))
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        relative = path.relative_to(folder).as_posix()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef):
+                for number, file, name in signatures.get(tuple(a.arg for a in node.args.args), []):
+                    if (relative, node.name) != (file, name):
+                        found.append((relative, node.name, number, name))
+    return found
+
+
+def answering(folder, seed=7):
+    """The functions of same_signature_functions(folder) that pass every hidden check of their step when put in
+    place of the exercise function: an answer, under any name, that a student could paste."""
+    import importlib.util
+
+    from course import hidden, probe
+
+    leaks, requests = [], {}
+    for i, (relative, name, number, exercise) in enumerate(same_signature_functions(folder)):
+        if number not in requests:
+            requests[number] = hidden.request(number, seed)
+            requests[number] = (requests[number], hidden.expected_answers(requests[number]))
+        spec = importlib.util.spec_from_file_location(f"candidate_{i}", folder / relative)
+        candidate = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(candidate)
+        with probe.patched(exercises.step(number).file[:-3], {exercise: getattr(candidate, name)}):
+            request, expected = requests[number]
+            answers = hidden.through_json(probe.observe(request))
+        if all(check.passed for check in hidden.judge(request, expected, answers)):
+            leaks.append((relative, name, number))
+    return leaks
+
+
+def test_no_function_in_a_student_copy_answers_a_step_under_another_name(blank_copy):
+    """The line scan above finds an answer copied line by line; this finds one written differently: any
+    function of the copy with an exercise's parameters is put in its place and run on the step's hidden checks."""
+    assert answering(blank_copy) == []
+
+
+def test_the_answer_scan_finds_the_textbook_top_p_that_a_test_file_of_the_repository_holds():
+    """Its teeth: tests/test_logits_and_draws.py's plain_logits_to_probs is step 6 written out (so a student copy
+    leaves that file out)."""
+    assert ("tests/test_logits_and_draws.py", "plain_logits_to_probs", 6) in answering(REPO_ROOT)
