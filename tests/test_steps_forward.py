@@ -60,6 +60,10 @@ def attention_errors(attention):
     q, k = np.array([[[1, 0]]], np.float32), np.array([[[1, 0], [0, 1]]], np.float32)
     v, mask = np.array([[[1, 2], [3, 4]]], np.float32), np.zeros((1, 2), np.float32)
     errors = compare("the worked example", attention(q, k, v, mask), np.array([[[1.6605, 2.6605]]], np.float32), 1e-4)
+    near_200 = np.array([[[200, 0]]], np.float32), np.full((1, 2, 2), [np.sqrt(2), 0], np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):  # a softmax that overflows says so in the check, not here
+        got = attention(*near_200, v, mask)
+    errors += compare("scores near 200", got, np.array([[[2, 3]]], np.float32), 1e-4)
     for i, call in enumerate(FORWARD["attention"]):
         errors += compare(f"saved call {i} (q {call['q'].shape}, k {call['k'].shape})",
                           attention(call["q"], call["k"], call["v"], call["mask"]), call["out"])
@@ -77,8 +81,10 @@ def causal_mask_errors(causal_mask):
 
 @pytest.mark.step2
 def test_attention_gives_the_worked_example_and_the_references_output_on_every_saved_call():
-    """The worked example (one head, scores [0.7071, 0], output [1.6605, 2.6605]) and every attention of the
-    tiny model's passes, chunked ones included (n_past > 0), in float32."""
+    """The worked example (one head, scores [0.7071, 0], output [1.6605, 2.6605]); the same keys and values with
+    both scores 200 (q = [200, 0], each key [sqrt 2, 0]): weights [0.5, 0.5], output [2, 3], where a softmax
+    that does not subtract the max gets exp(200) = inf in float32, and NaN; and every attention of the tiny
+    model's passes, chunked ones included (n_past > 0), in float32."""
     errors = attention_errors(gpt2.attention)
     assert errors == [], "\n".join(errors[:5])
 
