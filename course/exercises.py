@@ -67,6 +67,8 @@ STEPS = (
 GRADED = tuple(step.number for step in STEPS if step.tests)
 STUDENT_FILES = tuple(sorted({step.file for step in STEPS if step.file}))
 
+STUDENT_README = "course/student_readme.md"  # a student copy's README.md opens with it (and leaves it out)
+
 # Files a student copy leaves out: each holds an answer, or imports one that does.
 TEACHER_ONLY = (
     "tests/verifiers.py",  # a second _verify
@@ -195,6 +197,8 @@ def student_files(repo, keep=()):
     """{relative path: bytes} of a student copy of `repo`: TEACHER_ONLY left out, the exercises blanked (but
     those of the steps in `keep`, which tests use to fill in one step at a time)."""
     files = {path: data for path, data in tracked_files(repo).items() if path not in TEACHER_ONLY}
+    if STUDENT_README in files and "README.md" in files:  # the copy's own opening: check, hints, what to hand in
+        files["README.md"] = files.pop(STUDENT_README) + files["README.md"]
     for file in STUDENT_FILES:
         files[file] = blank_source(files[file].decode("utf-8"), file, keep).encode("utf-8")
     return files

@@ -291,3 +291,15 @@ def test_the_answer_scan_finds_the_textbook_top_p_that_a_test_file_of_the_reposi
     """Its teeth: tests/test_logits_and_draws.py's plain_logits_to_probs is step 6 written out (so a student copy
     leaves that file out)."""
     assert ("tests/test_logits_and_draws.py", "plain_logits_to_probs", 6) in answering(REPO_ROOT)
+
+
+def test_a_student_copys_readme_opens_with_how_to_check_a_step_get_hints_and_hand_in(blank_copy):
+    """The teacher's README opens with a 2 GB download and the whole suite; a student's says what they run and
+    what they hand in, then the project's README follows (the exercises link into it)."""
+    readme = (blank_copy / "README.md").read_text(encoding="utf-8")
+    assert readme.startswith("# Your copy of the exercises\n")
+    for text in ["`python classroom.py grade N`", "`python classroom.py hint N`", "`python classroom.py tokenizer`",
+                 "**Hand in**", *(f"`{file}`" for file in exercises.STUDENT_FILES)]:
+        assert text in readme.split("\n---\n")[0], text
+    assert readme.endswith((REPO_ROOT / "README.md").read_text(encoding="utf-8"))
+    assert not (blank_copy / exercises.STUDENT_README).exists()
