@@ -85,12 +85,7 @@ def forward_pass(case, shared):
                  "mha": replay.mha_stand_in(shared["mha"])}
     if shared["masks"]:
         stand_ins["causal_mask"], stand_ins["tree_mask"] = replay.mask_stand_ins(shared)
-    past = None
-    if case["past_kv"] is not None:
-        n_layer, _, n_head, length, head_dim = case["past_kv"].shape
-        buffer = np.zeros((n_layer, 2, n_head, shared["hparams"]["n_ctx"], head_dim), np.float32)
-        buffer[:, :, :, :length] = case["past_kv"]
-        past = gpt2.Cache(buffer, length, tuple(case["past_parents"]))
+    past = replay.saved_cache(gpt2.Cache, case["past_kv"], case["past_parents"], shared["hparams"]["n_ctx"])
     with patched("gpt2", stand_ins):
         result = gpt2.gpt2(case["inputs"], **shared["params"], n_head=shared["hparams"]["n_head"], past=past,
                            **case["kwargs"])

@@ -107,6 +107,17 @@ def mha_stand_in(calls):
     return mha
 
 
+def saved_cache(cache_type, past_kv, past_parents, n_ctx):
+    """A saved pass's cache as a `cache_type` (gpt2.Cache of the graded folder): its keys and values in a buffer of
+    n_ctx positions, and its tree; None for a pass without a cache."""
+    if past_kv is None:
+        return None
+    n_layer, _, n_head, length, head_dim = past_kv.shape
+    buffer = np.zeros((n_layer, 2, n_head, n_ctx, head_dim), np.float32)
+    buffer[:, :, :, :length] = past_kv
+    return cache_type(buffer, length, tuple(past_parents))
+
+
 def accept_stand_in(calls):
     """Draws u = rng.random() as `_accept` must, then looks the decision up among the saved (q, p, u)."""
     def accept(q_row, p_row, token, rng):

@@ -11,7 +11,7 @@ import json
 
 from conftest import FIXTURES_DIR
 from course.replay import (accept_stand_in, attention_stand_in, decode, encode, layer_norm_stand_in,  # noqa: F401
-                           mask_stand_ins, mha_stand_in, residual_stand_in, same)
+                           mask_stand_ins, mha_stand_in, residual_stand_in, same, saved_cache)
 
 STEPS_FIXTURE = FIXTURES_DIR / "steps.json"
 

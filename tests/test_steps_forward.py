@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import gpt2
-from step_fixtures import attention_stand_in, layer_norm_stand_in, load, mask_stand_ins, mha_stand_in, same
+from step_fixtures import (attention_stand_in, layer_norm_stand_in, load, mask_stand_ins, mha_stand_in, same,
+                           saved_cache)
 
 FORWARD = load()["forward"]
 PARAMS, N_HEAD = FORWARD["params"], FORWARD["hparams"]["n_head"]
@@ -148,12 +149,7 @@ def passes_errors(forward, trees):
     for run in FORWARD["passes"]:
         if ("tree" in run["name"]) != trees:
             continue
-        past = None
-        if run["past_kv"] is not None:
-            n_layer, _, n_head, length, head_dim = run["past_kv"].shape
-            buffer = np.zeros((n_layer, 2, n_head, FORWARD["hparams"]["n_ctx"], head_dim), np.float32)
-            buffer[:, :, :, :length] = run["past_kv"]
-            past = gpt2.Cache(buffer, length, tuple(run["past_parents"]))
+        past = saved_cache(gpt2.Cache, run["past_kv"], run["past_parents"], FORWARD["hparams"]["n_ctx"])
         try:
             result = forward(run["inputs"], **PARAMS, n_head=N_HEAD, past=past, **run["kwargs"])
         except AssertionError as error:
