@@ -117,7 +117,7 @@ def start(command, cwd, memory_bytes):
                   stderr=subprocess.STDOUT)
     if ON_WINDOWS:
         process = subprocess.Popen(command, creationflags=subprocess.CREATE_NEW_PROCESS_GROUP, **common)
-        return process, windows_job(process, memory_bytes)
+        return process, None if memory_bytes is None else windows_job(process, memory_bytes)
     return subprocess.Popen(command, start_new_session=True, preexec_fn=posix_memory_cap(memory_bytes), **common), None
 
 

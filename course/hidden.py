@@ -184,7 +184,7 @@ def read_answers(path):
         raise ValueError(f"its answers are larger than {ANSWERS_CAP // 1024**2} MB")
     try:
         return replay.decode(json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, TypeError, KeyError, AttributeError) as error:  # json's and decode's errors on bad data
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as error:  # bad data: json's, decode's
         raise ValueError(f"its answers could not be read ({type(error).__name__})") from None
 
 

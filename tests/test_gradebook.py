@@ -227,3 +227,18 @@ def test_a_system_that_refuses_the_memory_cap_is_graded_with_the_time_limit_and_
     rows = gradebook.gradebook([submission(tmp_path / "student")], tmp_path / "grades.csv", steps=(8,))
     assert rows[1][1] == 1
     assert "memory is not capped, the time limit holds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("written, why", [(None, "it wrote no answers"), ("[" * 100000, "could not be read"),
+                                          ('[[{"out": {"dtype": "O", "shape": [1], "base64": ""}}]]',
+                                           "could not be read")])
+def test_answers_a_child_wrote_are_read_as_numbers_or_refused_with_a_reason(written, why, tmp_path):
+    """A child's answers file is the submission's to write: missing, nested past Python's recursion limit, or
+    holding an array of objects, it is a ValueError that becomes the reason, never a crash or an object."""
+    from course import hidden
+
+    path = tmp_path / "answers.json"
+    if written is not None:
+        path.write_text(written)
+    with pytest.raises(ValueError, match=why):
+        hidden.read_answers(path)
