@@ -303,3 +303,15 @@ def test_a_student_copys_readme_opens_with_how_to_check_a_step_get_hints_and_han
         assert text in readme.split("\n---\n")[0], text
     assert readme.endswith((REPO_ROOT / "README.md").read_text(encoding="utf-8"))
     assert not (blank_copy / exercises.STUDENT_README).exists()
+
+
+def test_grade_5_without_the_tokenizer_files_says_once_how_to_get_them(blank_copy):
+    """Step 5's checks all skip for the same reason when the files are missing: it is printed once, and it
+    names `python classroom.py tokenizer`."""
+    env = {key: value for key, value in exercises.child_environment().items() if key not in ("GPT2_MODELS_DIR", "CI")}
+    run = subprocess.run([sys.executable, str(REPO_ROOT / "classroom.py"), "grade", "5", "--repo", str(blank_copy)],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 1
+    failed = [line for line in run.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(failed) > 10 and run.stdout.count("`python classroom.py tokenizer` fetches them") == 1, run.stdout
+    assert sum(line.endswith("(as above)") for line in failed) > 10
