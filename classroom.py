@@ -7,27 +7,31 @@ Read EXERCISES.md, then course/exercises.py (the steps as data, the student copy
     python classroom.py student DIR                 a student copy in a new folder: no answers, no history
     python classroom.py grade 7                     step 7's checks, each with pass/fail and why; exit 0 if all pass
     python classroom.py grade 7 --repo DIR          the same in another folder (a student copy, a submission)
-    python classroom.py gradebook SUB1 SUB2 --csv grades.csv     each folder graded in a fresh copy, under limits
+    python classroom.py gradebook SUB1 SUB2 --csv grades.csv     each folder graded in a fresh copy, under limits,
+                        [--feedback DIR] [--jobs N] [--steps "1,2"]   on cases drawn fresh (course/hidden.py)
     python classroom.py hint 7                      step 7's next hint (a counter in the working copy)
     python classroom.py hint 7 --level 2            step 7's hint 2
     python classroom.py tokenizer                   only the four small 124M files step 5 needs, into models/124M
 
-Every command works the same in PowerShell, cmd and a POSIX shell (quote a list: --steps "1,2,3"). A bad
-argument is one line `error: ...` and exit code 2.
+Every command works the same in PowerShell, cmd and a POSIX shell (quote a list: --steps "1,2,3"). The
+arguments are fire's, as for main.py (`python classroom.py grade --help`); every one is checked before any
+work, and a bad one is one line `error: ...` and exit code 2.
 
 The hints live in course/hints.json, base64-encoded so that a glance at the file spoils nothing (EXERCISES.md
 says where to get them, not what they are). The counter of hints seen is .classroom_hints_seen.json in the
 working copy (git ignores it).
 """
 
-import argparse
 import base64
 import json
 import os
 import sys
 from pathlib import Path
 
+from command_line.flags import as_number, as_text, as_whole_number, errors_as_one_line
+from command_line.scripts import as_whole_numbers, run_script
 from loaders import download
+from loaders.weights import shown
 from course import exercises
 from course import gradebook
 
@@ -78,68 +82,87 @@ def fetch_tokenizer_files(models_dir, base_url=None):
 
 def print_grade(number, repo):
     """Print step `number`'s checks in `repo`; return the exit code (0 only if every check passed)."""
-    checks = exercises.grade(number, repo)
-    for check in checks:
-        print(f"{'pass' if check.passed else 'FAIL'}  {check.name}" + ("" if check.passed else f": {check.reason}"))
+    checks, shown_reasons = exercises.grade(number, repo), set()
+    for check in checks:  # a reason many checks share (step 5's missing files) is printed once
+        reason = "" if check.passed else f": {check.reason}" if check.reason not in shown_reasons else " (as above)"
+        shown_reasons.add(check.reason)
+        print(f"{'pass' if check.passed else 'FAIL'}  {check.name}{reason}")
     passed = sum(check.passed for check in checks)
     print(f"step {number}: {passed} of {len(checks)} checks passed")
     return 0 if passed == len(checks) else 1
 
 
-def parser():
-    main = argparse.ArgumentParser(prog="python classroom.py", description=__doc__.split("\n")[0])
-    commands = main.add_subparsers(dest="command", required=True)
-    commands.add_parser("list", help="one line per step: number, title, file, functions")
-    student = commands.add_parser("student", help="write a student copy into a new folder")
-    student.add_argument("folder")
-    grade = commands.add_parser("grade", help="run one step's checks")
-    grade.add_argument("step", type=int)
-    grade.add_argument("--repo", default=str(exercises.REPO), help="the folder to grade (default: this copy)")
-    book = commands.add_parser("gradebook", help="grade submission folders into a CSV file")
-    book.add_argument("submissions", nargs="+")
-    book.add_argument("--csv", required=True, help="the CSV file to write")
-    book.add_argument("--steps", default=",".join(map(str, exercises.GRADED)),
-                      help='e.g. "1,2,3", quoted (default: all)')
-    book.add_argument("--time_limit", type=float, default=gradebook.TIME_LIMIT_SECONDS, help="seconds per step")
-    book.add_argument("--memory_limit_mb", type=int, default=gradebook.MEMORY_CAP_BYTES // 1024**2)
-    hint_command = commands.add_parser("hint", help="one step's hints, one at a time")
-    hint_command.add_argument("step", type=int)
-    hint_command.add_argument("--level", type=int, default=None, help="show this hint (1 = the first)")
-    tokenizer = commands.add_parser("tokenizer", help="download only the small 124M files step 5 needs")
-    tokenizer.add_argument("--models_dir", default=str(exercises.REPO / "models"))
-    return main
+def list_command():
+    """One line per step: number, title, file, functions (tab-separated)."""
+    print("\n".join(list_steps()))
+
+
+def student(folder):
+    """Write a student copy (no answers, no history) into FOLDER, a new or empty folder."""
+    with errors_as_one_line():
+        written = exercises.write_student_copy(exercises.REPO, as_text(folder, "FOLDER"))
+    print(f"wrote a student copy into {written}: hand it out as it is (it has no git history)")
+
+
+def grade(step, repo=str(exercises.REPO)):
+    """Run step STEP's checks in --repo (default: this copy); exit 0 only if every check passed."""
+    with errors_as_one_line():
+        code = print_grade(exercises.graded_step(as_whole_number(step, "STEP", 1, 99)).number,
+                           Path(as_text(repo, "--repo")))
+    if code:
+        raise SystemExit(code)
+
+
+def gradebook_command(*submissions, csv=None, steps=",".join(map(str, exercises.GRADED)),
+                      time_limit=gradebook.TIME_LIMIT_SECONDS, memory_limit_mb=gradebook.MEMORY_CAP_BYTES // 1024**2,
+                      jobs=os.cpu_count() or 1, feedback=None):
+    """Grade the submission folders SUBMISSIONS into the CSV file --csv (and one file each into --feedback)."""
+    with errors_as_one_line():
+        if not submissions:
+            raise ValueError("name the submission folders: python classroom.py gradebook SUB1 SUB2 --csv grades.csv")
+        if csv is None:
+            raise ValueError("--csv is needed: the file the grades go into, like --csv grades.csv")
+        numbers = as_whole_numbers(steps, "--steps")
+        for number in numbers:
+            exercises.graded_step(number)
+        rows = gradebook.gradebook([as_text(s, "SUBMISSIONS") for s in submissions], as_text(csv, "--csv"), numbers,
+                                   as_number(time_limit, "--time_limit"),
+                                   as_whole_number(memory_limit_mb, "--memory_limit_mb", 64) * 1024**2,
+                                   jobs=as_whole_number(jobs, "--jobs", 1, 256),
+                                   feedback=None if feedback is None else as_text(feedback, "--feedback"))
+    print(f"wrote {csv}: {len(rows) - 1} submissions, {len(numbers)} steps each"
+          + (f"; one feedback file each in {feedback}" if feedback is not None else ""))
+
+
+def hint_command(step, level=None):
+    """Step STEP's next hint, or hint --level (1 = the first)."""
+    with errors_as_one_line():
+        text = hint(as_whole_number(step, "STEP", 1, 99), None if level is None else as_whole_number(level, "--level", 1))
+    print(text)
+
+
+def tokenizer(models_dir=str(exercises.REPO / "models")):
+    """Download only the four small 124M files step 5 needs (1.5 MB, no weights) into --models_dir/124M."""
+    with errors_as_one_line():
+        folder = fetch_tokenizer_files(as_text(models_dir, "--models_dir"))
+    print(f"the tokenizer files are in {folder}")
+
+
+COMMANDS = {"list": list_command, "student": student, "grade": grade, "gradebook": gradebook_command,
+            "hint": hint_command, "tokenizer": tokenizer}
 
 
 def run(argv):
-    """Run the command line `argv`; return the exit code."""
-    arguments = parser().parse_args(argv)
-    if arguments.command == "list":
-        print("\n".join(list_steps()))
-    elif arguments.command == "student":
-        folder = exercises.write_student_copy(exercises.REPO, arguments.folder)
-        print(f"wrote a student copy into {folder}: hand it out as it is (it has no git history)")
-    elif arguments.command == "grade":
-        exercises.graded_step(arguments.step)
-        return print_grade(arguments.step, Path(arguments.repo))
-    elif arguments.command == "gradebook":
-        steps = [int(n) for n in arguments.steps.split(",") if n.strip()]
-        rows = gradebook.gradebook(arguments.submissions, arguments.csv, steps, arguments.time_limit,
-                                   arguments.memory_limit_mb * 1024**2)
-        print(f"wrote {arguments.csv}: {len(rows) - 1} submissions, {len(steps)} steps each")
-    elif arguments.command == "hint":
-        print(hint(arguments.step, arguments.level))
-    elif arguments.command == "tokenizer":
-        print(f"the tokenizer files are in {fetch_tokenizer_files(arguments.models_dir)}")
-    return 0
-
-
-def main():
-    try:
-        sys.exit(run(sys.argv[1:]))
-    except (ValueError, FileNotFoundError, download.DownloadError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+    """Run the command line `argv` (the command, then its arguments as fire reads them)."""
+    if argv[:1] in (["--help"], ["-h"]):
+        print(__doc__.split("\n\n")[2])
+        return
+    with errors_as_one_line():
+        if not argv or argv[0] not in COMMANDS:
+            given = f"unknown command {shown(argv[0])}" if argv else "no command"
+            raise ValueError(f"{given}: the commands are {', '.join(COMMANDS)} (python classroom.py --help)")
+    run_script(COMMANDS[argv[0]], argv[1:], f"classroom.py {argv[0]}")
 
 
 if __name__ == "__main__":
-    main()
+    run(sys.argv[1:])

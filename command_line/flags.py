@@ -456,7 +456,9 @@ def parse_command_line(argv, function, script="main.py"):
     ...
     ValueError: unknown flag --temprature (did you mean --temperature?); python main.py --help lists every flag
     """
-    names = list(inspect.signature(function).parameters)
+    parameters = inspect.signature(function).parameters
+    names = [name for name, p in parameters.items() if p.kind is not p.VAR_POSITIONAL]
+    takes_any_number = len(names) < len(parameters)  # a *args (classroom.py gradebook SUB1 SUB2 ...)
     kwargs, positional, i = {}, [], 0
     while i < len(argv):
         argument = argv[i]
@@ -498,8 +500,8 @@ def parse_command_line(argv, function, script="main.py"):
             kwargs[name] = argv[i + 1]
             i += 1
         i += 1
-    free = [name for name in names if name not in kwargs]
-    if len(positional) > len(free):
+    free = [name for name in names if name not in kwargs and parameters[name].kind is not parameters[name].KEYWORD_ONLY]
+    if len(positional) > len(free) and not takes_any_number:
         raise ValueError(f"unexpected argument {shown(positional[len(free)])}: give values as flags "
                          f"(--prompt \"...\"); a prompt with spaces needs quotes")
     kwargs.update(zip(free, positional))

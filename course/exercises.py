@@ -7,23 +7,23 @@ pytest.ini) and the kit all follow it, and tests/test_exercises.py checks that t
 file and the functions the learner writes; its checks are the tests marked with its marker, in the test
 files it names.
 
-A student copy is the repository's tracked files (as committed: `git archive HEAD`, so no history comes
-along), with every exercise function's body replaced by `raise NotImplementedError("Step N: ...")` (its
+A student copy is the repository's files as the teacher's working tree has them (git's tracked and not
+ignored files, uncommitted edits included; no history comes along), with every exercise function's body replaced by `raise NotImplementedError("Step N: ...")` (its
 signature and docstring kept; the source text is edited in place, found with `ast`, so comments and
 formatting elsewhere survive) and without TEACHER_ONLY, the files that hold an answer (a second `_verify`,
 a full-scan lookup, the checks' own wrong versions one slip from the right one).
 
-Grading a step runs `python -m pytest -m stepN` on the step's test files in a child process and reads the
-outcome of each check from the JUnit XML report pytest writes (no plugin needed in the graded folder).
+Grading a step for a learner (`classroom.py grade N`) runs `python -m pytest -m stepN` on the step's test files
+in a child process and reads the outcome of each check from the JUnit XML report pytest writes. That report is
+the learner's own code speaking, which is fine for practice and never for a grade: the gradebook decides in its
+own process, on cases no copy holds (course/hidden.py).
 """
 
 import ast
-import io
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -67,6 +67,8 @@ STEPS = (
 GRADED = tuple(step.number for step in STEPS if step.tests)
 STUDENT_FILES = tuple(sorted({step.file for step in STEPS if step.file}))
 
+STUDENT_README = "course/student_readme.md"  # a student copy's README.md opens with it (and leaves it out)
+
 # Files a student copy leaves out: each holds an answer, or imports one that does.
 TEACHER_ONLY = (
     "tests/verifiers.py",  # a second _verify
@@ -75,6 +77,7 @@ TEACHER_ONLY = (
     "tests/test_tree_sampling.py",
     "tests/test_drafters.py",  # brute_force_lookup, a full-scan lookup
     "tests/test_step_checks_teeth.py",  # wrong versions one slip from the right one
+    "tests/test_logits_and_draws.py",  # plain_logits_to_probs: the textbook top-p, step 6 written out
     "tests/make_step_fixtures.py",  # runs the reference to save its calls (a student copy has none to run)
     "tests/test_classroom.py",
     "tests/test_gradebook.py",
@@ -155,25 +158,47 @@ def blank_source(source, file, keep=()):
 
 
 def tracked_files(repo):
-    """{relative path: bytes} of the repository's committed files (HEAD), or of every file under `repo` outside
-    .git and caches when it is not a git repository (a student copy, or an unpacked archive)."""
+    """{relative path: bytes} of the project's files in `repo` as they are now on disk: in a git repository, the
+    files git tracks or would (`git ls-files --cached --others --exclude-standard`: an uncommitted edit comes
+    along, an ignored file does not); elsewhere (an unpacked archive, a student copy) every file but
+    `not_the_projects`'."""
     repo = Path(repo)
     if (repo / ".git").exists():
-        run = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", "HEAD"], capture_output=True)
+        try:
+            run = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                                 capture_output=True)
+        except FileNotFoundError:
+            raise ValueError(f"{repo} is a git repository, and listing its files needs git, which is not on the "
+                             f"PATH: install git (or add it to the PATH) and run this again") from None
         if run.returncode != 0:
-            raise ValueError(f"git archive HEAD failed in {repo}: {run.stderr.decode(errors='replace').strip()}")
-        with tarfile.open(fileobj=io.BytesIO(run.stdout)) as archive:
-            members = [member for member in archive.getmembers() if member.isfile()]
-            return {member.name: archive.extractfile(member).read() for member in members}
-    skip = {".git", "__pycache__", ".pytest_cache", "models"}
+            raise ValueError(f"git ls-files failed in {repo}: {run.stderr.decode(errors='replace').strip()}")
+        paths = sorted({name for name in run.stdout.decode("utf-8").split("\0") if name})
+        return {path: (repo / path).read_bytes() for path in paths if (repo / path).is_file()}  # deleted: left out
     return {path.relative_to(repo).as_posix(): path.read_bytes() for path in sorted(repo.rglob("*"))
-            if path.is_file() and not skip & set(path.relative_to(repo).parts)}
+            if path.is_file() and not not_the_projects(repo, path)}
+
+
+def not_the_projects(repo, path):
+    """Whether a file under `repo` (not a git repository) is no part of the project: caches, hidden folders
+    (.venv, .git), a virtual environment, the models, a CSV of grades at the top, or anything in a folder that
+    holds its own copy of an exercise file (a submission, another student copy)."""
+    parts = path.relative_to(repo).parts
+    if set(parts) & {"__pycache__", "models"} or any(part.startswith(".") for part in parts):
+        return True
+    if len(parts) == 1:
+        return path.suffix == ".csv"
+    folders = [repo.joinpath(*parts[:i]) for i in range(1, len(parts))]
+    names = {Path(file).name for file in STUDENT_FILES}
+    return any((folder / "pyvenv.cfg").exists() or any((folder / name).exists() for name in names)
+               for folder in folders)
 
 
 def student_files(repo, keep=()):
     """{relative path: bytes} of a student copy of `repo`: TEACHER_ONLY left out, the exercises blanked (but
     those of the steps in `keep`, which tests use to fill in one step at a time)."""
     files = {path: data for path, data in tracked_files(repo).items() if path not in TEACHER_ONLY}
+    if STUDENT_README in files and "README.md" in files:  # the copy's own opening: check, hints, what to hand in
+        files["README.md"] = files.pop(STUDENT_README) + files["README.md"]
     for file in STUDENT_FILES:
         files[file] = blank_source(files[file].decode("utf-8"), file, keep).encode("utf-8")
     return files

@@ -42,7 +42,7 @@ def release_124M_dir():
     if missing:
         reason = (
             f"needs OpenAI's real GPT-2 124M release files {missing} in {folder}: "
-            f"set GPT2_MODELS_DIR to a folder holding 124M/, or run `python main.py` once to download them"
+            f"`python classroom.py tokenizer` fetches them (1.5 MB), or set GPT2_MODELS_DIR to a folder holding 124M/"
         )
         if in_ci():
             pytest.fail("CI=true and " + reason)

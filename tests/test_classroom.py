@@ -164,3 +164,154 @@ def test_the_tokenizer_command_fetches_the_four_small_files_and_never_the_weight
     assert sorted(p.name for p in folder.iterdir()) == sorted(classroom.TOKENIZER_FILES)
     assert all((folder / name).read_bytes() == release[name] for name in classroom.TOKENIZER_FILES)
     assert [r["path"] for r in server.requests] == [f"/124M/{name}" for name in classroom.TOKENIZER_FILES]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["grde", "1"], "unknown command 'grde'"),
+    ([], "no command"),
+    (["grade", "7", "--rpo", "x"], "unknown flag --rpo (did you mean --repo?)"),
+    (["grade", "seven"], "STEP"),
+    (["hint", "3", "--level", "0"], "--level"),
+    (["gradebook", "some-folder"], "--csv is needed"),
+    (["gradebook", "some-folder", "--csv", "grades.csv", "--jobs", "0"], "--jobs"),
+    (["gradebook", "some-folder", "--csv", "grades.csv", "--steps", "7,11"], "open-ended"),
+    (["gradebook", "--csv", "grades.csv"], "name the submission folders"),
+])
+def test_every_argument_is_checked_before_any_work_one_line_and_exit_2(args, message, tmp_path):
+    """As main.py's flags (fire's syntax, checked by command_line/flags.py before anything runs)."""
+    run = run_kit(*args, cwd=REPO_ROOT)
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert run.stderr.startswith("error: ") and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert message in run.stderr
+
+
+def test_the_gradebook_command_grades_folders_into_a_csv_with_feedback(tmp_path):
+    """The README's command, with --steps quoted, --jobs and --feedback: the reference's files earn every point."""
+    reference = tmp_path / "alice"
+    reference.mkdir()
+    (reference / "sampling.py").write_bytes((REPO_ROOT / "sampling.py").read_bytes())
+    run = run_kit("gradebook", str(reference), "--csv", str(tmp_path / "grades.csv"), "--steps", "7,8", "--jobs", "2",
+                  "--feedback", str(tmp_path / "feedback"))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith(f"wrote {tmp_path / 'grades.csv'}: 1 submissions, 2 steps each")
+    lines = (tmp_path / "grades.csv").read_text(encoding="utf-8").splitlines()
+    assert lines[1].startswith(f"{reference},1,1,,,2,2,")
+    assert (tmp_path / "feedback" / "001-alice.txt").read_text(encoding="utf-8").startswith(f"{reference}: 2 of 2")
+
+
+def git(folder, *args):
+    subprocess.run(["git", "-C", str(folder), "-c", "user.name=teacher", "-c", "user.email=t@example.org", *args],
+                   check=True, capture_output=True)
+
+
+def test_the_copy_carries_the_working_tree_uncommitted_edits_and_new_files_but_not_ignored_ones(tmp_path):
+    """A teacher edits EXERCISES.md and adds a test without committing: both reach the students (git archive
+    HEAD once left them out, silently); what .gitignore names does not."""
+    git(tmp_path, "init", "-q")
+    (tmp_path / ".gitignore").write_text("grades.csv\n")
+    (tmp_path / "EXERCISES.md").write_text("committed\n")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "start")
+    (tmp_path / "EXERCISES.md").write_text("edited, not committed\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_new.py").write_text("new\n")
+    (tmp_path / "grades.csv").write_text("alice,1\n")
+    files = exercises.tracked_files(tmp_path)
+    assert files == {".gitignore": b"grades.csv\n", "EXERCISES.md": b"edited, not committed\n",
+                     "tests/test_new.py": b"new\n"}
+
+
+def test_a_copy_made_without_git_leaves_out_venvs_grades_and_other_students_code(tmp_path):
+    """An unpacked ZIP with the teacher's .venv, a grades.csv and a submissions/ folder beside the project."""
+    for path in ["gpt2.py", "tests/test_x.py", ".venv/pyvenv.cfg", ".venv/lib/site.py", "venv/pyvenv.cfg",
+                 "venv/x.py", "grades.csv", "submissions/alice/gpt2.py", "submissions/alice/notes.txt",
+                 "models/124M/encoder.json", "tests/__pycache__/x.pyc"]:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("x")
+    assert sorted(exercises.tracked_files(tmp_path)) == ["gpt2.py", "tests/test_x.py"]
+
+
+def test_without_git_on_the_path_the_error_names_git(tmp_path, monkeypatch):
+    (tmp_path / ".git").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match="needs git, which is not on the PATH"):
+        exercises.tracked_files(tmp_path)
+
+
+def same_signature_functions(folder):
+    """[(path, function name, step, exercise function)] of the functions defined at the top of any .py file under
+    `folder` whose parameters are those of an exercise function (not a method) other than that function itself."""
+    signatures = {}
+    for s in exercises.STEPS:
+        tree = ast.parse((REPO_ROOT / s.file).read_text(encoding="utf-8")) if s.file else None
+        for name in (n for n in s.functions if "." not in n):
+            node = exercises.find_function(tree, name)
+            signatures.setdefault(tuple(a.arg for a in node.args.args), []).append((s.number, s.file, name))
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        relative = path.relative_to(folder).as_posix()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef):
+                for number, file, name in signatures.get(tuple(a.arg for a in node.args.args), []):
+                    if (relative, node.name) != (file, name):
+                        found.append((relative, node.name, number, name))
+    return found
+
+
+def answering(folder, seed=7):
+    """The functions of same_signature_functions(folder) that pass every hidden check of their step when put in
+    place of the exercise function: an answer, under any name, that a student could paste."""
+    import importlib.util
+
+    from course import hidden, probe
+
+    leaks, requests = [], {}
+    for i, (relative, name, number, exercise) in enumerate(same_signature_functions(folder)):
+        if number not in requests:
+            requests[number] = hidden.request(number, seed)
+            requests[number] = (requests[number], hidden.expected_answers(requests[number]))
+        spec = importlib.util.spec_from_file_location(f"candidate_{i}", folder / relative)
+        candidate = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(candidate)
+        with probe.patched(exercises.step(number).file[:-3], {exercise: getattr(candidate, name)}):
+            request, expected = requests[number]
+            answers = hidden.through_json(probe.observe(request))
+        if all(check.passed for check in hidden.judge(request, expected, answers)):
+            leaks.append((relative, name, number))
+    return leaks
+
+
+def test_no_function_in_a_student_copy_answers_a_step_under_another_name(blank_copy):
+    """The line scan above finds an answer copied line by line; this finds one written differently: any
+    function of the copy with an exercise's parameters is put in its place and run on the step's hidden checks."""
+    assert answering(blank_copy) == []
+
+
+def test_the_answer_scan_finds_the_textbook_top_p_that_a_test_file_of_the_repository_holds():
+    """Its teeth: tests/test_logits_and_draws.py's plain_logits_to_probs is step 6 written out (so a student copy
+    leaves that file out)."""
+    assert ("tests/test_logits_and_draws.py", "plain_logits_to_probs", 6) in answering(REPO_ROOT)
+
+
+def test_a_student_copys_readme_opens_with_how_to_check_a_step_get_hints_and_hand_in(blank_copy):
+    """The teacher's README opens with a 2 GB download and the whole suite; a student's says what they run and
+    what they hand in, then the project's README follows (the exercises link into it)."""
+    readme = (blank_copy / "README.md").read_text(encoding="utf-8")
+    assert readme.startswith("# Your copy of the exercises\n")
+    for text in ["`python classroom.py grade N`", "`python classroom.py hint N`", "`python classroom.py tokenizer`",
+                 "**Hand in**", *(f"`{file}`" for file in exercises.STUDENT_FILES)]:
+        assert text in readme.split("\n---\n")[0], text
+    assert readme.endswith((REPO_ROOT / "README.md").read_text(encoding="utf-8"))
+    assert not (blank_copy / exercises.STUDENT_README).exists()
+
+
+def test_grade_5_without_the_tokenizer_files_says_once_how_to_get_them(blank_copy):
+    """Step 5's checks all skip for the same reason when the files are missing: it is printed once, and it
+    names `python classroom.py tokenizer`."""
+    env = {key: value for key, value in exercises.child_environment().items() if key not in ("GPT2_MODELS_DIR", "CI")}
+    run = subprocess.run([sys.executable, str(REPO_ROOT / "classroom.py"), "grade", "5", "--repo", str(blank_copy)],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 1
+    failed = [line for line in run.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(failed) > 10 and run.stdout.count("`python classroom.py tokenizer` fetches them") == 1, run.stdout
+    assert sum(line.endswith("(as above)") for line in failed) > 10

@@ -1,10 +1,12 @@
-"""The gradebook grades submissions that loop, crash, flood, hog memory, spawn, or edit their tests, and goes on.
+"""The gradebook grades submissions that loop, crash, flood, hog memory, spawn, edit their tests, forge a report or
+replay the shipped answers, and every score is one the work earned.
 
-Read course/gradebook.py first (the limits, and why only the learner's files are taken from a submission).
+Read course/gradebook.py and course/hidden.py first (the limits; why only the learner's files are taken from a
+submission; why the checks are drawn fresh and judged in the gradebook's own process).
 
-Four hostile submissions of `sampling.py`, graded on steps 7 (`_accept`) and 8 (`_residual`), each misbehaving
-in one or two steps. Every misbehaving step scores 0 with a reason that says what happened, every other step
-is graded as usual, and nothing a submission started is left running. The limits are small to keep the test
+Hostile submissions of `sampling.py`, graded on steps 7 (`_accept`) and 8 (`_residual`), each misbehaving in
+one or two steps: every misbehaving step scores 0 with a reason that says what happened, every other step is
+graded as usual, and nothing a submission started is left running. The limits are small to keep the tests
 short: 8 seconds a step, 1 GB of memory.
 """
 
@@ -72,22 +74,23 @@ def test_each_misbehaving_step_scores_0_with_its_reason_and_the_rest_is_graded(t
                    residual="    return np.ones(4 * 1024**3 // 8)\n"),
     ]
     rows = gradebook.gradebook(submissions, tmp_path / "grades.csv", steps=(7, 8), time_limit=8,
-                               memory_bytes=1024**3)
-    assert rows[0] == ["submission", "step7", "step8", "total", "reasons"]
-    scores = {os.path.basename(row[0]): row[1:4] for row in rows[1:]}
-    assert scores == {"loops": [0, 1, 1], "crashes_and_floods": [0, 0, 0], "edits_its_tests": [1, 0, 1],
-                      "spawns_and_hogs": [0, 0, 0]}
-    reasons = {os.path.basename(row[0]): row[4] for row in rows[1:]}
-    assert reasons["loops"] == "step 7: ran past its time limit of 8 s"
-    assert "step 7: the run: ended with exit code 3" in reasons["crashes_and_floods"]
-    assert "step 8: printed more than 1024 kB" in reasons["crashes_and_floods"]
-    assert reasons["edits_its_tests"].startswith("step 8: test_the_residual_is_q_minus_p")
-    assert "step 7: ran past its time limit" in reasons["spawns_and_hogs"]
+                               memory_bytes=1024**3, jobs=2)
+    assert rows[0] == ["submission", "step7 (of 1)", "step8 (of 1)", "step11 rubric", "step12 rubric", "total", "of",
+                       "reasons"]
+    scores = {os.path.basename(row[0]): row[1:3] + row[5:7] for row in rows[1:]}
+    assert scores == {"loops": [0, 1, 1, 2], "crashes_and_floods": [0, 0, 0, 2], "edits_its_tests": [1, 0, 1, 2],
+                      "spawns_and_hogs": [0, 0, 0, 2]}
+    reasons = {os.path.basename(row[0]): row[7] for row in rows[1:]}
+    assert reasons["loops"] == "step 7: _accept on fresh rows and seeds: ran past its time limit of 8 s"
+    assert "step 7: _accept on fresh rows and seeds: the run ended with exit code 3" in reasons["crashes_and_floods"]
+    assert "step 8: _residual of fresh rows: printed more than 1024 kB" in reasons["crashes_and_floods"]
+    assert reasons["edits_its_tests"].startswith("step 8: _residual of fresh rows: case ")
+    assert "step 7: _accept on fresh rows and seeds: ran past its time limit" in reasons["spawns_and_hogs"]
     assert "MemoryError" in reasons["spawns_and_hogs"]
     assert pid_file.exists() and not running(int(pid_file.read_text())), "the looping grandchild was left running"
     with open(tmp_path / "grades.csv", newline="", encoding="utf-8") as written:
-        assert [row[:4] for row in csv.reader(written)][1:] == [[str(s)] + [str(v) for v in scores[os.path.basename(
-            str(s))]] for s in submissions]
+        assert [row[:3] + row[5:7] for row in csv.reader(written)][1:] == [
+            [str(s)] + [str(v) for v in scores[os.path.basename(str(s))]] for s in submissions]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".grades.csv")] == []  # no temporary file left
 
 
@@ -103,3 +106,139 @@ def test_the_job_object_limits_have_the_layout_of_windows_own_structures():
     JOBOBJECT_EXTENDED_LIMIT_INFORMATION (144 bytes), the memory limit for the whole job at offset 120."""
     assert ctypes.sizeof(gradebook.BasicLimits) == 64 and ctypes.sizeof(gradebook.ExtendedLimits) == 144
     assert gradebook.ExtendedLimits.JobMemoryLimit.offset == 120
+
+
+GPT2 = (REPO_ROOT / "gpt2.py").read_text(encoding="utf-8")
+FORGER = '''
+import json, os, sys
+for argument in sys.argv:  # pytest's report (the old gradebook read it), then the probe's answers file
+    if argument.startswith("--junitxml="):
+        with open(argument.split("=", 1)[1], "w") as report:
+            report.write('<testsuite><testcase name="test_forged"/></testsuite>')
+        os._exit(0)
+if len(sys.argv) == 3 and sys.argv[2].endswith(".json"):
+    with open(sys.argv[2], "w") as answers:
+        json.dump([[{"out": 0.5}] * 100] * 3, answers)
+    os._exit(0)
+'''
+REPLAYED_MHA = '''
+
+def mha(x, c_attn, c_proj, n_head, kv, n_past, mask):  # the shipped calls, replayed: no work of its own
+    import sys
+    sys.path.insert(0, "tests")
+    from step_fixtures import load, mha_stand_in
+    return mha_stand_in(load()["forward"]["mha"])(x, c_attn, c_proj, n_head, kv, n_past, mask)
+'''
+NAIVE_SOFTMAX = '''
+
+def attention(q, k, v, mask):  # right, but exp overflows: the max is not subtracted
+    scores = q @ k.transpose(0, 2, 1) / np.float32(np.sqrt(q.shape[-1])) + mask
+    weights = np.exp(scores)
+    return (weights / weights.sum(-1, keepdims=True)) @ v
+'''
+
+
+def test_every_score_is_one_the_work_earned_forged_reports_and_replayed_answers_score_0(tmp_path):
+    """Graded on steps 2, 3 and 8: the reference earns every point; a submission whose sampling.py writes a
+    passing report (or answers file) and exits 0 when imported earns none; an mha that replays the shipped
+    calls earns no point of step 3 (the cases are drawn fresh); an attention without the max subtracted earns
+    step 2's other two points, not the one at scores near 200; a sampling.py that imports a module of its own
+    is graded as it ran for the learner; files handed in one folder too deep earn a warning that names it."""
+    reference = submission(tmp_path / "reference", files={"gpt2.py": GPT2})
+    forger = submission(tmp_path / "forger", files={"gpt2.py": GPT2 + FORGER})
+    (forger / "sampling.py").write_text(FORGER + REFERENCE, encoding="utf-8")
+    replayer = submission(tmp_path / "replayer", files={"gpt2.py": GPT2 + REPLAYED_MHA})
+    naive = submission(tmp_path / "naive", files={"gpt2.py": GPT2 + NAIVE_SOFTMAX})
+    helped = submission(tmp_path / "helped", residual="    return my_helpers.residual(q_row, p_row)\n",
+                        files={"my_helpers.py": "import numpy as np\n\n\ndef residual(q_row, p_row):\n" + RESIDUAL_BODY})
+    (helped / "sampling.py").write_text("import my_helpers\n" + (helped / "sampling.py").read_text(), encoding="utf-8")
+    nested = tmp_path / "nested"
+    nested.mkdir()
+    submission(nested / "homework")
+    feedback = tmp_path / "feedback"
+    rows = gradebook.gradebook([reference, forger, replayer, naive, helped, nested], tmp_path / "grades.csv",
+                               steps=(2, 3, 8), time_limit=30, jobs=2, feedback=feedback)
+    assert rows[0][:4] == ["submission", "step2 (of 3)", "step3 (of 1)", "step8 (of 1)"]
+    scores = {os.path.basename(row[0]): row[1:4] + row[6:8] for row in rows[1:]}
+    assert scores == {"reference": [3, 1, 1, 5, 5], "forger": [0, 0, 0, 0, 5], "replayer": [3, 0, 1, 4, 5],
+                      "naive": [2, 1, 1, 4, 5], "helped": [0, 0, 1, 1, 5], "nested": [0, 0, 0, 0, 5]}
+    reasons = {os.path.basename(row[0]): row[8] for row in rows[1:]}
+    assert reasons["reference"] == ""
+    assert "never passed" in reasons["replayer"] and reasons["replayer"].startswith("step 3: mha")
+    assert reasons["naive"] == "step 2: attention at scores near 200 (a softmax safe from overflow): case 1 of 2: " \
+                               "NaN where the reference is finite"
+    assert reasons["nested"].startswith("warning: it holds none of") and "they are in homework" in reasons["nested"]
+    files = sorted(path.name for path in feedback.iterdir())
+    assert files == ["001-reference.txt", "002-forger.txt", "003-replayer.txt", "004-naive.txt", "005-helped.txt",
+                     "006-nested.txt"]
+    naive_feedback = (feedback / "004-naive.txt").read_text(encoding="utf-8")
+    assert naive_feedback.startswith(f"{naive}: 4 of 5 points\n\nstep 2: 2 of 3\n  pass  attention in a fresh")
+    assert "  FAIL  attention at scores near 200" in naive_feedback
+
+
+def test_a_csv_or_feedback_path_that_cannot_be_written_is_refused_before_any_grading(tmp_path, monkeypatch):
+    monkeypatch.setattr(gradebook, "run_limited", lambda *a, **k: pytest.fail("a step was graded"))
+    student = submission(tmp_path / "student")
+    with pytest.raises(ValueError, match="does not exist"):
+        gradebook.gradebook([student], tmp_path / "missing" / "grades.csv", steps=(7,))
+    (tmp_path / "notes").write_text("")
+    with pytest.raises(ValueError, match="is a file"):
+        gradebook.gradebook([student], tmp_path / "grades.csv", steps=(7,), feedback=tmp_path / "notes")
+
+
+def test_step_5_stops_before_grading_with_one_line_when_the_tokenizer_files_are_nowhere(tmp_path, monkeypatch):
+    """The README's teacher has models/124M in the clone and no GPT2_MODELS_DIR; without either, the gradebook
+    says how to get the files instead of giving everyone a 0."""
+    monkeypatch.delenv("GPT2_MODELS_DIR", raising=False)
+    monkeypatch.setattr(gradebook, "run_limited", lambda *a, **k: pytest.fail("a step was graded"))
+    with pytest.raises(ValueError, match=r"python classroom.py tokenizer"):
+        gradebook.gradebook([submission(tmp_path / "student")], tmp_path / "grades.csv", steps=(5,), repo=tmp_path)
+
+
+def test_step_5_finds_the_tokenizer_files_in_the_teachers_models_folder_and_the_reference_scores_1(tmp_path,
+                                                                                                    monkeypatch):
+    from conftest import models_dir
+    from course import exercises
+
+    source = models_dir() / "124M"
+    if not (source / "encoder.json").is_file():
+        pytest.skip(f"needs OpenAI's tokenizer files in {source}")
+    teacher = exercises.write_student_copy(REPO_ROOT, tmp_path / "teacher", keep=exercises.GRADED)
+    (teacher / "models" / "124M").mkdir(parents=True)
+    for name in ("encoder.json", "vocab.bpe"):
+        (teacher / "models" / "124M" / name).write_bytes((source / name).read_bytes())
+    monkeypatch.delenv("GPT2_MODELS_DIR", raising=False)
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    (reference / "encoder.py").write_bytes((REPO_ROOT / "encoder.py").read_bytes())
+    rows = gradebook.gradebook([reference], tmp_path / "grades.csv", steps=(5,), repo=teacher)
+    assert rows[1][1:2] == [1], rows[1]
+
+
+def test_a_system_that_refuses_the_memory_cap_is_graded_with_the_time_limit_and_a_note(tmp_path, monkeypatch, capsys):
+    """macOS 12 and later reject setrlimit(RLIMIT_AS): the cap fails in the child before Python starts (here
+    made to fail the same way), which once ended the gradebook in a traceback."""
+    resource = pytest.importorskip("resource")  # POSIX only: Windows caps memory with a Job Object
+
+    def refuse(*args):
+        raise ValueError("current limit exceeds maximum limit")
+
+    monkeypatch.setattr(resource, "setrlimit", refuse)  # the forked child runs the parent's resource module
+    rows = gradebook.gradebook([submission(tmp_path / "student")], tmp_path / "grades.csv", steps=(8,))
+    assert rows[1][1] == 1
+    assert "memory is not capped, the time limit holds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("written, why", [(None, "it wrote no answers"), ("[" * 100000, "could not be read"),
+                                          ('[[{"out": {"dtype": "O", "shape": [1], "base64": ""}}]]',
+                                           "could not be read")])
+def test_answers_a_child_wrote_are_read_as_numbers_or_refused_with_a_reason(written, why, tmp_path):
+    """A child's answers file is the submission's to write: missing, nested past Python's recursion limit, or
+    holding an array of objects, it is a ValueError that becomes the reason, never a crash or an object."""
+    from course import hidden
+
+    path = tmp_path / "answers.json"
+    if written is not None:
+        path.write_text(written)
+    with pytest.raises(ValueError, match=why):
+        hidden.read_answers(path)

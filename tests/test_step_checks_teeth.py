@@ -39,6 +39,17 @@ def test_an_attention_scaled_by_a_float64_numpy_scalar_fails_step_2():
     assert any("dtype float64" in error for error in attention_errors(attention_float64_scale))
 
 
+def test_an_attention_whose_softmax_does_not_subtract_the_max_fails_step_2():
+    """EXERCISES.md promises a numerically safe softmax: at scores near 200, exp overflows float32 and the
+    weights are inf / inf = NaN."""
+    def naive_softmax_attention(q, k, v, mask):
+        weights = np.exp(q @ k.transpose(0, 2, 1) / np.float32(np.sqrt(q.shape[-1])) + mask)
+        return weights / weights.sum(-1, keepdims=True) @ v
+
+    errors = attention_errors(naive_softmax_attention)
+    assert [error.split(":")[0] for error in errors] == ["scores near 200"]
+
+
 def test_a_layer_norm_with_the_unbiased_variance_or_without_eps_fails_step_1():
     def unbiased(x, g, b, eps=1e-5):
         return g * (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, ddof=1, keepdims=True) + eps) + b

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import gpt2
-from step_fixtures import attention_stand_in, layer_norm_stand_in, load, mask_stand_ins, mha_stand_in, same
+from step_fixtures import (attention_stand_in, layer_norm_stand_in, load, mask_stand_ins, mha_stand_in, same,
+                           saved_cache)
 
 FORWARD = load()["forward"]
 PARAMS, N_HEAD = FORWARD["params"], FORWARD["hparams"]["n_head"]
@@ -60,6 +61,10 @@ def attention_errors(attention):
     q, k = np.array([[[1, 0]]], np.float32), np.array([[[1, 0], [0, 1]]], np.float32)
     v, mask = np.array([[[1, 2], [3, 4]]], np.float32), np.zeros((1, 2), np.float32)
     errors = compare("the worked example", attention(q, k, v, mask), np.array([[[1.6605, 2.6605]]], np.float32), 1e-4)
+    near_200 = np.array([[[200, 0]]], np.float32), np.full((1, 2, 2), [np.sqrt(2), 0], np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):  # a softmax that overflows says so in the check, not here
+        got = attention(*near_200, v, mask)
+    errors += compare("scores near 200", got, np.array([[[2, 3]]], np.float32), 1e-4)
     for i, call in enumerate(FORWARD["attention"]):
         errors += compare(f"saved call {i} (q {call['q'].shape}, k {call['k'].shape})",
                           attention(call["q"], call["k"], call["v"], call["mask"]), call["out"])
@@ -77,8 +82,10 @@ def causal_mask_errors(causal_mask):
 
 @pytest.mark.step2
 def test_attention_gives_the_worked_example_and_the_references_output_on_every_saved_call():
-    """The worked example (one head, scores [0.7071, 0], output [1.6605, 2.6605]) and every attention of the
-    tiny model's passes, chunked ones included (n_past > 0), in float32."""
+    """The worked example (one head, scores [0.7071, 0], output [1.6605, 2.6605]); the same keys and values with
+    both scores 200 (q = [200, 0], each key [sqrt 2, 0]): weights [0.5, 0.5], output [2, 3], where a softmax
+    that does not subtract the max gets exp(200) = inf in float32, and NaN; and every attention of the tiny
+    model's passes, chunked ones included (n_past > 0), in float32."""
     errors = attention_errors(gpt2.attention)
     assert errors == [], "\n".join(errors[:5])
 
@@ -142,12 +149,7 @@ def passes_errors(forward, trees):
     for run in FORWARD["passes"]:
         if ("tree" in run["name"]) != trees:
             continue
-        past = None
-        if run["past_kv"] is not None:
-            n_layer, _, n_head, length, head_dim = run["past_kv"].shape
-            buffer = np.zeros((n_layer, 2, n_head, FORWARD["hparams"]["n_ctx"], head_dim), np.float32)
-            buffer[:, :, :, :length] = run["past_kv"]
-            past = gpt2.Cache(buffer, length, tuple(run["past_parents"]))
+        past = saved_cache(gpt2.Cache, run["past_kv"], run["past_parents"], FORWARD["hparams"]["n_ctx"])
         try:
             result = forward(run["inputs"], **PARAMS, n_head=N_HEAD, past=past, **run["kwargs"])
         except AssertionError as error:

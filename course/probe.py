@@ -1,0 +1,179 @@
+"""The gradebook's child: call a submission's functions on the cases it is given and write down what they return.
+
+Read course/hidden.py first (why the gradebook decides in its own process, on cases drawn when it grades).
+
+    python -m course.probe REQUEST.json ANSWERS.json        (in the folder being graded)
+
+REQUEST holds one step's checks: for each, a kind (which function, called how) and its cases (the arguments,
+and where the function calls another step's, that step's calls recorded from the reference, to replay:
+course/replay.py). The probe imports the graded folder's own modules, calls the function on each case and
+writes what came back, encoded as course/replay.py encodes arrays, one answer per case: {"out": value} or
+{"error": "TypeName: message"} (one broken case does not hide the others). It never sees an expected value and
+decides nothing: the gradebook compares the answers with the reference's, in its own process.
+
+The teacher's gradebook runs the same `observe` on the same request, with the teacher's modules (the reference):
+what it writes is the expected answer. One code path calls both.
+"""
+
+import contextlib
+import importlib
+import json
+import sys
+
+import numpy as np
+
+from course import replay
+
+
+def module(name):
+    """The graded folder's module `name` (imported when first needed: a step does not import another's file)."""
+    return importlib.import_module(name)
+
+
+@contextlib.contextmanager
+def patched(name, stand_ins):
+    """Inside: module `name`'s functions replaced by `stand_ins` ({function name: stand-in}); restored after."""
+    target = module(name)
+    originals = {key: getattr(target, key) for key in stand_ins}
+    for key, stand_in in stand_ins.items():
+        setattr(target, key, stand_in)
+    try:
+        yield target
+    finally:
+        for key, original in originals.items():
+            setattr(target, key, original)
+
+
+def as_ints(values):
+    return [int(value) for value in values]
+
+
+# --- one driver per kind: (case, shared) -> what the function gave -------------------------------------------
+
+
+def layer_norm(case, shared):
+    return module("gpt2").layer_norm(case["x"], case["g"], case["b"])
+
+
+def attention(case, shared):
+    return module("gpt2").attention(case["q"], case["k"], case["v"], case["mask"])
+
+
+def causal_mask(case, shared):
+    return module("gpt2").causal_mask(case["n_seq"], case["n_past"])
+
+
+def tree_mask(case, shared):
+    return module("gpt2").tree_mask(case["ancestors"], case["n_prefix"])
+
+
+def mha(case, shared):
+    """The output, and the cache's valid positions after the call (mha writes the new keys and values there)."""
+    n_head, n_past, n_seq = shared["n_head"], case["n_past"], len(case["x"])
+    kv = np.zeros((2, n_head, case["capacity"], case["kv_before"].shape[-1]), np.float32)
+    kv[:, :, :n_past] = case["kv_before"]
+    attn = shared["params"]["blocks"][case["block"]]["attn"]
+    with patched("gpt2", {"attention": replay.attention_stand_in(shared["attention"])}) as gpt2:
+        out = gpt2.mha(case["x"], **attn, n_head=n_head, kv=kv, n_past=n_past, mask=case["mask"])
+    return [out, kv[:, :, : n_past + n_seq]]
+
+
+def forward_pass(case, shared):
+    """gpt2 on a saved pass's inputs and cache: the logits, and with a cache the present's keys, values and tree."""
+    gpt2 = module("gpt2")
+    stand_ins = {"layer_norm": replay.layer_norm_stand_in(shared["layer_norm"]),
+                 "mha": replay.mha_stand_in(shared["mha"])}
+    if shared["masks"]:
+        stand_ins["causal_mask"], stand_ins["tree_mask"] = replay.mask_stand_ins(shared)
+    past = replay.saved_cache(gpt2.Cache, case["past_kv"], case["past_parents"], shared["hparams"]["n_ctx"])
+    with patched("gpt2", stand_ins):
+        result = gpt2.gpt2(case["inputs"], **shared["params"], n_head=shared["hparams"]["n_head"], past=past,
+                           **case["kwargs"])
+    if past is None:
+        return [result]
+    logits, present = result
+    return [logits, present.kv, as_ints(present.parents)]
+
+
+def bpe(case, shared):
+    if "encoder" not in shared:  # read the files once per check
+        shared["encoder"] = module("encoder").get_encoder("124M", shared["models_dir"])
+    return list(shared["encoder"].bpe(case["token"]))
+
+
+def logits_to_probs(case, shared):
+    return module("model_fn").logits_to_probs(case["logits"], case["temperature"], case["top_k"], case["top_p"])
+
+
+def accept(case, shared):
+    """(kept, u) and the generator's next draw: it must have moved on by exactly the one draw."""
+    rng = np.random.default_rng(case["seed"])
+    kept, u = module("sampling")._accept(case["q_row"], case["p_row"], case["token"], rng)
+    return [bool(kept), float(u), float(rng.random())]
+
+
+def residual(case, shared):
+    return module("sampling")._residual(case["q_row"].copy(), case["p_row"].copy())
+
+
+def verify(case, shared):
+    """One round verified, with _accept and _residual replayed from the reference's own calls in that round."""
+    stand_ins = {"_accept": replay.accept_stand_in(case["accept_calls"]),
+                 "_residual": replay.residual_stand_in(case["residual_calls"])}
+    with patched("sampling", stand_ins) as sampling:
+        proposal = sampling.Proposal(tokens=list(case["tokens"]), parents=list(case["parents"]), rows=case["rows"])
+        tokens, origins, checks, rows = sampling._verify(case["q"], proposal, np.random.default_rng(case["seed"]),
+                                                         list(case["depths"]))
+    return [as_ints(tokens), list(origins), as_ints(rows),
+            [[int(c.depth), int(c.token), float(c.p), float(c.q), float(c.u), bool(c.kept)] for c in checks]]
+
+
+def tokens_per_round(case, shared):
+    return float(module("lookahead").tokens_per_round(case["alpha"], case["K"]))
+
+
+def predicted_speedup(case, shared):
+    return float(module("lookahead").predicted_speedup(case["alpha"], case["K"], c=case["c"], r=case["r"]))
+
+
+def lookup(case, shared):
+    """A text grown and cut back: after each change, lookup(x, 5) and match_length(x)."""
+    found, x = module("drafters").prompt_lookup(case["max_ngram"], case["min_ngram"]), []
+    answers = []
+    for text in case["texts"]:
+        x = x[: text["keep"]] + list(text["append"])
+        answers.append([as_ints(found.lookup(x, 5)), int(found.match_length(x))])
+    return answers
+
+
+DRIVERS = {driver.__name__: driver for driver in (
+    layer_norm, attention, causal_mask, tree_mask, mha, forward_pass, bpe, logits_to_probs, accept, residual, verify,
+    tokens_per_round, predicted_speedup, lookup)}
+
+
+def observe(request):
+    """[[answer of each case] for each check of `request`] (decoded), each answer {"out": ...} or {"error": ...}."""
+    answers = []
+    for check in request["checks"]:
+        driver, shared, found = DRIVERS[check["kind"]], dict(check.get("shared", {})), []
+        for case in check["cases"]:
+            try:
+                out = replay.encode(driver(case, shared))
+                json.dumps(out)  # what cannot be written down (an object of the learner's) is an error here
+                found.append({"out": out})
+            except Exception as error:  # a learner's code may raise anything: it is this case's answer
+                message = str(error).strip().splitlines()
+                found.append({"error": f"{type(error).__name__}: {message[0][:200] if message else ''}"})
+        answers.append(found)
+    return answers
+
+
+def main(request_path, answers_path):
+    with open(request_path, encoding="utf-8") as request:
+        answers = observe(replay.decode(json.load(request)))
+    with open(answers_path, "w", encoding="utf-8") as out:
+        json.dump(answers, out, separators=(",", ":"))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
