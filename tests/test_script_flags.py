@@ -88,6 +88,9 @@ CASES = [  # (script, flags, what the error line must say); "{file}" is a regula
     ("tools/pass_parts.py", ["--n_cached", "-1"], "--n_cached must be a whole number >= 1; got -1"),
     ("tools/pass_parts.py", ["--seed", "x"], "--seed must be a whole number >= 0; got 'x'"),
     ("tools/pass_parts.py", ["--size", "125M"], "'125M' is neither one of"),
+    ("tools/compare_llama_cpp.py", ["--ms", ""], "--ms needs at least one whole number"),
+    ("tools/compare_llama_cpp.py", ["--repeats", "0"], "--repeats must be a whole number >= 1; got 0"),
+    ("tools/compare_llama_cpp.py", ["--json", "{file}/out.json"], "cannot be written"),
 ]
 
 
@@ -105,6 +108,14 @@ def test_a_bad_flag_of_a_script_is_one_line_and_exit_code_2_before_any_work(tmp_
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], run.stderr
     assert run.stdout == "", run.stdout
     assert sorted(tmp_path.iterdir()) == [file], "the script wrote files before it refused the flag"
+
+
+def test_every_script_in_tools_has_its_bad_flags_here():
+    """A new script cannot slip past this file: each tools/ script with a command line has cases above (main.py's
+    are tests/test_main.py's BAD_FLAGS, run in-process)."""
+    scripts = {f"tools/{path.name}" for path in (REPO_ROOT / "tools").glob("*.py")
+               if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8")}
+    assert scripts - {script for script, _, _ in CASES} == set()
 
 
 def test_fires_help_still_lists_a_scripts_flags(tmp_path):
