@@ -20,6 +20,6 @@ docs/BENCHMARKS.md or a figure in img/ was made. Each script runs from the repos
 
 What the tools share with the tests lives here too, since a test may import a tool and a tool never imports a
 test: model_files.py (GPT-2 weights written in the two real formats), release_files.py (where OpenAI's files
-are), markov.py (the hand-made Markov models), peers.py (the references the code is checked against) and
-recorded.py (numbers a test records, read from a run of it).
+are), markov.py (the hand-made Markov models), peers.py (tiktoken, encoder.py's peer), full_scan_lookup.py
+(prompt lookup by its definition) and recorded.py (numbers a test records, read from a run of it).
 """
