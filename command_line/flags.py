@@ -245,6 +245,8 @@ def first_existing(path):
 
 def check_models_dir(models_dir):
     """ValueError unless models_dir is a folder, or a path where one can be made (what exists of it is a folder)."""
+    if not models_dir.strip():  # Path("") is the current folder: an empty flag is a slip, not a choice
+        raise ValueError("--models_dir is empty: name a folder to download models into")
     try:
         if "\0" in models_dir:
             raise ValueError("it holds a NUL character")

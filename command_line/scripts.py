@@ -156,6 +156,8 @@ def as_names(value, flag, allow_empty=False):
 
 def check_output_folder(folder, flag):
     """ValueError unless `folder` is a folder files can be written into, or can be made (it is not made here)."""
+    if not as_text(folder, flag).strip():  # Path("") is the current folder: an empty flag is a slip, not a choice
+        raise ValueError(f"{flag} is empty: name a folder")
     try:
         path = Path(as_text(folder, flag))
         existing = first_existing(path)

@@ -19,7 +19,7 @@ import sampling
 import verifiers
 from tools.markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
 from records import Check, Round, SpeculativeStats
-from tools.peers import brute_force_lookup
+from tools.full_scan_lookup import brute_force_lookup
 from sampling import autoregressive_sampling, speculative_sampling
 from model_fn import create_model_fn
 from test_sampling import NOISY_DRAFT_PARAMS, TARGET_HPARAMS, TARGET_PARAMS

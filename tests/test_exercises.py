@@ -217,7 +217,7 @@ def test_every_section_of_the_readme_or_benchmarks_exercises_names_is_there():
 
 
 def test_every_function_named_as_in_a_file_is_defined_there():
-    """Phrases like "`brute_force_lookup` in `tests/test_drafters.py`": code moves, and the phrase must follow."""
+    """Phrases like "`brute_force_lookup` in `tools/full_scan_lookup.py`": code moves, and the phrase must follow."""
     named = re.findall(r"`([\w.]+)` in `((?:\w+/)*\w+\.py)`", EXERCISES)
     assert named
     for name, path in named:

@@ -417,6 +417,18 @@ def test_a_bad_flag_gets_one_clear_line_before_any_download(tmp_path, monkeypatc
     assert "loading" not in out and not (tmp_path / "models").exists()
 
 
+def test_an_empty_models_dir_gets_one_clear_line_instead_of_downloading_into_the_current_folder(tmp_path, capsys,
+                                                                                                  monkeypatch):
+    import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GPT2_BASE_URL", "http://127.0.0.1:9")  # nobody listens: a download could not succeed
+    with pytest.raises(SystemExit) as exit_info:
+        main.run_command_line(["--models_dir", ""])
+    assert exit_info.value.code == 2 and list(tmp_path.iterdir()) == []
+    assert capsys.readouterr().err == "error: --models_dir is empty: name a folder to download models into\n"
+
+
 def test_models_dir_naming_a_file_gets_one_clear_line(tmp_path, capsys):
     import main
 

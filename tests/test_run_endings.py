@@ -41,6 +41,8 @@ def tiny_dir(tmp_path, release_124M_dir):
     ("tools/benchmark.py", "--random_weights", "--draft_model_size", "{tiny}", "--target_model_size", "{tiny}",
      "--Ks", 1, "--n_tokens_to_generate", 4, "--repeats", 1),
     ("tools/benchmark_text.py", "--size", "{tiny}", "--repeats", 1),
+    ("tools/pass_parts.py", "--size", "{tiny}", "--rounds", 1, "--ms", "1,2"),
+    ("tools/worked_round.py",),
 ], ids=lambda args: args[0])
 def test_a_closed_standard_output_is_one_line_before_anything_loads(tmp_path, tiny_dir, args):
     """`python main.py >&-` loaded the model and then failed with a traceback at its first print."""

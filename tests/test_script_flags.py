@@ -57,6 +57,15 @@ CASES = [  # (script, flags, what the error line must say); "{file}" is a regula
     ("tools/make_readme_figures.py", ["--forward_context_lengths", "16,x"], "--forward_context_lengths takes"),
     ("tools/make_readme_figures.py", ["--text_repeats", "-1"], "--text_repeats must be a whole number >= 0"),
     ("tools/make_readme_figures.py", ["--img_dir", "{file}/img"], "is a file, so no folder can be made"),
+    ("tools/make_readme_figures.py", ["--only", ""], "--only is empty"),
+    ("tools/make_readme_figures.py", ["--pages", "[]"], "--pages is empty"),
+    ("tools/make_readme_figures.py", ["--llama_repeats", "-1"], "--llama_repeats must be a whole number >= 0; got -1"),
+    ("tools/make_readme_figures.py", ["--drafters", "nosuch"], "--drafters takes model, lookup and staged"),
+    ("tools/make_readme_figures.py", ["--trees", "x"], "--trees takes shapes like 2,1,1;2,2,1"),
+    ("tools/make_readme_figures.py", ["--forward_context_size", "125M"], "unknown size(s) ['125M']"),
+    ("tools/make_readme_figures.py", ["--random_weights", "--sample_run_sizes", "124M"],
+     "--sample_run_sizes takes two sizes"),
+    ("tools/make_readme_figures.py", ["--random_weights", "--target_model_size", "125M"], "'125M' is neither one of"),
     ("tools/random_models.py", ["--size", "124M"], "unknown flag --size (did you mean --sizes?)"),
     ("tools/random_models.py", ["--seed", "-5"], "--seed must be a whole number >= 0; got -5"),
     ("tools/random_models.py", ["--folder", "{file}/models"], "is a file, so no folder can be made"),
@@ -67,6 +76,21 @@ CASES = [  # (script, flags, what the error line must say); "{file}" is a regula
     ("tools/measure_hf_speed.py", ["--sizes", "7B"], "unknown size(s) ['7B']"),
     ("tools/worked_round.py", ["--ou", "x"], "unknown flag --ou (did you mean --out?)"),
     ("tools/worked_round.py", ["--out", "{file}/img"], "is a file, so no folder can be made"),
+    ("tools/worked_round.py", ["--out", ""], "--out is empty: name a folder"),
+    ("tools/random_models.py", ["--folder", ""], "--folder is empty: name a folder"),
+    ("tools/benchmark_forward.py", ["--r_table_dir", ""], "--r_table_dir is empty: name a folder"),
+    ("tools/pass_parts.py", ["--size", "124M", "--round", "2"], "unknown flag --round (did you mean --rounds?)"),
+    ("tools/pass_parts.py", ["--ms", ""], "--ms is empty"),
+    ("tools/pass_parts.py", ["--ms", "1,x"], "--ms takes whole numbers >= 1"),
+    ("tools/pass_parts.py", ["--ms", "2,4"], "--ms must hold 1"),
+    ("tools/pass_parts.py", ["--ms", "1,2000"], "--ms: 2000 must be less than 124M's context of 1024 tokens"),
+    ("tools/pass_parts.py", ["--rounds", "0"], "--rounds must be a whole number >= 1; got 0"),
+    ("tools/pass_parts.py", ["--n_cached", "-1"], "--n_cached must be a whole number >= 1; got -1"),
+    ("tools/pass_parts.py", ["--seed", "x"], "--seed must be a whole number >= 0; got 'x'"),
+    ("tools/pass_parts.py", ["--size", "125M"], "'125M' is neither one of"),
+    ("tools/compare_llama_cpp.py", ["--ms", ""], "--ms needs at least one whole number"),
+    ("tools/compare_llama_cpp.py", ["--repeats", "0"], "--repeats must be a whole number >= 1; got 0"),
+    ("tools/compare_llama_cpp.py", ["--json", "{file}/out.json"], "cannot be written"),
 ]
 
 
@@ -83,6 +107,15 @@ def test_a_bad_flag_of_a_script_is_one_line_and_exit_code_2_before_any_work(tmp_
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], run.stderr
     assert run.stdout == "", run.stdout
+    assert sorted(tmp_path.iterdir()) == [file], "the script wrote files before it refused the flag"
+
+
+def test_every_script_in_tools_has_its_bad_flags_here():
+    """A new script cannot slip past this file: each tools/ script with a command line has cases above (main.py's
+    are tests/test_main.py's BAD_FLAGS, run in-process)."""
+    scripts = {f"tools/{path.name}" for path in (REPO_ROOT / "tools").glob("*.py")
+               if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8")}
+    assert scripts - {script for script, _, _ in CASES} == set()
 
 
 def test_fires_help_still_lists_a_scripts_flags(tmp_path):

@@ -17,4 +17,9 @@ docs/BENCHMARKS.md or a figure in img/ was made. Each script runs from the repos
     compare_drafters.py      the drafter and tree tables of `python tools/benchmark.py --drafters ... --trees ...`
     benchmark_plots.py       tools/benchmark.py's pictures, and the plotting helpers the tools share
     benchmark_text.py        prompt lookup on real text (tools/texts/): tokens per pass, alpha by match, speedup
+
+What the tools share with the tests lives here too, since a test may import a tool and a tool never imports a
+test: model_files.py (GPT-2 weights written in the two real formats), release_files.py (where OpenAI's files
+are), markov.py (the hand-made Markov models), peers.py (tiktoken, encoder.py's peer), full_scan_lookup.py
+(prompt lookup by its definition) and recorded.py (numbers a test records, read from a run of it).
 """

@@ -300,6 +300,17 @@ def as_list(value, name, kind):
         raise ValueError(f"--{name} must be a comma-separated list like 1,2,4; got {value!r}") from None
 
 
+def comparison_flags(drafters, drafter_Ks, trees, max_ngram):
+    """(drafter names, drafter Ks, trees) of the flags of the drafter and tree comparisons, each checked
+    (check_drafter_flags); drafters and trees None for none."""
+    drafter_names = [] if drafters is None else as_list(drafters.split(",") if isinstance(drafters, str)
+                                                        else drafters, "drafters", str)
+    drafter_Ks = as_list(drafter_Ks, "drafter_Ks", lambda v: v)  # whole numbers, "auto", "hf": checked below
+    trees = parse_trees(trees)
+    check_drafter_flags(drafter_names, drafter_Ks if drafter_names else [], trees, max_ngram)
+    return drafter_names, drafter_Ks, trees
+
+
 def as_prompts(value, flag):
     """[str] of a prompts flag: one text, or fire's list of them (--prompts '["one", "two"]'). At least one, and
     none empty: an empty prompt has no token for the first pass to continue from."""
@@ -431,11 +442,7 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
         kv_cache, random_weights = as_bool(kv_cache, "--kv_cache"), as_bool(random_weights, "--random_weights")
         check_models_dir(as_text(models_dir, "--models_dir"))
         check_output_folder(img_dir, "--img_dir")
-        drafter_names = [] if drafters is None else as_list(drafters.split(",") if isinstance(drafters, str)
-                                                            else drafters, "drafters", str)
-        drafter_Ks = as_list(drafter_Ks, "drafter_Ks", lambda v: v)  # whole numbers, "auto", "hf": checked below
-        trees = parse_trees(trees)
-        check_drafter_flags(drafter_names, drafter_Ks if drafter_names else [], trees, max_ngram)
+        drafter_names, drafter_Ks, trees = comparison_flags(drafters, drafter_Ks, trees, max_ngram)
         check_whole_number(k_max, "--k_max", 1)
         prompts = as_prompts(prompts, "--prompts")
         copy_prompts = as_prompts(copy_prompts, "--copy_prompts")

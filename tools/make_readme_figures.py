@@ -56,7 +56,9 @@ import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which
 from tools import benchmark  # noqa: E402
 import drafters  # noqa: E402
 import lookahead  # noqa: E402
-from command_line.flags import as_bool, as_text, as_whole_number, check_models_dir, errors_as_one_line  # noqa: E402
+from command_line.flags import (as_bool, as_optional, as_text, as_whole_number, check_model_names,  # noqa: E402
+                                check_models_dir, errors_as_one_line)
+from loaders.weights import shown  # noqa: E402
 from command_line.scripts import as_fractions, as_names, as_whole_numbers, check_output_folder, run_script  # noqa: E402
 from loaders.download import HPARAMS# noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402
@@ -348,31 +350,44 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
                 ("--forward_repeats", forward_repeats, 1), ("--forward_n_new", forward_n_new, 1),
                 ("--forward_breakdown_rounds", forward_breakdown_rounds, 1), ("--forward_r_repeats", forward_r_repeats, 1),
                 ("--forward_context_rounds", forward_context_rounds, 1), ("--loading_repeats", loading_repeats, 1),
-                ("--text_repeats", text_repeats, 0)):
+                ("--text_repeats", text_repeats, 0), ("--llama_repeats", llama_repeats, 0)):
             as_whole_number(value, flag, minimum)
         for flag, value in (("--random_weights", random_weights), ("--dry_run", dry_run), ("--exactness", exactness),
                             ("--timings", timings), ("--agreement", agreement)):
             as_bool(value, flag)
         for flag, value in (("--forward_sizes", forward_sizes), ("--forward_no_cache_sizes", forward_no_cache_sizes),
-                            ("--peer_sizes", peer_sizes), ("--loading_sizes", loading_sizes),
-                            ("--sample_run_sizes", sample_run_sizes)):
-            as_names(value, flag, allow_empty=True)
+                            ("--peer_sizes", peer_sizes), ("--loading_sizes", loading_sizes)):
+            for size in as_names(value, flag, allow_empty=True):
+                benchmark_forward.size_hparams(size)  # an unknown size stops the run here, not in its part
+        forward_context_size = as_optional(forward_context_size, as_text, "--forward_context_size") or None
+        if forward_context_size:
+            benchmark_forward.size_hparams(forward_context_size)
+        if random_weights:  # the shapes of the cost table's pair and of the sample run's
+            sample_sizes = as_names(sample_run_sizes, "--sample_run_sizes")
+            if len(sample_sizes) != 2:
+                raise ValueError(f"--sample_run_sizes takes two sizes, the draft's and the target's; got "
+                                 f"{shown(sample_run_sizes)}")
+            for size in [draft_model_size, target_model_size, *sample_sizes]:
+                benchmark.hparams_of(size)
+        else:
+            check_model_names(draft_model_size, target_model_size)
+        benchmark.comparison_flags(drafters or None, drafter_Ks, trees or None, None)
         as_whole_numbers(forward_context_lengths, "--forward_context_lengths")
         check_models_dir(as_text(models_dir, "--models_dir"))
         check_output_folder(img_dir, "--img_dir")
         texts = {}
-        for page in benchmark.as_list(pages, "pages", str):
+        for page in as_names(pages, "--pages"):
             if not (REPO / page).is_file():
                 raise ValueError(f"{REPO / page} does not exist: --pages names the files that hold the marks")
             texts[REPO / page] = (REPO / page).read_text(encoding="utf-8")
-        if only:
-            names = benchmark.as_list(only.split(",") if isinstance(only, str) else only, "only", str)
+        if only is not None:
+            names = as_names(only, "--only")
             alone = {**SMALL_PARTS, "text-benchmark": lambda forward, tokenizer: text_benchmark_block(text_repeats),
                      "llama-cpp": lambda forward, tokenizer: llama_cpp_block(llama_repeats)}
             unknown = [name for name in names if name not in alone]
             if unknown:
                 raise ValueError(f"--only takes some of {', '.join(alone)}; got {', '.join(unknown)}")
-    if only:
+    if only is not None:
         command = f"python tools/make_readme_figures.py --only {','.join(names)}"
         note = (f"(Measured alone, not in the run the other numbers come from: `{command}` on "
                 f"{machine_description()}, {time.strftime('%Y-%m-%d', time.gmtime())}.)")

@@ -41,7 +41,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 
 import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
 
-import fire  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tools import benchmark  # noqa: E402
@@ -53,6 +52,8 @@ from records import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
 from tools.benchmark_forward import block_matrices  # noqa: E402
 from tools.machine import machine_description  # noqa: E402
+from command_line.flags import MAX_SEED, as_text, as_whole_number, errors_as_one_line  # noqa: E402
+from command_line.scripts import as_whole_numbers, run_script  # noqa: E402
 
 GOALS = {2: 1.3, 3: 1.3, 4: 1.3, 8: 1.6, 16: 2.5}  # the r(m) a pass over m positions should not exceed
 PARTS = ("whole pass", "block products", "attention", "LM head", "logits_to_probs, greedy",
@@ -218,12 +219,20 @@ def header_text(size, n_cached, rounds):
 
 def main(size="124M", n_cached=512, ms="1,2,3,4,8,16", rounds=7, seed=0):
     """Print the table (see the module docstring)."""
-    ms = [int(m) for m in benchmark.as_list(ms, "ms", str) for m in str(m).split(",")]
-    params = random_params(benchmark.hparams_of(size), np.random.default_rng(seed))  # made once, timed twice
+    with errors_as_one_line():  # every flag before any work: one line `error: ...`, exit code 2
+        hparams = benchmark.hparams_of(as_text(size, "--size"))
+        n_cached = as_whole_number(n_cached, "--n_cached", 1)
+        ms, rounds = as_whole_numbers(ms, "--ms"), as_whole_number(rounds, "--rounds", 1)
+        seed = as_whole_number(seed, "--seed", 0, MAX_SEED)
+        if 1 not in ms:
+            raise ValueError(f"--ms must hold 1: every part is counted in one-position passes; got {ms}")
+        if max(ms) >= hparams["n_ctx"]:
+            raise ValueError(f"--ms: {max(ms)} must be less than {size}'s context of {hparams['n_ctx']} tokens")
+    params = random_params(hparams, np.random.default_rng(seed))  # made once, timed twice
     best = measure(size, n_cached, ms, rounds, seed, params)
     print(header_text(size, n_cached, rounds) + "\n")
     print(table(best, calibrated_r=calibrated(size, n_cached, ms, seed, params)))
 
 
 if __name__ == "__main__":
-    fire.Fire(main)
+    run_script(main, sys.argv[1:], "tools/pass_parts.py")

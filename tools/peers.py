@@ -1,31 +1,11 @@
-"""The peers the tests check the learner's code against, which the figures time and count too.
+"""The peer encoder.py is checked against: OpenAI's tiktoken, built from the same encoder.json and vocab.bpe.
 
-- `brute_force_lookup`: prompt lookup by its definition, a full scan of the text (drafters.py's index must find
-  what it finds: tests/test_drafters.py; tools/small_parts.py times the two).
-- `tiktoken_gpt2`: OpenAI's tiktoken built from the same encoder.json and vocab.bpe as encoder.py (the ids must
-  agree: tests/test_encoder.py; tools/small_parts.py times it and counts the code points where they differ).
-
-They live with the tools because a tool may not import a test module, while a test may import a tool.
+The ids must agree (tests/test_encoder.py); tools/small_parts.py times it and counts the code points where the
+two differ. It lives with the tools because a tool may not import a test module, while a test may import a tool.
 """
 
 import functools
 import os
-
-
-
-def brute_force_lookup(x, k, max_ngram=None, min_ngram=1):
-    """The definition, by a full scan: (the k tokens that followed the most recent earlier occurrence of x's
-    longest suffix that occurred earlier, counted as at most max_ngram long; that length). Past x's end the
-    copy goes on with the tokens it copied."""
-    longest = len(x) - 1 if max_ngram is None else min(max_ngram, len(x) - 1)
-    for n in range(longest, min_ngram - 1, -1):
-        for end in range(len(x) - 1, n - 1, -1):  # ends before len(x): an occurrence with a token after it
-            if x[end - n : end] == x[len(x) - n :]:
-                text = list(x)
-                for i in range(k):
-                    text.append(text[end + i])
-                return text[len(x) :], n
-    return [], 0
 
 
 @functools.lru_cache(maxsize=None)

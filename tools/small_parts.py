@@ -1,10 +1,10 @@
 """The small parts: timings and counts that need no model run, each measured in this process (a tool).
 
 Read tools/make_readme_figures.py first (it calls these; `--only NAME` remeasures one alone), then what each
-times: drafters.py's prompt lookup against a full scan (tools/peers.py's, the tests' reference), encoder.py on one
-very long word, the sampler's float64 work (model_fn.logits_to_probs, sampling._check_probs and _sample), gpt2.py's
-small design choices against the other way; and how closely gpt2 and encoder.py agree with their peers (the
-numbers tests/test_gpt2.py records, read from a run of it: tools/recorded.py).
+times: drafters.py's prompt lookup against a full scan (tools/full_scan_lookup.py, the tests' reference),
+encoder.py on one very long word, the sampler's float64 work (model_fn.logits_to_probs, sampling._check_probs and
+_sample), gpt2.py's small design choices against the other way; and how closely gpt2 and encoder.py agree with
+their peers (the numbers tests/test_gpt2.py records, read from a run of it: tools/recorded.py).
 """
 
 import functools
@@ -23,7 +23,8 @@ from model_fn import logits_to_probs
 from sampling import _check_probs, _sample
 from tools import benchmark_forward, pass_parts
 from tools.pages import duration_text, scientific, wrap
-from tools.peers import brute_force_lookup, tiktoken_gpt2
+from tools.full_scan_lookup import brute_force_lookup
+from tools.peers import tiktoken_gpt2
 from tools.recorded import recorded
 
 
