@@ -28,7 +28,7 @@ import os
 import sys
 from pathlib import Path
 
-from command_line.flags import as_number, as_text, as_whole_number, errors_as_one_line
+from command_line.flags import as_number, as_text, as_whole_number, check_models_dir, errors_as_one_line
 from command_line.scripts import as_whole_numbers, run_script
 from loaders import download
 from loaders.weights import shown
@@ -144,7 +144,9 @@ def hint_command(step, level=None):
 def tokenizer(models_dir=str(exercises.REPO / "models")):
     """Download only the four small 124M files step 5 needs (1.5 MB, no weights) into --models_dir/124M."""
     with errors_as_one_line():
-        folder = fetch_tokenizer_files(as_text(models_dir, "--models_dir"))
+        models_dir = as_text(models_dir, "--models_dir")
+        check_models_dir(models_dir)  # before any download: an empty one would be the current folder
+        folder = fetch_tokenizer_files(models_dir)
     print(f"the tokenizer files are in {folder}")
 
 

@@ -176,6 +176,7 @@ def test_the_tokenizer_command_fetches_the_four_small_files_and_never_the_weight
     (["gradebook", "some-folder", "--csv", "grades.csv", "--jobs", "0"], "--jobs"),
     (["gradebook", "some-folder", "--csv", "grades.csv", "--steps", "7,11"], "open-ended"),
     (["gradebook", "--csv", "grades.csv"], "name the submission folders"),
+    (["tokenizer", "--models_dir", ""], "--models_dir is empty"),  # the current folder, after a download
 ])
 def test_every_argument_is_checked_before_any_work_one_line_and_exit_2(args, message, tmp_path):
     """As main.py's flags (fire's syntax, checked by command_line/flags.py before anything runs)."""
