@@ -87,18 +87,22 @@ def _stdout_to_nowhere():
         pass  # no standard output, or not a file (a test's capture)
 
 
-def run_script(main, argv, script):
+def run_script(main, argv, script, as_text=False):
     """`python SCRIPT ARGS` for a script whose main() takes fire's flags: --help is fire's; otherwise the output
-    and every flag's name are checked before fire calls main() (which checks the values first thing), and the
-    run ends as ending_as_one_line says."""
+    and every flag's name are checked before main() runs (main checks the values first thing), and the run ends
+    as ending_as_one_line says. fire reads the values ("1,2" a tuple, "4" an int); with as_text, main() gets
+    each as the text typed, as main.py's does (a prompt with a comma stays one text)."""
     if any(argument in ("--help", "-h") for argument in argv):
         fire.Fire(main, command=list(argv), name=script)
         return
     with ending_as_one_line():
         with errors_as_one_line():
             check_stdout()
-            parse_command_line(argv, main, script)  # the names (and how many values by position); fire reads them
-        fire.Fire(main, command=list(argv), name=script)
+            kwargs = parse_command_line(argv, main, script)  # the names (and how many values by position)
+        if as_text:
+            main(**kwargs)
+        else:
+            fire.Fire(main, command=list(argv), name=script)
 
 
 # ------------------------------------------------------------------------------------------------------------

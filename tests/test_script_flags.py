@@ -91,6 +91,9 @@ CASES = [  # (script, flags, what the error line must say); "{file}" is a regula
     ("tools/compare_llama_cpp.py", ["--ms", ""], "--ms needs at least one whole number"),
     ("tools/compare_llama_cpp.py", ["--repeats", "0"], "--repeats must be a whole number >= 1; got 0"),
     ("tools/compare_llama_cpp.py", ["--json", "{file}/out.json"], "cannot be written"),
+    ("tools/compare_llama_cpp.py", ["--thread", "1"], "unknown flag --thread (did you mean --threads?)"),
+    ("tools/time_grading.py", ["--submissions", "0"], "--submissions must be a whole number >= 1; got 0"),
+    ("tools/time_grading.py", ["--jobs", "two"], "--jobs must be a whole number"),
 ]
 
 

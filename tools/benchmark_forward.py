@@ -71,8 +71,8 @@ from tools import benchmark  # noqa: E402
 from speed import calibration  # noqa: E402
 from speed import products  # noqa: E402
 from tools.benchmark import model_name  # noqa: E402
-from gpt2 import random_params# noqa: E402
-from loaders.download import HPARAMS# noqa: E402
+from gpt2 import random_params  # noqa: E402
+from loaders.download import HPARAMS  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402

@@ -40,9 +40,8 @@ array, as this project's pass returns one. Flags are checked before any work; a 
 a disagreement is found the tables still print, with it, and the exit status is 1.
 """
 
-import argparse
 import importlib.util
-import json
+import json as json_module
 import os
 import shlex
 import subprocess
@@ -60,8 +59,9 @@ import numpy as np  # noqa: E402
 
 from tools import benchmark  # noqa: E402
 from command_line.flags import as_bool, as_text, as_whole_number, check_writable, errors_as_one_line  # noqa: E402
-from gpt2 import gpt2, random_params# noqa: E402
-from loaders.download import HPARAMS# noqa: E402
+from command_line.scripts import run_script  # noqa: E402
+from gpt2 import gpt2, random_params  # noqa: E402
+from loaders.download import HPARAMS  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import common_prefix_length, create_model_fn, logits_to_probs  # noqa: E402
 from sampling import autoregressive_sampling  # noqa: E402
@@ -111,9 +111,9 @@ def model_hparams(model):
 
 
 def check_flags(args) -> dict:
-    """The settings from the command line's text (argparse's namespace or a dict of DEFAULTS' keys), each checked:
+    """The settings from the command line's text (a dict of DEFAULTS' keys), each checked:
     a ValueError naming the flag and what it takes. Nothing is loaded but the hyperparameters and the tokenizer."""
-    args = dict(vars(args) if not isinstance(args, dict) else args)
+    args = dict(args)
     settings = {"model": as_text(args["model"], "--model"), "prompt": as_text(args["prompt"], "--prompt"),
                 "threads": whole_numbers(args["threads"], "--threads"),
                 "ms": sorted(set(whole_numbers(args["ms"], "--ms")) | {1}),
@@ -291,7 +291,7 @@ def measure_in_process(settings, gguf_path, threads, folder):
     if not out.is_file():
         raise SystemExit(f"the process for {benchmark_forward.threads_label(threads)} failed (exit status "
                          f"{done.returncode}); its errors are above")
-    return json.loads(out.read_text(encoding="utf-8"))["results"]
+    return json_module.loads(out.read_text(encoding="utf-8"))["results"]
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -405,28 +405,30 @@ def disagrees(results):
 # ------------------------------------------------------------------------------------------------------------
 
 
-HELP = {
-    "model": "a released size (random weights of its shapes, from --seed) or a model folder the project loads",
-    "threads": "comma-separated thread counts, each in a process of its own (OpenBLAS threads = llama.cpp threads)",
-    "prompt": "the text whose greedy continuation both must agree on",
-    "n_check": "greedy tokens after the prompt that must agree",
-    "n_context": "cached tokens before the timed steps and passes (the prompt, then random tokens)",
-    "n_new": "greedy tokens per timed decoding run",
-    "ms": "the m of r(m), comma-separated (1 is always added)",
-    "repeats": "how many times everything is timed, in turns; the minimum is kept",
-    "seed": "the seed of the random weights and of the context's tokens",
-    "flash_attn": "true: llama.cpp with flash attention (llama-cpp-python's default is off)",
-    "gguf": "write the GGUF file here and keep it (default: a temporary file)",
-    "reuse_gguf": "true: read --gguf as written by an earlier run of the same --model and --seed",
-    "json": "also write every timing into this file",
-}
+def compare(model=DEFAULTS["model"], threads=DEFAULTS["threads"], prompt=PROMPT, n_check=DEFAULTS["n_check"],
+            n_context=DEFAULTS["n_context"], n_new=DEFAULTS["n_new"], ms=DEFAULTS["ms"], repeats=DEFAULTS["repeats"],
+            seed=DEFAULTS["seed"], flash_attn=DEFAULTS["flash_attn"], gguf=None, reuse_gguf=DEFAULTS["reuse_gguf"],
+            json=None):
+    """This project and llama.cpp on the same weights, side by side (the module docstring says what is timed).
 
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for name, default in DEFAULTS.items():
-        parser.add_argument(f"--{name}", default=default, help=f"{HELP[name]} (default: {default})")
-    args = parser.parse_args(argv)
+    Args:
+        model: a released size (random weights of its shapes, from --seed) or a model folder the project loads.
+        threads: comma-separated thread counts, each in a process of its own (OpenBLAS threads = llama.cpp's).
+        prompt: the text whose greedy continuation both must agree on.
+        n_check: greedy tokens after the prompt that must agree.
+        n_context: cached tokens before the timed steps and passes (the prompt, then random tokens).
+        n_new: greedy tokens per timed decoding run.
+        ms: the m of r(m), comma-separated (1 is always added).
+        repeats: how many times everything is timed, in turns; the minimum is kept.
+        seed: the seed of the random weights and of the context's tokens.
+        flash_attn: true: llama.cpp with flash attention (llama-cpp-python's default is off).
+        gguf: write the GGUF file here and keep it (default: a temporary file).
+        reuse_gguf: true: read --gguf as written by an earlier run of the same --model and --seed.
+        json: also write every timing into this file.
+    """
+    args = {"model": model, "threads": threads, "prompt": prompt, "n_check": n_check, "n_context": n_context,
+            "n_new": n_new, "ms": ms, "repeats": repeats, "seed": seed, "flash_attn": flash_attn, "gguf": gguf,
+            "reuse_gguf": reuse_gguf, "json": json}
     with errors_as_one_line():
         settings = check_flags(args)
     missing = missing_extras()
@@ -453,8 +455,8 @@ def main(argv=None):
     weights = (f"random weights of {settings['model']}'s shapes (seed {settings['seed']})"
                if settings["model"] in HPARAMS else f"the weights of {settings['model']}")
     run = {"command": "python tools/compare_llama_cpp.py" + "".join(
-               f" --{name} {shlex.quote(str(value))}" for name, value in vars(args).items()
-               if value != DEFAULTS[name] and name not in ("json", "gguf", "reuse_gguf")),
+               f" --{name} {shlex.quote(str(value))}" for name, value in args.items()
+               if str(value) != str(DEFAULTS[name]) and name not in ("json", "gguf", "reuse_gguf")),
            "weights": weights, "llama_cpp": llama_cpp.__version__, "machine": machine_description(),
            "blas": blas_description(), "minutes": (time.perf_counter() - start) / 60,
            "load_average": [load_start, load_average()], "cores": os.cpu_count(),
@@ -463,10 +465,16 @@ def main(argv=None):
     data = {"run": run, "results": results}
     print("\n" + markdown_report(data), flush=True)
     if settings["json"]:
-        Path(settings["json"]).write_text(json.dumps(data, indent=1), encoding="utf-8")
+        Path(settings["json"]).write_text(json_module.dumps(data, indent=1), encoding="utf-8")
         print(f"wrote {settings['json']}")
     if disagrees(results):
         raise SystemExit(1)
+
+
+def main(argv=None):
+    """`python tools/compare_llama_cpp.py ARGS`: every flag's name and value checked before any work, each value
+    as the text typed (a prompt with a comma stays one prompt)."""
+    run_script(compare, sys.argv[1:] if argv is None else list(argv), "tools/compare_llama_cpp.py", as_text=True)
 
 
 if __name__ == "__main__":

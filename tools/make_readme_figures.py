@@ -60,7 +60,7 @@ from command_line.flags import (as_bool, as_optional, as_text, as_whole_number, 
                                 check_models_dir, errors_as_one_line)
 from loaders.weights import shown  # noqa: E402
 from command_line.scripts import as_fractions, as_names, as_whole_numbers, check_output_folder, run_script  # noqa: E402
-from loaders.download import HPARAMS# noqa: E402
+from loaders.download import HPARAMS  # noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402
 from tools import benchmark_forward, release_files, worked_round  # noqa: E402
 from tools.machine import blas_description, blas_threads, machine_description  # noqa: E402
@@ -293,6 +293,16 @@ def write_or_print(texts, blocks, command, dry_run, started):
     print(f"wrote {', '.join(map(str, texts))} ({', '.join(blocks)}) in {minutes:.1f} minutes")
 
 
+def grading_block(submissions):
+    """The README's grading-time part: tools/time_grading.py's table, run as a process of its own (the gradebook
+    starts a child per step, and its time is the whole run's)."""
+    done = subprocess.run([sys.executable, str(REPO / "tools" / "time_grading.py"), "--submissions", str(submissions)],
+                          cwd=REPO, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"tools/time_grading.py failed (exit status {done.returncode}): {done.stderr.strip()[-500:]}")
+    return done.stdout.strip()
+
+
 def main(random_weights=False, draft_model_size="124M", target_model_size="355M", Ks=KS, alpha=ALPHA,
          n_tokens_to_generate=12, repeats=3, prefix_length=32, seed=0, pages=PAGES, img_dir="img",
          models_dir="models", dry_run=False, sample_run_tokens=40, drafters="model,lookup,staged",
@@ -301,7 +311,7 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
          forward_breakdown_rounds=15, forward_r_repeats=5, forward_context_size="124M",
          forward_context_lengths=CONTEXT_LENGTHS, forward_context_rounds=6, peer_sizes="124M,355M",
          loading_sizes="124M,1558M", loading_repeats=2, text_repeats=3, llama_repeats=5, timings=True, agreement=True,
-         only=None):
+         grading_submissions=40, only=None):
     """Regenerate the numbers, tables and plots of README.md and docs/BENCHMARKS.md (see the module docstring) from one run.
 
     Args:
@@ -332,9 +342,11 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         timings: False leaves the small timings (prompt lookup, the BPE, the sampler, gpt2.py's details) as
             they are.
         agreement: False leaves the agreement with the peers (HF's logits, tiktoken's Unicode) as it is.
+        grading_submissions: tools/time_grading.py's --submissions (a class of reference submissions through the
+            gradebook; 0 leaves its table as it is).
         only: some of the small parts alone, comma-separated (of SMALL_PARTS: lookup-timing, bpe-timing,
-            sampler-timing, design-timing, hf-agreement, unicode-count; or text-benchmark or llama-cpp, which
-            take some minutes), each marked as measured alone.
+            sampler-timing, design-timing, hf-agreement, unicode-count; or text-benchmark, llama-cpp or
+            grading-time, which take some minutes), each marked as measured alone.
     """
     started = time.time()
     flags = " --random_weights" if random_weights else ""
@@ -350,7 +362,8 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
                 ("--forward_repeats", forward_repeats, 1), ("--forward_n_new", forward_n_new, 1),
                 ("--forward_breakdown_rounds", forward_breakdown_rounds, 1), ("--forward_r_repeats", forward_r_repeats, 1),
                 ("--forward_context_rounds", forward_context_rounds, 1), ("--loading_repeats", loading_repeats, 1),
-                ("--text_repeats", text_repeats, 0), ("--llama_repeats", llama_repeats, 0)):
+                ("--text_repeats", text_repeats, 0), ("--llama_repeats", llama_repeats, 0),
+                ("--grading_submissions", grading_submissions, 0)):
             as_whole_number(value, flag, minimum)
         for flag, value in (("--random_weights", random_weights), ("--dry_run", dry_run), ("--exactness", exactness),
                             ("--timings", timings), ("--agreement", agreement)):
@@ -383,7 +396,8 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         if only is not None:
             names = as_names(only, "--only")
             alone = {**SMALL_PARTS, "text-benchmark": lambda forward, tokenizer: text_benchmark_block(text_repeats),
-                     "llama-cpp": lambda forward, tokenizer: llama_cpp_block(llama_repeats)}
+                     "llama-cpp": lambda forward, tokenizer: llama_cpp_block(llama_repeats),
+                     "grading-time": lambda forward, tokenizer: grading_block(grading_submissions)}
             unknown = [name for name in names if name not in alone]
             if unknown:
                 raise ValueError(f"--only takes some of {', '.join(alone)}; got {', '.join(unknown)}")
@@ -449,6 +463,8 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         blocks["text-benchmark"] = text_benchmark_block(text_repeats)
     if llama_repeats:
         blocks["llama-cpp"] = llama_cpp_block(llama_repeats)
+    if grading_submissions:
+        blocks["grading-time"] = grading_block(grading_submissions)
     for name, part in SMALL_PARTS.items():
         if timings if name.endswith("-timing") else agreement:
             blocks[name] = part(forward, tokenizer_dir)

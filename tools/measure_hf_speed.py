@@ -19,7 +19,7 @@ from pathlib import Path
 # `python tools/measure_hf_speed.py` puts tools/ first on the path: put the repository's root there too
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loaders.download import HPARAMS# noqa: E402
+from loaders.download import HPARAMS  # noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402
 from command_line.flags import as_whole_number, errors_as_one_line  # noqa: E402
 from command_line.scripts import as_names, check_output_file, run_script  # noqa: E402
