@@ -1,55 +1,39 @@
 """How fast is a decoding step? Greedy decoding through the sampler against the memory-bandwidth floor (a tool).
 
-Read gpt2.py and model_fn.py first (what a step does), and the README's "Speed of the forward pass"; the
-tables this prints are docs/BENCHMARKS.md's "Speed of the forward pass".
+Read gpt2.py and model_fn.py first (what a step does); the tables this prints are docs/BENCHMARKS.md's "Speed of
+the forward pass". With a KV cache each new token is a pass over ONE position: little arithmetic (about 2 flops
+per weight), but every weight comes from memory, so a step cannot beat
 
-With a KV cache, each new token is one pass over ONE position. The arithmetic is small (~2 flops per weight)
-but every weight must come from memory, so a decoding step cannot beat
+    floor = bytes of the weights / memory bandwidth
 
-    floor = bytes of the weights / memory bandwidth        (≈ 498 MB / 30 GB/s ≈ 17 ms for 124M)
+The bandwidth is the STRICT one: the best that one large float32 matrix-vector product (a matrix several
+times the largest cache) reaches in the same run, made the way the model makes a one-row product
+(products.matmul: both cores streaming), timed in bursts in turns with the decoding runs. For random weights
+of the real shapes of each --sizes it prints:
 
-The bandwidth is the STRICT one: the best that a single large float32 matrix-vector product reaches in the
-same run ([8192, 8192] @ [8192], 256 MiB, 8x the largest cache, each product timed on its own), made the way
-the model makes a one-row product (products.matmul: both cores streaming, this process and its helper). Bursts of such products are timed in turns with the decoding runs, so both see the machine in
-the same states. What this script prints, for random weights of the real shapes of each --sizes:
+1. The table: `autoregressive_sampling` at temperature 0, per token after the (untimed) prompt pass, best and
+   median of --repeats runs of --n_new tokens, over the floor. For --no_cache_sizes also kv_cache=False
+   (picoGPT's way) and picoGPT's setting under NumPy 2 (float64 activations: every product converts a weight
+   matrix to float64 first).
+2. A breakdown of one step: the block products, the LM head, the rest of the pass, the sampler's float64
+   work and its own loop, beside the floor.
+3. r(m): an m-position pass over a 1-position pass after --r_context cached tokens, m = 1 .. --r_max.
+4. ms per token against the context length (--context_lengths, for --context_size): the cache adds the keys
+   and values of every cached position to the bytes a step reads, so the line should be nearly flat.
 
-1. The table. `autoregressive_sampling` with a `create_model_fn` model at temperature 0, per token, after
-   the prompt pass (which is not timed: the model sees the prompt once before the clock starts). Best and
-   median of --repeats runs of --n_new tokens, over the floor from the best (and the median) bandwidth.
-   For the sizes in --no_cache_sizes also the same sampler with kv_cache=False (picoGPT's way: the whole
-   sequence every step), and with picoGPT's setting under NumPy 2 (float64 activations, row-major weights:
-   its gelu multiplies by np.sqrt(2 / np.pi), a float64 scalar, so every product first converts a weight
-   matrix to float64).
-2. A breakdown of one step (bests): the block matrix products, the LM head, the rest of the forward pass
-   (layer norms, attention, GELU, biases, the cache, Python), the sampler's float64 work (logits_to_probs,
-   _check_probs, _sample) and the sampler's own loop, beside the floor.
-3. r(m): the cost of an m-position pass (the target's pass over m - 1 guesses and the last token, as in
-   speculative sampling) over a 1-position pass, after --r_context cached tokens, for m = 1 .. --r_max.
-4. ms per token against the context length (--context_lengths, for --context_size): a step at 1000 tokens
-   of context reads ~15% more bytes than at 16 for 124M (the cache: 12 layers x 2 x 1000 x 768 x 4 bytes =
-   74 MB, beside 498 MB of weights), so the line should be nearly flat.
+Timings are noisy on a shared machine: compare the ratios, measured in one run. Bests are the machine at its
+least disturbed, medians typical; a burst of load can spoil every short bandwidth sample of a run but only part
+of a long decoding run, so a ratio of bests and one of medians may fall either side of each other.
 
-Timings are noisy on a shared 2-core machine: compare the ratios printed, which are measured in one run,
-rather than the absolute times. Bests are the machine at its least disturbed; medians are typical. A ratio of
-bests and a ratio of medians can fall either side of each other: the bandwidth bursts are short and the
-decoding runs long, so a load burst can spoil every bandwidth sample of a run but only part of a decoding run.
+    python tools/benchmark_forward.py                                  # 124M and 355M
+    python tools/benchmark_forward.py --sizes 124M --n_new 8 --context_size None     # quicker
+    python tools/benchmark_forward.py --sizes ""        # only the context (with OPENBLAS_NUM_THREADS=1: one thread)
+    python tools/benchmark_forward.py --json forward.json              # every measurement into a file too
 
-    python benchmark_forward.py                                  # 124M and 355M (about 3 minutes)
-    python benchmark_forward.py --sizes 124M --n_new 8 --context_size None     # quicker
-    python benchmark_forward.py --sizes 124M,355M,774M,1558M --repeats 5      # all four (~8 GB of memory)
-    python benchmark_forward.py --sizes ""        # only the context: with OPENBLAS_NUM_THREADS=1 set, one thread
-    python benchmark_forward.py --json forward.json              # also write every measurement to a file
-
-A size is a released one (124M, 355M, 774M, 1558M) or a model folder, whose shapes are used (random weights).
---json writes what was measured (every timing, not only the statistics printed), the machine, OpenBLAS's
-thread count and the load averages; make_readme_figures.py runs this script as its own process with --json,
-rebuilds the results with from_json and formats docs/BENCHMARKS.md's tables with the same functions that print
-them here (markdown=True). OpenBLAS reads OPENBLAS_NUM_THREADS once, when NumPy loads, so a thread count
-is a property of a process: that is why it runs this script rather than calling main().
-
-Plots (into --img_dir, if matplotlib is installed: pip install -r requirements/plots.txt):
-    forward_r_of_m.png                      r(m) for each size, against r = 1 and r = m
-    forward_ms_per_token_vs_context.png     ms per token against the context length, and the floor
+A size is a released one or a model folder (its shapes). --json writes every timing, the machine, OpenBLAS's
+threads and the load; make_readme_figures.py runs this script as a process of its own (OpenBLAS reads its thread
+count when NumPy loads) and formats the tables with the functions that print them here (markdown=True). Plots
+go into --img_dir with matplotlib (requirements/plots.txt): forward_r_of_m.png, forward_ms_per_token_vs_context.png.
 """
 
 import json
