@@ -198,7 +198,7 @@ def test_make_readme_figures_runs_end_to_end_on_tiny_models(tmp_path, release_12
     main(random_weights=True, draft_model_size=tiny, target_model_size=tiny, Ks=(1, 2), n_tokens_to_generate=4,
          repeats=1, dry_run=True, sample_run_tokens=4, drafters="", trees="", sample_run_sizes=(tiny, tiny),
          exactness=False, forward_sizes="", forward_context_size=None, loading_sizes="", timings=False,
-         agreement=False, text_repeats=0, llama_repeats=0)
+         agreement=False, text_repeats=0, llama_repeats=0, grading_submissions=0)
     out = capsys.readouterr().out
     for name in ("worked-round", "cost-table", "cost-summary", "sample-run", "machine"):
         assert f"--- {name}\n" in out, name
@@ -321,11 +321,12 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
         forward_sizes=tiny, forward_no_cache_sizes=tiny, forward_repeats=2, forward_n_new=2,
         forward_breakdown_rounds=2, forward_r_repeats=1, forward_context_size=tiny, forward_context_lengths="4,20",
         forward_context_rounds=1, peer_sizes=tiny, loading_sizes=tiny, loading_repeats=1,
-        text_repeats=0)
+        text_repeats=0, grading_submissions=1)
     parts = dry_run_parts(capsys.readouterr().out)
     for name in ("forward-run", "forward-table", "forward-breakdown", "forward-summary", "r-table", "context-table",
                  "peer-speed", "llama-cpp", "loading-table", "break-even-table", "lookup-timing", "bpe-timing",
-                 "sampler-timing", "design-timing", "pass-timing", "hf-agreement", "unicode-count", "machine"):
+                 "sampler-timing", "design-timing", "pass-timing", "hf-agreement", "unicode-count", "grading-time",
+                 "machine"):
         assert name in parts, name
     for name in parts:
         assert any(f"<!-- {name}: begin (" in page for page in PAGES.values()), f"no page has marks for {name}"
