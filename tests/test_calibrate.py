@@ -47,7 +47,7 @@ def test_calibrate_gives_each_pass_over_the_one_position_pass_and_fills_the_rest
     """A target whose m-row pass takes 2 + m/2 seconds: r(m) = (2 + m/2) / 2.5, measured at CALIBRATION_MS and
     the same, being linear, in between; r(1) = 1. A draft step of 0.5 s: c = 0.5 / 2.5 = 0.2."""
     clock = FakeClock()
-    monkeypatch.setattr(lookahead.time, "perf_counter", clock)
+    monkeypatch.setattr(calibration.time, "perf_counter", clock)
     costs = calibration.calibrate(fake_model(clock, lambda m: 2 + m / 2), fake_model(clock, lambda m: 0.5), m_max=17,
                                 repeats=3)
     assert costs.r_table == pytest.approx([(2 + m / 2) / 2.5 for m in range(1, 18)], abs=1e-3)
