@@ -43,9 +43,12 @@ run, the "design-timing" table of docs/BENCHMARKS.md):
     panels, this process alone                             -   21.6   26.9   35.5   48.6
     half the columns here, half in the helper process   12.0   12.7   15.3   19.5   27.7
 
-Which product, by rows: one row, BLAS's matrix-vector product; 2 to PANEL_ROWS_MAX rows, the panels (each half
-in its process); more (a prompt), one BLAS call on all cores while the helper sleeps, whose big kernel is the
-faster once the arithmetic has caught up.
+Which product, by rows, by default: one row, BLAS's matrix-vector product; 2 to PANEL_ROWS_MAX rows, the panels
+(each half in its process); more (a prompt), one BLAS call on all cores while the helper sleeps, whose big kernel
+is the faster once the arithmetic has caught up. The figures above are an AVX-512 processor's, where OpenBLAS has
+its small-matrix kernel; on an AVX2 one it has not, and other routes win there (m matrix-vector products, a
+larger m padded with zero rows, ...). So `matmul` takes, for each kind of product (`kind_of`) and each m, the
+route speed/routes.py measured fastest on the machine that runs (`route_of`, `multiply`), else this default.
 
 Attention's scores: q @ k.T, turned round
 -----------------------------------------

@@ -165,3 +165,26 @@ def test_the_fingerprint_names_numpys_version_its_blas_and_the_processor(monkeyp
     assert f"NumPy {np.__version__}" in before
     monkeypatch.setattr(np, "__version__", "9.9.9")
     assert routes.fingerprint() != before and "NumPy 9.9.9" in routes.fingerprint()
+
+
+def test_calibrate_given_routes_takes_them_before_timing_and_keeps_them_with_this_machines_fingerprint(monkeypatch):
+    """calibrate(..., routes=table) takes the routes given after the two untimed passes that fill the cache (no
+    measuring: `choose` is not called) and before any timed one, and the costs keep them with the fingerprint of
+    this machine; without routes it calls `choose` at the same point."""
+    events = []
+    monkeypatch.setattr(routes, "use", lambda table: events.append(("use", table)))
+    monkeypatch.setattr(routes, "choose", lambda: events.append(("choose", None)) or {"blocks": ["vectors"]})
+
+    def model(x, n=1):
+        events.append(("pass", n))
+        return np.zeros((n, 8), dtype=np.float32)
+
+    model.n_vocab, model.n_ctx = 8, 64
+    table = {"blocks": ["panels", "padded to 3", "vectors"]}
+    costs = calibration.calibrate(model, m_max=3, repeats=1, prefix=[1, 2], routes=table)
+    assert events[:3] == [("pass", 1), ("pass", 1), ("use", table)] and len(events) > 3
+    assert all(kind == "pass" for kind, _ in events[3:])
+    assert costs.routes == table and costs.routes_for == routes.fingerprint()
+    events.clear()
+    costs = calibration.calibrate(model, m_max=3, repeats=1, prefix=[1, 2])
+    assert events[2] == ("choose", None) and costs.routes == {"blocks": ["vectors"]}

@@ -53,7 +53,8 @@ from gpt2 import attention, causal_mask, random_params  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
 from tools.benchmark_forward import block_matrices  # noqa: E402
-from tools.machine import machine_description  # noqa: E402
+from tools.machine import load_average, machine_description  # noqa: E402
+from tools.pages import wrap  # noqa: E402
 
 GOALS = {2: 1.3, 3: 1.3, 4: 1.3, 8: 1.6, 16: 2.5}  # the r(m) a pass over m positions should not exceed
 ROUTE_GOAL = 1.1  # the chosen routes' pass over the fastest pass with every weight matrix on one route
@@ -235,22 +236,27 @@ def misses_text(best, calibrated_r=None):
     return "\n\n" + "\n".join(lines) if lines else ""
 
 
-def header_text(size, n_cached, rounds):
-    """The sentence above the table: what was timed, where."""
+def header_text(size, n_cached, rounds, loads=None):
+    """The sentences above the table: what was timed, where, with which routes (and the load average at the
+    start and at the end, where given)."""
+    load = f"; load average {loads[0]:.2f} at the start, {loads[1]:.2f} at the end" if loads else ""
     return (f"{size} shapes, {n_cached} cached tokens, the best of {rounds} in turns; {machine_description()}, "
-            f"helper process: {second_core.unavailable() or 'yes'}; {routes.fingerprint()}; routes chosen: "
+            f"helper process: {second_core.unavailable() or 'yes'}; {routes.fingerprint()}{load}. Routes chosen: "
             f"{routes.text(routes.current()) or 'the defaults'}. calibrate(): r(m) as calibration.calibrate "
             f"measures it, the median of its rounds. Parts in one-position passes: their time over the whole "
             f"m = 1 pass. One route, best: the fastest whole pass with every weight matrix on one route, and which.")
 
 
-def main(size="124M", n_cached=512, ms="1,2,3,4,8,16", rounds=7, seed=0):
-    """Print the table (see the module docstring)."""
+def main(size="124M", n_cached=512, ms="1,2,3,4,8,16", rounds=7, seed=0, markdown=False):
+    """Print the table (see the module docstring); markdown=True: as docs/BENCHMARKS.md holds it."""
     ms = [int(m) for m in benchmark.as_list(ms, "ms", str) for m in str(m).split(",")]
     params = random_params(benchmark.hparams_of(size), np.random.default_rng(seed))  # made once, timed twice
+    start = load_average()
     best = measure(size, n_cached, ms, rounds, seed, params)
-    print(header_text(size, n_cached, rounds) + "\n")
-    print(table(best, calibrated_r=calibrated(size, n_cached, ms, seed, params, routes.current())))
+    calibrated_r = calibrated(size, n_cached, ms, seed, params, routes.current())
+    header = header_text(size, n_cached, rounds, (start, load_average()))
+    print((wrap(header) if markdown else header) + "\n")
+    print(table(best, markdown=markdown, calibrated_r=calibrated_r))
 
 
 if __name__ == "__main__":

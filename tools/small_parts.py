@@ -9,7 +9,11 @@ helpers are imported from tests/, which make_readme_figures.py puts on the path.
 
 import functools
 import importlib.util
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -23,6 +27,7 @@ from records import timed
 from model_fn import logits_to_probs
 from sampling import _check_probs, _sample
 from tools import benchmark_forward, pass_parts
+from tools.machine import load_average
 from tools.pages import duration_text, scientific, wrap
 
 
@@ -199,11 +204,29 @@ def pass_table(n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7):
     """Markdown: tools/pass_parts.py's table, an m-position pass after n_cached tokens part by part, on
     TIMED_SIZE's shapes."""
     params = random_params(HPARAMS[TIMED_SIZE], np.random.default_rng(0))  # made once, timed twice
+    start = load_average()
     best = pass_parts.measure(TIMED_SIZE, n_cached, ms, rounds, params=params)
     calibrated_r = pass_parts.calibrated(TIMED_SIZE, n_cached, ms, params=params, chosen=routes.current())
     n_cached = min(n_cached, HPARAMS[TIMED_SIZE]["n_ctx"] - max(ms))
-    return (wrap(pass_parts.header_text(TIMED_SIZE, n_cached, rounds)) + "\n\n"
+    return (wrap(pass_parts.header_text(TIMED_SIZE, n_cached, rounds, (start, load_average()))) + "\n\n"
             + pass_parts.table(best, markdown=True, calibrated_r=calibrated_r))
+
+
+AVX2_KERNELS = "Haswell"  # OpenBLAS's name for its AVX2 kernels: an AVX2 processor (AMD's before Zen 4 too) runs them
+
+
+def avx2_pass_table(n_cached=512, rounds=7):
+    """Markdown: tools/pass_parts.py's table with OpenBLAS's AVX2 kernels, in a process of its own started with
+    OPENBLAS_CORETYPE=Haswell (OpenBLAS reads it once, when NumPy loads it). On an AVX2 processor those are the
+    kernels it picks anyway; on an AVX-512 one they are what a laptop runs, on this machine's memory. An
+    OPENBLAS_L2_SIZE in the environment (set for older OpenBLAS builds on some processors) is left out with it,
+    in that process only."""
+    env = {name: value for name, value in os.environ.items() if name not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    script = Path(__file__).resolve().parent / "pass_parts.py"
+    done = subprocess.run([sys.executable, str(script), "--markdown", "True", "--n_cached", str(n_cached),
+                           "--rounds", str(rounds)], env={**env, "OPENBLAS_CORETYPE": AVX2_KERNELS},
+                          capture_output=True, text=True, check=True)
+    return done.stdout.strip()
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -260,6 +283,7 @@ SMALL_PARTS = {  # the parts that need no model run: name -> f(forward's measure
     "sampler-timing": lambda forward, tokenizer_dir: sampler_table(),
     "design-timing": lambda forward, tokenizer_dir: design_table(),
     "pass-timing": lambda forward, tokenizer_dir: pass_table(),
+    "avx2-pass-timing": lambda forward, tokenizer_dir: avx2_pass_table(),
     "hf-agreement": lambda forward, tokenizer_dir: hf_agreement_text(),
     "unicode-count": lambda forward, tokenizer_dir: unicode_text(tokenizer_dir),
 }
