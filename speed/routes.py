@@ -8,7 +8,7 @@ products, and 3 rows as a 4-row product with a zero row. Which is fastest depend
 BLAS and the kernels that BLAS picks when it loads, so it is measured where it runs (`choose`): for each kind of
 product a pass makes (products.KINDS: the blocks' matrices, the LM head's wte.T, attention's scores) and each m
 from 1 to M_MAX, every route (products.ROUTES, SCORE_ROUTES) on the matrices the model itself multiplied, in
-turns, the median of `repeats`; a route as slow as twice the fastest in the first turn is not timed again.
+turns, the slowest of `repeats`; a route far slower than the fastest in the first turn is not timed again.
 A row count whose best is slower than a larger one's takes that one, padded with zero rows.
 
 The choice is kept with the costs (speed/calibration.py writes it into the costs file with r(m), and a run
@@ -28,11 +28,11 @@ from speed import products
 from speed import second_core
 
 M_MAX = AUTO_K_MAX + 1  # the most rows a round's pass has: the last token and AUTO_K_MAX guesses
-SAMPLE_MATRICES = 8  # the block matrices timed (2 of 124M's layers, 57 MB: more than a processor's cache)
+SAMPLE_MATRICES = 8  # the block matrices timed: 2 layers' (124M's: 57 MB, more than a processor's cache)
 SCORE_LAYERS = 12  # the layers of keys the scores are timed over, each its own (as in a cache)
 REPEATS = 3
 PRUNE = 1.5  # a route this many times as slow as the fastest in the first turn is not timed again
-KEEP_DEFAULT = 1.03  # the default route stays unless another is faster by more than this (noise is no reason)
+KEEP_DEFAULT = 1.05  # the default route stays unless another is faster by more than this (noise is no reason)
 
 
 def fingerprint():
@@ -66,21 +66,34 @@ def candidates(kind, m):
     return [route for route in products.ROUTES if not (m == 1 and route in ("vectors", "halves"))]
 
 
+def handed_over(route, after_helper):
+    """Before a timed product that comes after the helper's work in a pass (a block's attention projection after
+    attention, whose heads the helper shares; the LM head after the blocks): BLAS's threads ended, as that work
+    leaves them, so that "one call" pays for waking them, as it does in the pass."""
+    if route == "one call" and after_helper:
+        second_core.one_core()
+
+
 def measure(m_max=M_MAX, repeats=REPEATS, rng=None):
-    """{kind: {m: {route: median seconds}}} for every kind the model has multiplied (products remembers its big
-    matrices and its scores' shape), m = 1 .. m_max, each route in turns with the others of its kind and m."""
+    """{kind: {m: {route: seconds}}} for every kind the model has multiplied (products remembers its big matrices
+    and its scores' shape), m = 1 .. m_max, each route in turns with the others of its kind and m: the slowest of
+    its turns, so that a route that is fast only when the other core happens to be free (one BLAS call on both
+    cores, on a machine shared with other work) does not win on a lucky turn."""
     rng = rng or np.random.default_rng(0)
     work = {}  # kind -> (function of (route, m) that makes the products once)
-    # the biggest model's (a draft's matrices are smaller), in the order a pass multiplies them
-    blocks = sorted(products._met["blocks"].values(), key=lambda w: -w.nbytes)[:SAMPLE_MATRICES]
+    met = list(products._met["blocks"].values())
+    n_embd = max((min(w.shape) for w in met), default=0)  # the biggest model's (a draft's matrices are smaller)
+    blocks = [w for w in met if min(w.shape) == n_embd][:SAMPLE_MATRICES]  # in the order a pass multiplies them
     if blocks:
         rows = {w.shape[0]: rng.standard_normal((m_max, w.shape[0]), dtype=np.float32) for w in blocks}
-        work["blocks"] = lambda route, m: [products.multiply(rows[w.shape[0]][:m], w, route, "blocks") for w in blocks]
+        work["blocks"] = lambda route, m: [(handed_over(route, i % 4 == 1),
+                                            products.multiply(rows[w.shape[0]][:m], w, route, "blocks"))
+                                           for i, w in enumerate(blocks)]
     heads = sorted(products._met["head"].values(), key=lambda wte: -wte.nbytes)[:1]
     if heads:
         wte = heads[0]  # [n_vocab, n_embd]: the LM head multiplies by wte.T
         row = rng.standard_normal((m_max, wte.shape[1]), dtype=np.float32)
-        work["head"] = lambda route, m: products.multiply(row[:m], wte.T, route, "head")
+        work["head"] = lambda route, m: (handed_over(route, True), products.multiply(row[:m], wte.T, route, "head"))
     if products._met_scores:
         (n_stack, head_dim), n_keys = max(products._met_scores.items(), key=lambda item: item[0][0] * item[0][1])
         shared = 1 if second_core.unavailable() else 2  # each process attends with its half of the heads
@@ -106,16 +119,16 @@ def measure(m_max=M_MAX, repeats=REPEATS, rng=None):
                     start = time.perf_counter()
                     make(route, m)
                     times.append(time.perf_counter() - start)
-    return {kind: {m: {route: float(np.median(times)) for route, times in by_route.items()}
+    return {kind: {m: {route: float(max(times)) for route, times in by_route.items()}
                    for m, by_route in by_m.items()} for kind, by_m in seconds.items()}
 
 
-def chosen(medians):
-    """{kind: [route for m = 1 .. m_max]} from measure's medians: the fastest route at each m (the default one
+def chosen(times):
+    """{kind: [route for m = 1 .. m_max]} from measure's times: the fastest route at each m (the default one
     unless another beats it by more than KEEP_DEFAULT), or PADDED + a larger m whose chosen direct route is
     faster still."""
     table = {}
-    for kind, by_m in medians.items():
+    for kind, by_m in times.items():
         best = {}
         for m, by_route in by_m.items():
             default = products.default_route(kind, m)
@@ -157,7 +170,8 @@ def check(table, where):
     """table, if it is {kind of products.KINDS: [a route of that kind, for m = 1 .. up to 256]}, with every
     padded route naming a larger m of the same table; else a ValueError in one line naming `where`."""
     if not isinstance(table, dict) or not set(table) <= set(products.KINDS):
-        raise ValueError(f"{where}: \"routes\" must be {{kind: [route, ...]}} for kinds among {', '.join(products.KINDS)}")
+        raise ValueError(f"{where}: \"routes\" must be {{kind: [route, ...]}} for kinds among "
+                         f"{', '.join(products.KINDS)}")
     for kind, routes in table.items():
         known = products.SCORE_ROUTES if kind == "scores" else products.ROUTES
         if not (isinstance(routes, list) and 1 <= len(routes) <= 256):

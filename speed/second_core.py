@@ -91,8 +91,8 @@ BLAS_SUFFIXES = ("64_", "")  # the 64-bit-integer build, then the 32-bit one
 
 @functools.lru_cache(maxsize=None)  # looked up once per name: a mode switch calls it again
 def openblas_function(name):
-    """OpenBLAS's function `name` ("set_num_threads", "get_num_threads", "get_corename" or "blas_thread_shutdown_"), from the
-    OpenBLAS library this process has loaded, or None.
+    """OpenBLAS's function `name` ("set_num_threads", "get_num_threads", "get_corename" or "blas_thread_shutdown_"),
+    from the OpenBLAS library this process has loaded, or None.
 
     NumPy's wheels bring their own OpenBLAS under a name of their own; /proc/self/maps lists every library the
     process has mapped (Linux), so it is found wherever NumPy put it (threadpoolctl does the same).

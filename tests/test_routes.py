@@ -4,7 +4,7 @@ Read speed/routes.py first. The reference is the product in float64; a float32 r
 rounding only. For a sum of n products in float32, each partial sum is rounded once, so the computed entry
 differs from the exact one by at most n · 2^-24 · Σ|x_i w_i| (the classic bound for recursive summation; a
 blocked sum, as BLAS's kernels make, is bounded by the same). A wrong column or row is off by its size.
-No test here reads a clock: the choice is tested on medians given to it.
+No test here reads a clock: the choice is tested on times given to it.
 """
 
 import numpy as np
@@ -111,15 +111,15 @@ def test_vectors_gives_each_row_the_bits_of_its_own_one_row_product(weights):
 
 
 def test_the_choice_takes_the_fastest_keeps_the_default_within_noise_and_pads_to_a_faster_larger_m():
-    """Medians given, no clock: m = 1 the default (panels) within KEEP_DEFAULT of the fastest; m = 2 vectors,
+    """Times given, no clock: m = 1 the default (panels) within KEEP_DEFAULT of the fastest; m = 2 vectors,
     far faster than the rest; m = 3 slower by every route than m = 4's best, so padded to 4."""
-    medians = {"blocks": {1: {"panels": 1.02, "one call": 1.0},
+    times = {"blocks": {1: {"panels": 1.02, "one call": 1.0},
                           2: {"panels": 2.5, "vectors": 1.7, "halves": 2.4, "one call": 2.6},
                           3: {"panels": 3.0, "vectors": 2.4, "halves": 2.9, "one call": 3.1},
                           4: {"panels": 2.0, "vectors": 3.0, "halves": 2.1, "one call": 2.2}},
                "scores": {1: {"turned round": 1.0, "plain": 1.0, "vectors": 1.0},
                           2: {"turned round": 2.0, "plain": 3.0, "vectors": 1.5}}}
-    table = routes.chosen(medians)
+    table = routes.chosen(times)
     assert table == {"blocks": ["panels", "vectors", "padded to 4", "panels"], "scores": ["plain", "vectors"]}
     assert routes.check(table, "here") == table
     assert routes.text(table) == "blocks 1 panels, 2 vectors, 3 padded to 4, 4 panels; scores 1 plain, 2 vectors"

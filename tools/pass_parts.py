@@ -59,7 +59,8 @@ from tools.pages import wrap  # noqa: E402
 GOALS = {2: 1.3, 3: 1.3, 4: 1.3, 8: 1.6, 16: 2.5}  # the r(m) a pass over m positions should not exceed
 ROUTE_GOAL = 1.1  # the chosen routes' pass over the fastest pass with every weight matrix on one route
 PARTS = ("whole pass", "block products", "attention", "LM head", "logits_to_probs, greedy",
-         "logits_to_probs, temperature 1", "block arithmetic", *(f"whole pass, {route} only" for route in products.ROUTES))
+         "logits_to_probs, temperature 1", "block arithmetic",
+         *(f"whole pass, {route} only" for route in products.ROUTES))
 IN_CACHE_BYTES = 1 << 20  # a slice of a matrix this big stays in a core's cache (L2: 1-2 MB on today's servers)
 
 

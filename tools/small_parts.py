@@ -9,9 +9,11 @@ helpers are imported from tests/, which make_readme_figures.py puts on the path.
 
 import functools
 import importlib.util
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -152,7 +154,7 @@ def design_table(repeats=200, product_repeats=10, seed=0):
     plain_kv = np.array(shared_kv)  # the same numbers in ordinary memory
     q1, mask1 = rng.standard_normal((n_head, 1, n_embd // n_head), dtype=np.float32), causal_mask(1, 512)
 
-    def products(by_size, weights):  # plain BLAS on all cores (the helper process asleep, if there is one)
+    def blas_products(by_size, weights):  # plain BLAS on all cores (the helper process asleep, if there is one)
         return lambda: (second_core.all_cores(), [by_size[m.shape[0]] @ m for m in weights])
 
     def left_products(by_size, weights):  # one BLAS call on all cores, the big matrix on the left
@@ -172,7 +174,7 @@ def design_table(repeats=200, product_repeats=10, seed=0):
         (f"GELU's cube of a [1, {4 * n_embd}] float32 row", "`x * x * x`", lambda: x * x * x, "`x**3`",
          lambda: x**3, repeats),
         (f"one row through each of the {len(matrices)} block matrices", "column-major (`products.column_major`)",
-         products(rows, matrices), "row-major", products(rows, row_major), product_repeats),
+         blas_products(rows, matrices), "row-major", blas_products(rows, row_major), product_repeats),
         *[(f"{m} rows through each of the {len(matrices)} block matrices (`gpt2.linear`)",
            "`products.matmul` (panel by panel, half in the helper process)", panel_products(by_rows[m], matrices),
            "one BLAS call on all cores, `(w.T @ x.T).T`", left_products(by_rows[m], matrices), product_repeats)
@@ -184,8 +186,9 @@ def design_table(repeats=200, product_repeats=10, seed=0):
          "`products.share_heads` (half of the heads in the helper process, the cache a `products.kv_buffer`)",
          attend(shared_kv, products.share_heads), "every head here, the cache in ordinary memory",
          attend(plain_kv, lambda function, *arguments: function(*arguments)), product_repeats),
-        ("one row through the same products, after it met a float64 scalar", "float32 row", products(rows, matrices),
-         "float64 row (every matrix converted each time)", products(rows64, matrices), product_repeats),
+        ("one row through the same products, after it met a float64 scalar", "float32 row",
+         blas_products(rows, matrices), "float64 row (every matrix converted each time)",
+         blas_products(rows64, matrices), product_repeats),
         (f"the mean of a [1, {n_embd}] row (`layer_norm`)", "`np.add.reduce(x, axis=-1, keepdims=True) / n`",
          lambda: np.add.reduce(row, axis=-1, keepdims=True) / n_embd, "`np.mean(x, axis=-1, keepdims=True)`",
          lambda: np.mean(row, axis=-1, keepdims=True), repeats),
@@ -216,17 +219,21 @@ AVX2_KERNELS = "Haswell"  # OpenBLAS's name for its AVX2 kernels: an AVX2 proces
 
 
 def avx2_pass_table(n_cached=512, rounds=7):
-    """Markdown: tools/pass_parts.py's table with OpenBLAS's AVX2 kernels, in a process of its own started with
-    OPENBLAS_CORETYPE=Haswell (OpenBLAS reads it once, when NumPy loads it). On an AVX2 processor those are the
-    kernels it picks anyway; on an AVX-512 one they are what a laptop runs, on this machine's memory. An
+    """Markdown: tools/pass_parts.py's table with OpenBLAS's AVX2 kernels: `pass_table` here where OpenBLAS runs
+    them already (an AVX2 processor), else in a process of its own started with OPENBLAS_CORETYPE=Haswell
+    (OpenBLAS reads it once, when NumPy loads it: a laptop's kernels, on this machine's memory). An
     OPENBLAS_L2_SIZE in the environment (set for older OpenBLAS builds on some processors) is left out with it,
     in that process only."""
+    if second_core.openblas_core() == AVX2_KERNELS:
+        return pass_table(n_cached, rounds=rounds)
     env = {name: value for name, value in os.environ.items() if name not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     script = Path(__file__).resolve().parent / "pass_parts.py"
-    done = subprocess.run([sys.executable, str(script), "--markdown", "True", "--n_cached", str(n_cached),
-                           "--rounds", str(rounds)], env={**env, "OPENBLAS_CORETYPE": AVX2_KERNELS},
-                          capture_output=True, text=True, check=True)
-    return done.stdout.strip()
+    with tempfile.TemporaryDirectory() as folder:  # TIMED_SIZE's shapes, as a model folder the process can read
+        (Path(folder) / "hparams.json").write_text(json.dumps(HPARAMS[TIMED_SIZE]), encoding="utf-8")
+        done = subprocess.run([sys.executable, str(script), "--size", folder, "--markdown", "True", "--n_cached",
+                               str(n_cached), "--rounds", str(rounds)], env={**env, "OPENBLAS_CORETYPE": AVX2_KERNELS},
+                              capture_output=True, text=True, check=True)
+    return done.stdout.strip().replace(f"{folder} shapes", f"{TIMED_SIZE} shapes")
 
 
 # ------------------------------------------------------------------------------------------------------------
