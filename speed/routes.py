@@ -146,10 +146,12 @@ def chosen(times):
 
 
 def use(table):
-    """Take the routes of `table` ({kind: [route for m = 1 ..]}) here and in the helper process (a new helper:
-    it is forked from this process with them). Returns the routes taken before."""
+    """Take the routes of `table` ({kind: [route for m = 1 ..]}) here and in the helper process (a new helper,
+    forked from this process with them, where the scores' routes change: the helper attends with its own copy
+    of them). Returns the routes taken before."""
     before = products.use_routes(table)
-    second_core.renew()
+    if before.get("scores") != table.get("scores"):  # the helper takes the weight matrices' routes from each job
+        second_core.renew()
     return before
 
 

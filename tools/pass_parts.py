@@ -22,6 +22,10 @@ about 500 cached tokens (GOALS). This tool times, for each m, in turns (the best
   with m as much as their arithmetic does, reading the weights and multiplying them do not overlap: the
   pass pays for both, one after the other.
 
+Before anything is timed, speed/routes.py chooses each product's route on this machine (printed above the
+table), and beside the chosen routes' pass the table gives the fastest whole pass with every weight matrix's
+product on one route ("one route, best", and "r(m) / it": the chosen routes should be within ROUTE_GOAL of it).
+
 Beside the whole pass's r(m), the table gives r(m) as calibration.calibrate measures it (what K="auto" plans
 with): the median over its 3 rounds of one pass each, after the same number of cached tokens. The goal column
 holds both to the goal: the best of --rounds says what the code can do, calibrate's median what a planning run
