@@ -32,6 +32,8 @@ SAMPLE_MATRICES = 8  # the block matrices timed: 2 layers' (124M's: 57 MB, more 
 SCORE_LAYERS = 12  # the layers of keys the scores are timed over, each its own (as in a cache)
 REPEATS = 3
 PRUNE = 1.5  # a route this many times as slow as the fastest in the first turn is not timed again
+PAD_MAX = 3  # zero rows a padded route adds at most: m's and n's are timed at different moments, so a burst of
+# load on m's turns could make any larger n look faster; a kernel's block of rows is at most 4 wide
 KEEP_DEFAULT = 1.05  # the default route stays unless another is faster by more than this (noise is no reason)
 
 
@@ -125,8 +127,8 @@ def measure(m_max=M_MAX, repeats=REPEATS, rng=None):
 
 def chosen(times):
     """{kind: [route for m = 1 .. m_max]} from measure's times: the fastest route at each m (the default one
-    unless another beats it by more than KEEP_DEFAULT), or PADDED + a larger m whose chosen direct route is
-    faster still."""
+    unless another beats it by more than KEEP_DEFAULT), or PADDED + a larger m (by at most PAD_MAX rows) whose
+    chosen direct route is faster still."""
     table = {}
     for kind, by_m in times.items():
         best = {}
@@ -138,7 +140,7 @@ def chosen(times):
             best[m] = (route, by_route[route])
         routes = []
         for m in sorted(by_m):
-            larger = [n for n in by_m if n > m and best[n][1] * KEEP_DEFAULT < best[m][1]]
+            larger = [n for n in by_m if m < n <= m + PAD_MAX and best[n][1] * KEEP_DEFAULT < best[m][1]]
             padded = min(larger, key=lambda n: best[n][1], default=None)
             routes.append(products.PADDED + str(padded) if padded else best[m][0])
         table[kind] = routes

@@ -112,13 +112,18 @@ def test_vectors_gives_each_row_the_bits_of_its_own_one_row_product(weights):
 
 def test_the_choice_takes_the_fastest_keeps_the_default_within_noise_and_pads_to_a_faster_larger_m():
     """Times given, no clock: m = 1 the default (panels) within KEEP_DEFAULT of the fastest; m = 2 vectors,
-    far faster than the rest; m = 3 slower by every route than m = 4's best, so padded to 4."""
+    far faster than the rest; m = 3 slower by every route than m = 4's best, so padded to 4. A far larger m
+    (9, for m = 4: more than PAD_MAX rows above) is never padded to, however fast it looked."""
     times = {"blocks": {1: {"panels": 1.02, "one call": 1.0},
                           2: {"panels": 2.5, "vectors": 1.7, "halves": 2.4, "one call": 2.6},
                           3: {"panels": 3.0, "vectors": 2.4, "halves": 2.9, "one call": 3.1},
                           4: {"panels": 2.0, "vectors": 3.0, "halves": 2.1, "one call": 2.2}},
                "scores": {1: {"turned round": 1.0, "plain": 1.0, "vectors": 1.0},
                           2: {"turned round": 2.0, "plain": 3.0, "vectors": 1.5}}}
+    times["blocks"][9] = {"panels": 0.5, "vectors": 0.5, "halves": 0.5, "one call": 0.5}  # m = 4 + 5: too far to pad
+    table = routes.chosen(times)
+    del times["blocks"][9]
+    assert table["blocks"][3] == "panels"
     table = routes.chosen(times)
     assert table == {"blocks": ["panels", "vectors", "padded to 4", "panels"], "scores": ["plain", "vectors"]}
     assert routes.check(table, "here") == table
