@@ -21,7 +21,7 @@ from conftest import REPO_ROOT
 from speed import second_core
 from speed import products
 from gpt2 import attention, causal_mask, tree_ancestors, tree_mask
-from test_products import assert_same_product
+from test_products import assert_same_product, default_routes  # noqa: F401  the default routes here too
 
 pytestmark = pytest.mark.skipif(second_core.unavailable() is not None,
                                 reason=f"no helper process here: {second_core.unavailable()}")
