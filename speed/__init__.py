@@ -4,6 +4,8 @@
                      over a few positions costs about what one costs; attention's heads shared with the helper
     second_core.py   the helper process on the second core: a forked copy of the program that multiplies half
                      of every matrix's columns, and attends with half of the heads, through shared memory
+    routes.py        which route each product takes on this machine (panels, matrix-vector products, one BLAS
+                     call, padded rows): measured in a few seconds when calibrate starts, kept in the costs file
     openblas_env.py  OpenBLAS's setting, made before NumPy loads it, so that its idle threads sleep at once
 
 gpt2.py multiplies through products.matmul; nothing here imports a file of the model. Importing this package

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from lookahead import AUTO_K_MAX
+from speed import routes as product_routes
 from loaders.safe_files import write_atomically
 from loaders.messages import shown
 from loaders.weights import read_small_file
@@ -48,11 +49,17 @@ class MeasuredCosts:
     target: str = ""  # the names of the models, for whoever reads the file
     draft: str = ""
     machine: str = ""
+    routes: dict = field(default_factory=dict)  # {kind: [route for m = 1 ..]}: speed/routes.py's choice
+    routes_for: str = ""  # the fingerprint of the machine they were chosen on (speed/routes.fingerprint)
 
     def use(self, target_model=None, draft_model=None):
-        """Give K="auto" these costs: target_model.r_table, and draft_model.cost if c was measured."""
+        """Give K="auto" these costs: target_model.r_table, and draft_model.cost if c was measured; and take the
+        routes chosen with them where they were chosen on a machine of this fingerprint (the same products,
+        bit for bit, as the run that chose them)."""
         if target_model is not None:
             target_model.r_table = list(self.r_table)
+            if self.routes and self.routes_for == product_routes.fingerprint():
+                product_routes.use(self.routes)
         if draft_model is not None and self.c is not None:
             draft_model.cost = self.c
 
@@ -60,11 +67,18 @@ class MeasuredCosts:
         """One line: 'r(m), m = 1..17: 1.00 2.61 ...; c = 0.36 (a 1-position target pass: 31.2 ms)'."""
         r = " ".join(f"{value:.2f}" for value in self.r_table)
         c = "" if self.c is None else f"; c = {self.c:.2f}"
-        return f"r(m), m = 1..{len(self.r_table)}: {r}{c} (a 1-position target pass: {self.target_step_ms:.1f} ms)"
+        routes = f"; routes: {product_routes.text(self.routes)}" if self.routes else ""
+        return (f"r(m), m = 1..{len(self.r_table)}: {r}{c} (a 1-position target pass: {self.target_step_ms:.1f} ms)"
+                f"{routes}")
 
 
-def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, prefix=None, ms=CALIBRATION_MS):
+def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, prefix=None, ms=CALIBRATION_MS,
+              routes=None):
     """Measure r(m) for m = 1 .. m_max (and c with a draft model) on this machine: a MeasuredCosts.
+
+    First the route of each product (speed/routes.py: a few seconds, on the matrices of the passes that put the
+    prefix in the cache), unless `routes` gives them ({kind: [route for m = 1 ..]}, as a costs file holds them);
+    r(m) is then timed with those routes, which the costs keep.
 
     A few seconds, untimed by the callers: each of `ms` (those <= m_max, and m_max) is timed `repeats` times, in
     turns, so that a burst of load on a shared machine hits them alike; r(m) is the median over the rounds of
@@ -93,6 +107,11 @@ def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, p
     target_model(tokens[: len(prefix) + 1], 1)  # the prefix into the cache: not timed
     if draft_model is not None:
         draft_model(tokens[: len(prefix) + 1], 1)
+    target_model(tokens[: len(prefix) + 1], 1)  # a one-position pass too: every product's kind met, m = 1
+    if routes is None:
+        routes = product_routes.choose()  # {} when no product was big enough to have a route of its own
+    else:
+        product_routes.use(routes)
     for _ in range(repeats):
         for m in ms:
             seconds[m].append(_seconds(lambda: target_model(tokens[: len(prefix) + m], m)))
@@ -100,6 +119,7 @@ def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, p
             draft_seconds.append(_seconds(lambda: draft_model(tokens[: len(prefix) + 1], 1)))
     costs = costs_from_seconds(seconds, draft_seconds if draft_model is not None else None, m_max)
     costs.machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor() or platform.system()}"
+    costs.routes, costs.routes_for = routes, product_routes.fingerprint() if routes else ""
     return costs
 
 
@@ -149,7 +169,8 @@ def load_costs(path):
     Only a regular file of at most MAX_COSTS_BYTES is read (a named pipe would wait forever, /dev/zero fill the
     memory), and every field is checked, its type and its range, before anything uses it:
     r_table a list of 1 to MAX_R_TABLE numbers in (0, MAX_RATIO] starting with r(1) = 1; c null or a number
-    in [0, MAX_RATIO]; measured {"m": r(m)}; target_step_ms a number >= 0; target, draft, machine text.
+    in [0, MAX_RATIO]; measured {"m": r(m)}; target_step_ms a number >= 0; target, draft, machine, routes_for
+    text; routes as speed/routes.check takes them.
     """
     where = f"the costs file {path}"
     try:
@@ -178,14 +199,15 @@ def load_costs(path):
     if not _is_number(data.get("target_step_ms", 0.0), at_least=0, at_most=1e9):
         raise ValueError(f"{where}: \"target_step_ms\" must be a number of milliseconds >= 0; got "
                          f"{shown(data['target_step_ms'])}")
-    for name in ("target", "draft", "machine"):
+    for name in ("target", "draft", "machine", "routes_for"):
         if not (isinstance(data.get(name, ""), str) and len(data.get(name, "")) <= MAX_TEXT):
             raise ValueError(f"{where}: \"{name}\" must be text of at most {MAX_TEXT} characters; got "
                              f"{shown(data[name])}")
-    known = {name: data[name] for name in ("target", "draft", "machine") if name in data}
+    routes = product_routes.check(data.get("routes", {}), where)
+    known = {name: data[name] for name in ("target", "draft", "machine", "routes_for") if name in data}
     return MeasuredCosts(r_table=[float(r) for r in r_table], c=None if c is None else float(c),
                          measured={int(m): float(r) for m, r in measured.items()},
-                         target_step_ms=float(data.get("target_step_ms", 0.0)), **known)
+                         target_step_ms=float(data.get("target_step_ms", 0.0)), routes=routes, **known)
 
 
 def _no_constant(constant):

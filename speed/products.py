@@ -42,9 +42,12 @@ run, the "design-timing" table of docs/BENCHMARKS.md):
     panels, this process alone                             -   21.6   26.9   35.5   48.6
     half the columns here, half in the helper process   12.0   12.7   15.3   19.5   27.7
 
-Which product, by rows: one row, BLAS's matrix-vector product; 2 to PANEL_ROWS_MAX rows, the panels (each half
-in its process); more (a prompt), one BLAS call on all cores while the helper sleeps, whose big kernel is the
-faster once the arithmetic has caught up.
+Which product, by rows, by default: one row, BLAS's matrix-vector product; 2 to PANEL_ROWS_MAX rows, the panels
+(each half in its process); more (a prompt), one BLAS call on all cores while the helper sleeps, whose big kernel
+is the faster once the arithmetic has caught up. The figures above are an AVX-512 processor's, where OpenBLAS has
+its small-matrix kernel; on an AVX2 one it has not, and other routes win there (m matrix-vector products, a
+larger m padded with zero rows, ...). So `matmul` takes, for each kind of product (`kind_of`) and each m, the
+route speed/routes.py measured fastest on the machine that runs (`route_of`, `multiply`), else this default.
 
 Attention's scores: q @ k.T, turned round
 -----------------------------------------
@@ -96,6 +99,8 @@ processes: the 12 layers' shared heads after 512 tokens took 1.73-1.83 ms instea
 three runs each way, the setting switched between them), about 0.2 ms of a 22 ms one-position pass.
 """
 
+import weakref
+
 import numpy as np
 
 from speed import second_core
@@ -138,50 +143,137 @@ def column_major(params: dict) -> dict:
     return {**params, "blocks": [convert(block) for block in params["blocks"]]}
 
 
+ROUTES = ("panels", "vectors", "halves", "one call")  # the routes of x @ w for a weight matrix (`multiply`)
+SCORE_ROUTES = ("turned round", "plain", "vectors")  # the routes of attention's scores, q @ k.T (`scores`)
+PADDED = "padded to "  # "padded to 4": the product of m rows made as one of 4, zero rows added (either kind)
+KINDS = ("blocks", "head", "scores")  # the products a pass makes, each with routes of its own (`kind_of`)
+HOWS = ("panels", "vectors", "halves")  # how one core multiplies its columns (`columns`; the helper gets the index)
+
+_routes = {}  # kind -> [its route for m = 1, 2, ...] as speed/routes.py chose them; beyond: `default_route`
+_met = {kind: weakref.WeakValueDictionary() for kind in ("blocks", "head")}  # id -> a big matrix multiplied
+_met_scores = {}  # (n_stack, head_dim) -> the keys of the last big scores product: what speed/routes.py times
+
+
+def kind_of(x, w):
+    """Which product x @ w is, for its route: "scores" (a stack x [n_stack, m, n_in] by a transposed view, as
+    attention's q @ k.T), "head" (w [n_in, n_out] read column by column out of a row-major matrix, as the LM
+    head's wte.T), "blocks" (a column-major w, as every block's matrices), or None (anything else: plain x @ w)."""
+    if x.ndim == 3 and w.ndim == 3 and w.strides[1] == w.itemsize:
+        return "scores"
+    if x.ndim != 2 or w.ndim != 2 or not w.flags.f_contiguous:
+        return None
+    base = w.base
+    transposed = isinstance(base, np.ndarray) and base.ndim == 2 and base.shape == w.shape[::-1]
+    return "head" if transposed and base.flags.c_contiguous else "blocks"
+
+
+def default_route(kind, m):
+    """The route where none was measured: for a weight matrix the panels (1 to PANEL_ROWS_MAX rows; one row is
+    a matrix-vector product either way), then one BLAS call on all cores; for the scores, turned round for 2 to
+    PANEL_ROWS_MAX queries, else plain."""
+    if kind == "scores":
+        return "turned round" if 2 <= m <= PANEL_ROWS_MAX else "plain"
+    return "panels" if m <= PANEL_ROWS_MAX else "one call"
+
+
+def route_of(kind, m):
+    """The route a product of this kind and m rows takes: the one chosen for this machine (`use_routes`), or
+    the default for an m or a kind that was not measured."""
+    table = _routes.get(kind, ())
+    return table[m - 1] if m <= len(table) else default_route(kind, m)
+
+
+def use_routes(table):
+    """Take the routes of `table`, {kind: [route for m = 1, 2, ...]} (speed/routes.py chooses and checks them);
+    {} for the defaults. Returns the routes taken before, in the same form."""
+    global _routes
+    before, _routes = _routes, {kind: list(table[kind]) for kind in table}
+    return before
+
+
 def matmul(x, w):
-    """x @ w for x [m, n_in] and w [n_in, n_out] float32: the same product, computed the fastest way for m.
+    """x @ w for x [m, n_in] and w [n_in, n_out] float32: the same product, by the route measured fastest for
+    this kind of matrix and this m on this machine (`route_of`; speed/routes.py measures them), see `multiply`.
 
-    w column-major (`column_major`) and m <= PANEL_ROWS_MAX: the columns split between this process and the
-    helper process where one runs (`second_core.for_matrix`), each half multiplied by `columns`. More rows
-    (a prompt): one BLAS call on every core (`second_core.all_cores`). Any other w (a row-major matrix, as a
-    test or a tiny model may pass) gets plain x @ w.
-
-    A stack of products, x [n_stack, m, n_in] @ w [n_stack, n_in, n_out] with w a transposed view (attention's
-    q @ k.T) and 2 <= m <= PANEL_ROWS_MAX: `turned_round` (see the module docstring).
+    A stack of products x [n_stack, m, n_in] @ w [n_stack, n_in, n_out] with w a transposed view (attention's
+    q @ k.T) takes a route of its own (`scores`). Any other w (a row-major matrix, as a test or a tiny model may
+    pass) gets plain x @ w.
     """
-    if x.ndim == 3 and 2 <= x.shape[1] <= PANEL_ROWS_MAX and w.ndim == 3 and w.strides[1] == w.itemsize:
-        return turned_round(x, w)  # [n_stack, m, n_out]
-    m, n_out = x.shape[0], w.shape[1]
-    if not w.flags.f_contiguous or w.ndim != 2 or x.ndim != 2:
+    kind = kind_of(x, w)
+    if kind is None:
         return x @ w  # [m, n_out]
-    if m > PANEL_ROWS_MAX:
+    _remember(kind, x, w)
+    return multiply(x, w, route_of(kind, x.shape[-2]), kind)
+
+
+def multiply(x, w, route, kind):
+    """x @ w by the route named (of ROUTES for a weight matrix, of SCORE_ROUTES for the scores, or PADDED + a
+    larger row count, whose own route is then taken):
+
+    - "panels": the columns split between this process and the helper process where one runs
+      (`second_core.for_matrix`), each half multiplied panel by panel (`columns`);
+    - "vectors": the same split, each half as m matrix-vector products in one call;
+    - "halves": the same split, each half as one BLAS call on its core;
+    - "one call": one BLAS call on every core (`second_core.all_cores`), the helper asleep.
+
+    Every route adds the same products, in another order: the same numbers to float32 rounding."""
+    m = x.shape[-2]
+    if route.startswith(PADDED):
+        rows = int(route[len(PADDED):])
+        padded = np.zeros(x.shape[:-2] + (rows, x.shape[-1]), dtype=x.dtype)  # [..., rows, n_in], the last zero
+        padded[..., :m, :] = x
+        return np.ascontiguousarray(multiply(padded, w, route_of(kind, rows), kind)[..., :m, :])
+    if kind == "scores":
+        return scores(x, w, route)
+    if route == "one call" or m > PANEL_ROWS_MAX:
         second_core.all_cores()
         return x @ w  # [m, n_in] @ [n_in, n_out] -> [m, n_out]: one BLAS call, on all cores
+    how = HOWS.index(route)
+    m, n_out = x.shape[0], w.shape[1]
     y = np.empty((m, n_out), dtype=np.result_type(x, w))  # [m, n_out]
     # for_matrix checks w (float32, big, read-only); x must be float32 to go into the helper's shared rows
     share = second_core.for_matrix(w, columns, PANEL_ROWS_MAX) if x.dtype == np.float32 else None
     if share is None:
-        columns(x, w, 0, n_out, y)  # every column here
+        columns(x, w, 0, n_out, y, how)  # every column here
         return y
     helper, key, transposed = share
     width = panel_width(w.shape[0], m)
     split = width * round(n_out // width * (1 - HELPER_SHARE))  # whole panels here, the rest in the helper
     try:
-        helper.post(x, key, transposed, split, n_out)  # the helper: columns split .. n_out
-        columns(x, w, 0, split, y[:, :split])  # meanwhile, here: columns 0 .. split
+        helper.post(x, key, transposed, split, n_out, how)  # the helper: columns split .. n_out
+        columns(x, w, 0, split, y[:, :split], how)  # meanwhile, here: columns 0 .. split
         helper.collect(y[:, split:])
     finally:
         second_core.release()
     return y
 
 
-def columns(x, w, begin, end, out):
+def _remember(kind, x, w):
+    """Note a big product's matrix (or, for the scores, its shape), for speed/routes.py to time the routes on:
+    the matrices a model really multiplies, at the sizes it has. Weakly: a freed model is forgotten."""
+    if kind == "scores":
+        if w.nbytes >= second_core.MIN_BYTES // 4:
+            _met_scores[(w.shape[0], w.shape[1])] = w.shape[2]
+    elif w.nbytes >= second_core.MIN_BYTES:
+        owner = w.base if kind == "head" else w
+        _met[kind][id(owner)] = owner
+
+
+def columns(x, w, begin, end, out, how=0):
     """out = x @ w[:, begin:end] for out [m, end - begin] and m <= PANEL_ROWS_MAX: columns begin .. end of the
-    product, on one core (or on BLAS's threads, where no helper runs)."""
+    product, on one core (or on BLAS's threads, where no helper runs), the way HOWS[how] says: panel by panel,
+    as m matrix-vector products, or as one BLAS call."""
     m, n_in = x.shape
     w_t = w.T[begin:end]  # [n, n_in]: w's columns, each one contiguous row of w.T
     if m == 1:
         np.matmul(w_t, x[0], out=out[0])  # [n, n_in] @ [n_in] -> [n]: BLAS's matrix-vector product
+        return
+    if HOWS[how] == "vectors":
+        for i in range(m):  # each row as the one-row product: the same numbers, row by row
+            np.matmul(w_t, x[i], out=out[i])  # [n, n_in] @ [n_in] -> [n]
+        return
+    if HOWS[how] == "halves":
+        np.matmul(x, w[:, begin:end], out=out)  # [m, n_in] @ [n_in, n] -> [m, n]: BLAS's general kernel
         return
     width = panel_width(n_in, m)
     n_full = (end - begin) // width * width  # the columns in whole panels; the rest (wte.T's last few) after
@@ -190,6 +282,18 @@ def columns(x, w, begin, end, out):
     out[:, :n_full] = product.transpose(1, 0, 2).reshape(m, n_full)  # panel p holds columns p * width ...
     if n_full < end - begin:
         out[:, n_full:] = (w_t[n_full:] @ x.T).T  # [m, n - n_full]
+
+
+def scores(x, w, route):
+    """x @ w for x [n_stack, m, n_in] and w [n_stack, n_in, n_out] a transposed view (attention's q @ k.T), by
+    the route named: "turned round" (`turned_round`), "plain" (x @ w, BLAS handed the transposed operand) or
+    "vectors" (each query a matrix-vector product by k, stored row by row). A contiguous array."""
+    if route == "turned round":
+        return turned_round(x, w)
+    if route == "vectors":
+        k = w.transpose(0, 2, 1)  # [n_stack, n_out, n_in]: rows of n_in numbers, one after the other
+        return np.matmul(k[:, None], x[..., None])[..., 0]  # [n_stack, m, n_out, 1] -> [n_stack, m, n_out]
+    return x @ w  # [n_stack, m, n_out]
 
 
 def turned_round(x, w):

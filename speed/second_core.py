@@ -83,7 +83,7 @@ MEMFD_NAME = "kv-cache"  # the name of a `shared_empty` buffer's memory file, as
 
 # the integers of `control`, shared by the two processes; a job is COLUMNS of a product or HEADS of attention
 (POSTED, DONE, FAILED, SLEEPING, STOP, NAP, KEY, TRANSPOSED, ROWS, BEGIN, END,
- KIND, BUFFER, FD, NBYTES, K_OFFSET, V_OFFSET, KEYS, HEAD_STRIDE, HEAD_DIM) = range(20)
+ KIND, BUFFER, FD, NBYTES, K_OFFSET, V_OFFSET, KEYS, HEAD_STRIDE, HEAD_DIM, HOW) = range(21)
 COLUMNS, HEADS = 0, 1
 BLAS_PREFIXES = ("scipy_openblas_", "openblas_", "")  # NumPy 2's wheels, older builds, a name given whole
 BLAS_SUFFIXES = ("64_", "")  # the 64-bit-integer build, then the 32-bit one
@@ -91,8 +91,8 @@ BLAS_SUFFIXES = ("64_", "")  # the 64-bit-integer build, then the 32-bit one
 
 @functools.lru_cache(maxsize=None)  # looked up once per name: a mode switch calls it again
 def openblas_function(name):
-    """OpenBLAS's function `name` ("set_num_threads", "get_num_threads" or "blas_thread_shutdown_"), from the
-    OpenBLAS library this process has loaded, or None.
+    """OpenBLAS's function `name` ("set_num_threads", "get_num_threads", "get_corename" or "blas_thread_shutdown_"),
+    from the OpenBLAS library this process has loaded, or None.
 
     NumPy's wheels bring their own OpenBLAS under a name of their own; /proc/self/maps lists every library the
     process has mapped (Linux), so it is found wherever NumPy put it (threadpoolctl does the same).
@@ -107,8 +107,20 @@ def openblas_function(name):
                 function = getattr(library, symbol)
                 setting = name.startswith("set")
                 function.argtypes, function.restype = ([ctypes.c_int], None) if setting else ([], ctypes.c_int)
+                if name == "get_corename":
+                    function.restype = ctypes.c_char_p  # its name, as text
                 return function
     return None
+
+
+def openblas_core():
+    """The name OpenBLAS gives the kernels it chose for this processor when it loaded ("Haswell", "SkylakeX"),
+    or '' where NumPy's BLAS is no OpenBLAS (speed/routes.py's fingerprint)."""
+    try:
+        function = openblas_function("get_corename")
+    except OSError:  # no /proc/self/maps: not Linux
+        return ""
+    return function().decode(errors="replace").strip() if function is not None else ""
 
 
 def _cores():
@@ -152,7 +164,7 @@ def _owner(w):
 
 
 class Helper:
-    """A forked copy of this process that runs `work(x, w, begin, end, out)` (out = x @ w[:, begin:end]) for
+    """A forked copy of this process that runs `work(x, w, begin, end, out, how)` (out = x @ w[:, begin:end]) for
     the jobs posted to it, on the matrices it was given when it was made; and attention's heads over a
     `shared_empty` cache (`post_heads`), with an attention function it was given then too."""
 
@@ -209,7 +221,8 @@ class Helper:
                         w = matrices[int(control[KEY])]
                         w = w.T if control[TRANSPOSED] else w  # [n_in, n_out]
                         x = self.rows_in[: rows * w.shape[0]].reshape(rows, w.shape[0])  # [rows, n_in]
-                        work(x, w, begin, end, self.rows_out[: rows * (end - begin)].reshape(rows, end - begin))
+                        out = self.rows_out[: rows * (end - begin)].reshape(rows, end - begin)
+                        work(x, w, begin, end, out, int(control[HOW]))
                 except BaseException as error:  # reported to the parent, which raises it
                     self.message[:] = f"{type(error).__name__}: {error}".encode()[:4096].ljust(4096)
                     control[FAILED] = seen
@@ -257,13 +270,14 @@ class Helper:
                            (head_stride, 4 * head_dim, 4)) for offset in (K_OFFSET, V_OFFSET))  # views, no copy
         self.rows_out[:q_size].reshape(n_heads, rows, head_dim)[...] = attend(q, k, v, mask)
 
-    def post(self, x, key, transposed, begin, end):
-        """Hand the child out = x @ w[:, begin:end] (x at most rows_max rows); `collect` waits for it."""
+    def post(self, x, key, transposed, begin, end, how=0):
+        """Hand the child out = x @ w[:, begin:end] (x at most rows_max rows), made by work(x, w, begin, end,
+        out, how); `collect` waits for it."""
         rows = x.shape[0]
         self.rows_in[: x.size].reshape(x.shape)[...] = x
         control = self.control
         control[KEY], control[TRANSPOSED], control[ROWS] = key, transposed, rows
-        control[BEGIN], control[END], control[NAP], control[KIND] = begin, end, 0, COLUMNS
+        control[BEGIN], control[END], control[NAP], control[KIND], control[HOW] = begin, end, 0, COLUMNS, how
         self._send((rows, end - begin))
 
     def post_heads(self, attend_key, q, k, v, mask, cache):
@@ -413,11 +427,35 @@ def _helper_for(owner, work, rows_max):
         _seen.clear()
     if not _in_use.acquire(blocking=False):
         return None
-    if _all_cores:  # back from a prompt: BLAS on one thread again (the helper wakes with the job)
+    one_core()
+    return _helper
+
+
+def one_core():
+    """Back from a prompt (`all_cores`): BLAS on one thread again, as the next shared product wants it (the
+    helper wakes with that product's job). Nothing where no helper runs."""
+    global _all_cores
+    if _all_cores:
         openblas_function("set_num_threads")(1)
         _end_blas_threads()
         _all_cores = False
-    return _helper
+
+
+def renew():
+    """A new helper in place of the one running, with every object it had: a copy of this process as it is now.
+    speed/routes.py renews it after choosing routes, so that the helper's attention takes the same routes as
+    this process's. Nothing where no helper runs."""
+    global _helper
+    if _helper is None or _helper.parent != os.getpid() or not _in_use.acquire(blocking=False):
+        return
+    try:
+        matrices, work, rows_max = dict(_helper.known), _helper.work, _helper.rows_max
+        _helper.stop()
+        one_core()  # the new helper is forked with BLAS on one thread, as every helper is
+        alive = any(isinstance(w, np.ndarray) for w in matrices.values())  # else its matrices were all freed
+        _helper = Helper(matrices, work, rows_max) if alive else None
+    finally:
+        _in_use.release()
 
 
 def shared_empty(shape):

@@ -133,3 +133,12 @@ def test_the_attention_part_reads_each_layers_own_keys_and_values_as_the_pass_do
     pass_parts.measure(str(tmp_path), n_cached=8, ms=(2,), rounds=1)
     assert len(keys) == 3 and len({k for k, _, _ in keys} | {v for _, v, _ in keys}) == 6
     assert {shape for _, _, shape in keys} == {(2, 10, 4)}
+
+
+def test_the_best_one_route_column_names_the_fastest_single_route_and_the_chosen_passes_ratio_to_it():
+    """A pass of 12 ms with the chosen routes, 10 ms at m = 1; every weight matrix on 'vectors' 11 ms, on the
+    others 13-20: the best one route is 11 / 10 = 1.10 (vectors), and the chosen pass 12 / 11 = 1.09 of it."""
+    parts = {"whole pass": 12.0, **{f"whole pass, {route} only": 13.0 + i for i, route in enumerate(products.ROUTES)},
+             "whole pass, vectors only": 11.0}
+    assert pass_parts.best_route_cells(parts, 10.0) == ["1.10 (vectors)", "1.09"]
+    assert pass_parts.best_route_cells({"whole pass": 12.0}, 10.0) == ["", ""]

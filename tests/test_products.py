@@ -13,6 +13,13 @@ from speed import products
 from loaders.download import HPARAMS
 
 
+@pytest.fixture(autouse=True)
+def default_routes(monkeypatch):
+    """Every test here multiplies by the default routes (products.default_route): a test elsewhere that chose
+    routes for its machine (calibrate, tools/pass_parts.py) leaves them in the module."""
+    monkeypatch.setattr(products, "_routes", {})
+
+
 def family_shapes():
     """Every [n_in, n_out] matrix shape of the 124M-1558M family: the four of a block, and the LM head wte.T."""
     shapes = []

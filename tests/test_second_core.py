@@ -21,7 +21,7 @@ from conftest import REPO_ROOT
 from speed import second_core
 from speed import products
 from gpt2 import attention, causal_mask, tree_ancestors, tree_mask
-from test_products import assert_same_product
+from test_products import assert_same_product, default_routes  # noqa: F401  the default routes here too
 
 pytestmark = pytest.mark.skipif(second_core.unavailable() is not None,
                                 reason=f"no helper process here: {second_core.unavailable()}")
@@ -159,7 +159,7 @@ def test_the_check_has_teeth_a_matrix_changed_after_the_fork_gives_a_stale_produ
 def test_an_error_in_the_helper_is_raised_in_the_parent_and_the_helper_goes_on():
     """A job that raises in the helper: the parent raises RuntimeError with the helper's message, and the next
     job is done as usual (nothing hangs, nothing is swallowed)."""
-    def work(x, w, begin, end, out):
+    def work(x, w, begin, end, out, how=0):
         if x[0, 0] < 0:
             raise ValueError("a negative first entry")
         out[...] = x @ w[:, begin:end]
@@ -182,7 +182,7 @@ def test_the_helper_sleeps_after_spinning_and_wakes_for_the_next_job():
     """After SPIN_SECONDS without a job the helper sleeps (it says so in control[SLEEPING]); a job posted
     then wakes it, and is done."""
     w = read_only(np.asfortranarray(np.ones((512, 512), dtype=np.float32)))
-    helper = second_core.Helper({id(w): w}, lambda x, w, begin, end, out: np.matmul(x, w[:, begin:end], out=out),
+    helper = second_core.Helper({id(w): w}, lambda x, w, begin, end, out, how=0: np.matmul(x, w[:, begin:end], out=out),
                                     rows_max=4)
     try:
         deadline = time.monotonic() + 10 * second_core.SPIN_SECONDS + 5
@@ -200,7 +200,7 @@ def test_the_helper_sleeps_after_spinning_and_wakes_for_the_next_job():
 def test_a_helper_that_has_died_is_reported_not_waited_for():
     """The helper killed in the middle of its work: the parent's wait ends with a RuntimeError that says so,
     within seconds, instead of spinning for ever."""
-    def slow(x, w, begin, end, out):
+    def slow(x, w, begin, end, out, how=0):
         time.sleep(60)
 
     w = read_only(np.asfortranarray(np.ones((512, 512), dtype=np.float32)))

@@ -54,6 +54,7 @@ from tqdm import tqdm  # noqa: E402
 from tools import benchmark  # noqa: E402
 from speed import calibration  # noqa: E402
 from speed import products  # noqa: E402
+from speed import routes  # noqa: E402
 from tools.benchmark import model_name  # noqa: E402
 from gpt2 import random_params  # noqa: E402
 from loaders.download import HPARAMS  # noqa: E402
@@ -177,6 +178,7 @@ class SizeResult:
     picogpt: float = None  # the same in picoGPT's setting
     breakdown: dict = field(default_factory=dict)  # {part: best seconds}
     pass_seconds: dict = field(default_factory=dict)  # {m: [seconds of an m-position pass]}
+    routes: str = ""  # the routes the products took (speed/routes.py chose them before anything was timed)
 
     @property
     def floor(self):  # the strict floor: the weights over the best bandwidth
@@ -195,7 +197,10 @@ def measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, 
     result = SizeResult(model_name(size), n_bytes(params), n_bytes(block_matrices(params)), params["wte"].nbytes)
     prompt = rng.integers(0, hparams["n_vocab"], n_prompt).tolist()
     model = create_model_fn(params, hparams, temperature=0)
-    model(prompt, 1)  # the prompt pass: not timed
+    r_context = min(r_context, hparams["n_ctx"] - r_max)  # a small model's context may hold fewer
+    model(rng.integers(0, hparams["n_vocab"], r_context + 1).tolist(), 1)  # as calibrate does, before timing:
+    model(prompt, 1)  # the products of a long context's passes met, their routes chosen; then the prompt's pass
+    result.routes = routes.text(routes.choose())
 
     # 1. decoding through the sampler, in turns with bursts of bandwidth products
     for _ in tqdm(range(repeats), desc=f"{result.size}: decoding", unit="run", leave=False):
@@ -216,7 +221,6 @@ def measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, 
     result.breakdown = step_breakdown(model, params, cached_ids, n_prompt, breakdown_rounds, rng)
 
     # 3. r(m): an m-position pass after the same r_context tokens (the model rolls its cache back to them)
-    r_context = min(r_context, hparams["n_ctx"] - r_max)  # a small model's context may hold fewer
     tokens = rng.integers(0, hparams["n_vocab"], r_context + r_max).tolist()
     model(tokens[: r_context + 1], 1)  # the cached text (not timed)
     result.pass_seconds = {m: [] for m in range(1, r_max + 1)}
@@ -558,6 +562,8 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
         print(f"\nr(m) = time of an m-position pass / time of a 1-position pass, after {r_context} cached tokens "
               f"(the cache rolled back to them each time):\n")
         print(r_table(results))
+        for res in results:
+            print(f"{res.size}'s routes: {res.routes or 'the defaults'}")
         for res in results if r_table_dir else ():
             costs = calibration.costs_from_seconds(res.pass_seconds)  # medians of the same ratios, as calibrate takes
             path = calibration.save_costs(Path(r_table_dir) / f"r_table_{res.size}.json", costs)

@@ -22,6 +22,10 @@ about 500 cached tokens (GOALS). This tool times, for each m, in turns (the best
   with m as much as their arithmetic does, reading the weights and multiplying them do not overlap: the
   pass pays for both, one after the other.
 
+Before anything is timed, speed/routes.py chooses each product's route on this machine (printed above the
+table), and beside the chosen routes' pass the table gives the fastest whole pass with every weight matrix's
+product on one route ("one route, best", and "r(m) / it": the chosen routes should be within ROUTE_GOAL of it).
+
 Beside the whole pass's r(m), the table gives r(m) as calibration.calibrate measures it (what K="auto" plans
 with): the median over its 3 rounds of one pass each, after the same number of cached tokens. The goal column
 holds both to the goal: the best of --rounds says what the code can do, calibrate's median what a planning run
@@ -47,23 +51,29 @@ from tools import benchmark  # noqa: E402
 from speed import second_core  # noqa: E402
 from speed import calibration  # noqa: E402
 from speed import products  # noqa: E402
+from speed import routes  # noqa: E402
 from gpt2 import attention, causal_mask, random_params  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
 from tools.benchmark_forward import block_matrices  # noqa: E402
-from tools.machine import machine_description  # noqa: E402
-from command_line.flags import MAX_SEED, as_text, as_whole_number, errors_as_one_line  # noqa: E402
+from tools.machine import load_average, machine_description  # noqa: E402
+from tools.pages import wrap  # noqa: E402
+from command_line.flags import MAX_SEED, as_bool, as_text, as_whole_number, errors_as_one_line  # noqa: E402
 from command_line.scripts import as_whole_numbers, run_script  # noqa: E402
 
 GOALS = {2: 1.3, 3: 1.3, 4: 1.3, 8: 1.6, 16: 2.5}  # the r(m) a pass over m positions should not exceed
+ROUTE_GOAL = 1.1  # the chosen routes' pass over the fastest pass with every weight matrix on one route
 PARTS = ("whole pass", "block products", "attention", "LM head", "logits_to_probs, greedy",
-         "logits_to_probs, temperature 1", "block arithmetic")
+         "logits_to_probs, temperature 1", "block arithmetic",
+         *(f"whole pass, {route} only" for route in products.ROUTES))
 IN_CACHE_BYTES = 1 << 20  # a slice of a matrix this big stays in a core's cache (L2: 1-2 MB on today's servers)
 
 
 def measure(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7, seed=0, params=None):
     """{m: {part: best seconds}} for an m-position pass after n_cached tokens (see the module docstring), on
-    `params` (default: random weights of size's shapes, from seed)."""
+    `params` (default: random weights of size's shapes, from seed), with the routes speed/routes.py chooses
+    after the cached text's pass (`routes.current()` gives them afterwards); and the whole pass with every
+    weight matrix's product on one route ("whole pass, panels only", ...), the chosen ones beaten if any is."""
     hparams = benchmark.hparams_of(size)
     rng = np.random.default_rng(seed)
     params = random_params(hparams, rng) if params is None else params
@@ -72,6 +82,8 @@ def measure(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7, seed=0,
     model = create_model_fn(params, hparams, temperature=0)
     tokens = rng.integers(0, n_vocab, n_cached + max(ms)).tolist()
     model(tokens[: n_cached + 1], 1)  # the cached text (not timed)
+    model(tokens[: n_cached + 1], 1)  # a one-position pass: every kind of product met
+    chosen = routes.choose()
     matrices = block_matrices(params)
     n_layer, head_dim = hparams["n_layer"], n_embd // n_head
     kv = products.kv_buffer((n_layer, 2, n_head, n_cached + max(ms), head_dim))  # as a cache's, in the same memory
@@ -90,7 +102,13 @@ def measure(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7, seed=0,
             "LM head": lambda: products.matmul(rows[n_embd], params["wte"].T),
             "logits_to_probs, greedy": lambda: logits_to_probs(logits, temperature=0),
             "logits_to_probs, temperature 1": lambda: logits_to_probs(logits, temperature=1.0),
+            **{f"whole pass, {route} only": one_route(route, lambda: model(tokens[: n_cached + m], m))
+               for route in products.ROUTES},
         }
+
+    def one_route(route, fn):  # fn with every weight matrix's product on `route` (the scores' as chosen)
+        only = {**chosen, "blocks": [route] * routes.M_MAX, "head": [route] * routes.M_MAX}
+        return lambda: (products.use_routes(only), fn(), products.use_routes(chosen))
 
     by_m = {m: {**parts_for(m), "block arithmetic": arithmetic(matrices, m, rng)} for m in ms}
     scale = {part: 1.0 for part in PARTS}
@@ -116,16 +134,18 @@ def slices_per_matrix(matrices, budget=IN_CACHE_BYTES):
     raise ValueError(f"no slice of these matrices' columns fits in {budget} bytes in whole panels")
 
 
-def calibrated(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), seed=0, params=None):
+def calibrated(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), seed=0, params=None, chosen=None):
     """{m: r(m)} as calibration.calibrate measures it (median of its rounds) for the same passes as `measure`:
     a fresh model function of the same weights (pass measure's `params` to make them once), after n_cached
-    tokens, each m in ms timed."""
+    tokens, each m in ms timed; with the routes `chosen` ({kind: [route for m = 1 ..]}, as `measure` chose
+    them), else routes calibrate chooses itself."""
     hparams = benchmark.hparams_of(size)
     rng = np.random.default_rng(seed)
     params = random_params(hparams, rng) if params is None else params
     n_cached = min(n_cached, hparams["n_ctx"] - max(ms))
     prefix = rng.integers(0, hparams["n_vocab"], n_cached).tolist()
-    costs = calibration.calibrate(create_model_fn(params, hparams, temperature=0), m_max=max(ms), prefix=prefix, ms=ms)
+    costs = calibration.calibrate(create_model_fn(params, hparams, temperature=0), m_max=max(ms), prefix=prefix, ms=ms,
+                                  routes=chosen)
     return {m: costs.measured[m] for m in ms}
 
 
@@ -169,8 +189,9 @@ def table(best, markdown=False, calibrated_r=None):
     one-position passes (ms / whole m=1)."""
     one = best[min(best)]["whole pass"]
     calibrated_r = calibrated_r or {}
-    header = ["m", "r(m)", *(["calibrate()"] if calibrated_r else []), "goal", "ms", "block products",
-              "(their arithmetic)", "attention", "LM head", "logits_to_probs", "the rest", "(temperature 1)"]
+    header = ["m", "r(m)", *(["calibrate()"] if calibrated_r else []), "goal", "ms", "one route, best",
+              "r(m) / it", "block products", "(their arithmetic)", "attention", "LM head", "logits_to_probs",
+              "the rest", "(temperature 1)"]
     rows = []
     for m, parts in sorted(best.items()):
         r = parts["whole pass"] / one
@@ -180,11 +201,23 @@ def table(best, markdown=False, calibrated_r=None):
         calibrate_column = [f"{calibrated_r[m]:.2f}" if m in calibrated_r else ""] if calibrated_r else []
         rows.append([str(m), f"{r:.2f}", *calibrate_column,
                      f"{'≤ ' + str(GOALS[m]) + ': ' if m in GOALS else ''}{goal_text(both, m)}",
-                     f"{parts['whole pass'] * 1e3:.1f}",
+                     f"{parts['whole pass'] * 1e3:.1f}", *best_route_cells(parts, one),
                      *[f"{parts[p] / one:.2f}" for p in ("block products", "block arithmetic", "attention", "LM head",
                                                          "logits_to_probs, greedy")],
                      f"{rest / one:.2f}", f"{parts['logits_to_probs, temperature 1'] / one:.2f}"])
     return benchmark.format_table([header, *rows], markdown) + misses_text(best, calibrated_r)
+
+
+def best_route_cells(parts, one):
+    """['1.23 (vectors)', '1.02']: the fastest whole pass with every weight matrix on one route, over the whole
+    m = 1 pass (the chosen routes'), which route, and the chosen routes' pass over it (the goal: at most
+    ROUTE_GOAL)."""
+    timed = [name for name in products.ROUTES if f"whole pass, {name} only" in parts]
+    if not timed:
+        return ["", ""]  # a measurement without them
+    route = min(timed, key=lambda name: parts[f"whole pass, {name} only"])
+    seconds = parts[f"whole pass, {route} only"]
+    return [f"{seconds / one:.2f} ({route})", f"{parts['whole pass'] / seconds:.2f}"]
 
 
 def misses_text(best, calibrated_r=None):
@@ -209,29 +242,36 @@ def misses_text(best, calibrated_r=None):
     return "\n\n" + "\n".join(lines) if lines else ""
 
 
-def header_text(size, n_cached, rounds):
-    """The sentence above the table: what was timed, where."""
+def header_text(size, n_cached, rounds, loads=None):
+    """The sentences above the table: what was timed, where, with which routes (and the load average at the
+    start and at the end, where given)."""
+    load = f"; load average {loads[0]:.2f} at the start, {loads[1]:.2f} at the end" if loads else ""
     return (f"{size} shapes, {n_cached} cached tokens, the best of {rounds} in turns; {machine_description()}, "
-            f"helper process: {second_core.unavailable() or 'yes'}. calibrate(): r(m) as calibration.calibrate "
+            f"helper process: {second_core.unavailable() or 'yes'}; {routes.fingerprint()}{load}. Routes chosen: "
+            f"{routes.text(routes.current()) or 'the defaults'}. calibrate(): r(m) as calibration.calibrate "
             f"measures it, the median of its rounds. Parts in one-position passes: their time over the whole "
-            f"m = 1 pass.")
+            f"m = 1 pass. One route, best: the fastest whole pass with every weight matrix on one route, and which.")
 
 
-def main(size="124M", n_cached=512, ms="1,2,3,4,8,16", rounds=7, seed=0):
-    """Print the table (see the module docstring)."""
+def main(size="124M", n_cached=512, ms="1,2,3,4,8,16", rounds=7, seed=0, markdown=False):
+    """Print the table (see the module docstring); markdown=True: as docs/BENCHMARKS.md holds it."""
     with errors_as_one_line():  # every flag before any work: one line `error: ...`, exit code 2
         hparams = benchmark.hparams_of(as_text(size, "--size"))
         n_cached = as_whole_number(n_cached, "--n_cached", 1)
         ms, rounds = as_whole_numbers(ms, "--ms"), as_whole_number(rounds, "--rounds", 1)
         seed = as_whole_number(seed, "--seed", 0, MAX_SEED)
+        markdown = as_bool(markdown, "--markdown")
         if 1 not in ms:
             raise ValueError(f"--ms must hold 1: every part is counted in one-position passes; got {ms}")
         if max(ms) >= hparams["n_ctx"]:
             raise ValueError(f"--ms: {max(ms)} must be less than {size}'s context of {hparams['n_ctx']} tokens")
     params = random_params(hparams, np.random.default_rng(seed))  # made once, timed twice
+    start = load_average()
     best = measure(size, n_cached, ms, rounds, seed, params)
-    print(header_text(size, n_cached, rounds) + "\n")
-    print(table(best, calibrated_r=calibrated(size, n_cached, ms, seed, params)))
+    calibrated_r = calibrated(size, n_cached, ms, seed, params, routes.current())
+    header = header_text(size, n_cached, rounds, (start, load_average()))
+    print((wrap(header) if markdown else header) + "\n")
+    print(table(best, markdown=markdown, calibrated_r=calibrated_r))
 
 
 if __name__ == "__main__":

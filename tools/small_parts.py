@@ -9,19 +9,27 @@ their peers (the numbers tests/test_gpt2.py records, read from a run of it: tool
 
 import functools
 import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
 import drafters
 from speed import second_core
 from speed import products
+from speed import routes
 from gpt2 import attention, causal_mask, random_params
 from loaders.download import HPARAMS
 from records import timed
 from model_fn import logits_to_probs
 from sampling import _check_probs, _sample
 from tools import benchmark_forward, pass_parts
+from tools.machine import load_average
 from tools.pages import duration_text, scientific, wrap
 from tools.full_scan_lookup import brute_force_lookup
 from tools.peers import tiktoken_gpt2
@@ -145,7 +153,7 @@ def design_table(repeats=200, product_repeats=10, seed=0):
     plain_kv = np.array(shared_kv)  # the same numbers in ordinary memory
     q1, mask1 = rng.standard_normal((n_head, 1, n_embd // n_head), dtype=np.float32), causal_mask(1, 512)
 
-    def plain_products(by_size, weights):  # plain BLAS on all cores (the helper process asleep, if there is one)
+    def blas_products(by_size, weights):  # plain BLAS on all cores (the helper process asleep, if there is one)
         return lambda: (second_core.all_cores(), [by_size[m.shape[0]] @ m for m in weights])
 
     def left_products(by_size, weights):  # one BLAS call on all cores, the big matrix on the left
@@ -165,7 +173,7 @@ def design_table(repeats=200, product_repeats=10, seed=0):
         (f"GELU's cube of a [1, {4 * n_embd}] float32 row", "`x * x * x`", lambda: x * x * x, "`x**3`",
          lambda: x**3, repeats),
         (f"one row through each of the {len(matrices)} block matrices", "column-major (`products.column_major`)",
-         plain_products(rows, matrices), "row-major", plain_products(rows, row_major), product_repeats),
+         blas_products(rows, matrices), "row-major", blas_products(rows, row_major), product_repeats),
         *[(f"{m} rows through each of the {len(matrices)} block matrices (`gpt2.linear`)",
            "`products.matmul` (panel by panel, half in the helper process)", panel_products(by_rows[m], matrices),
            "one BLAS call on all cores, `(w.T @ x.T).T`", left_products(by_rows[m], matrices), product_repeats)
@@ -177,8 +185,9 @@ def design_table(repeats=200, product_repeats=10, seed=0):
          "`products.share_heads` (half of the heads in the helper process, the cache a `products.kv_buffer`)",
          attend(shared_kv, products.share_heads), "every head here, the cache in ordinary memory",
          attend(plain_kv, lambda function, *arguments: function(*arguments)), product_repeats),
-        ("one row through the same products, after it met a float64 scalar", "float32 row", plain_products(rows, matrices),
-         "float64 row (every matrix converted each time)", plain_products(rows64, matrices), product_repeats),
+        ("one row through the same products, after it met a float64 scalar", "float32 row",
+         blas_products(rows, matrices), "float64 row (every matrix converted each time)",
+         blas_products(rows64, matrices), product_repeats),
         (f"the mean of a [1, {n_embd}] row (`layer_norm`)", "`np.add.reduce(x, axis=-1, keepdims=True) / n`",
          lambda: np.add.reduce(row, axis=-1, keepdims=True) / n_embd, "`np.mean(x, axis=-1, keepdims=True)`",
          lambda: np.mean(row, axis=-1, keepdims=True), repeats),
@@ -197,11 +206,33 @@ def pass_table(n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7):
     """Markdown: tools/pass_parts.py's table, an m-position pass after n_cached tokens part by part, on
     TIMED_SIZE's shapes."""
     params = random_params(HPARAMS[TIMED_SIZE], np.random.default_rng(0))  # made once, timed twice
+    start = load_average()
     best = pass_parts.measure(TIMED_SIZE, n_cached, ms, rounds, params=params)
-    calibrated_r = pass_parts.calibrated(TIMED_SIZE, n_cached, ms, params=params)
+    calibrated_r = pass_parts.calibrated(TIMED_SIZE, n_cached, ms, params=params, chosen=routes.current())
     n_cached = min(n_cached, HPARAMS[TIMED_SIZE]["n_ctx"] - max(ms))
-    return (wrap(pass_parts.header_text(TIMED_SIZE, n_cached, rounds)) + "\n\n"
+    return (wrap(pass_parts.header_text(TIMED_SIZE, n_cached, rounds, (start, load_average()))) + "\n\n"
             + pass_parts.table(best, markdown=True, calibrated_r=calibrated_r))
+
+
+AVX2_KERNELS = "Haswell"  # OpenBLAS's name for its AVX2 kernels: an AVX2 processor (AMD's before Zen 4 too) runs them
+
+
+def avx2_pass_table(n_cached=512, rounds=7):
+    """Markdown: tools/pass_parts.py's table with OpenBLAS's AVX2 kernels: `pass_table` here where OpenBLAS runs
+    them already (an AVX2 processor), else in a process of its own started with OPENBLAS_CORETYPE=Haswell
+    (OpenBLAS reads it once, when NumPy loads it: a laptop's kernels, on this machine's memory). An
+    OPENBLAS_L2_SIZE in the environment (set for older OpenBLAS builds on some processors) is left out with it,
+    in that process only."""
+    if second_core.openblas_core() == AVX2_KERNELS:
+        return pass_table(n_cached, rounds=rounds)
+    env = {name: value for name, value in os.environ.items() if name not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    script = Path(__file__).resolve().parent / "pass_parts.py"
+    with tempfile.TemporaryDirectory() as folder:  # TIMED_SIZE's shapes, as a model folder the process can read
+        (Path(folder) / "hparams.json").write_text(json.dumps(HPARAMS[TIMED_SIZE]), encoding="utf-8")
+        done = subprocess.run([sys.executable, str(script), "--size", folder, "--markdown", "True", "--n_cached",
+                               str(n_cached), "--rounds", str(rounds)], env={**env, "OPENBLAS_CORETYPE": AVX2_KERNELS},
+                              capture_output=True, text=True, check=True)
+    return done.stdout.strip().replace(f"{folder} shapes", f"{TIMED_SIZE} shapes")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -249,6 +280,7 @@ SMALL_PARTS = {  # the parts that need no model run: name -> f(forward's measure
     "sampler-timing": lambda forward, tokenizer_dir: sampler_table(),
     "design-timing": lambda forward, tokenizer_dir: design_table(),
     "pass-timing": lambda forward, tokenizer_dir: pass_table(),
+    "avx2-pass-timing": lambda forward, tokenizer_dir: avx2_pass_table(),
     "hf-agreement": lambda forward, tokenizer_dir: hf_agreement_text(),
     "unicode-count": lambda forward, tokenizer_dir: unicode_text(tokenizer_dir),
 }

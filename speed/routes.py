@@ -1,0 +1,203 @@
+"""Which route each product takes on this machine: measured in a few seconds, not looked up by a machine's name.
+
+Read speed/products.py first (the routes, and why a few rows are hard for BLAS). There is no one best way to
+multiply m rows by a weight matrix on every CPU. OpenBLAS's small-matrix kernel, which the panels rely on, exists
+for AVX-512 processors only; on an AVX2 one (most laptops, AMD before Zen 4) a product of a few rows runs the
+general kernel, whose register tile is mostly empty for 2 rows, so there 2 rows cost less as two matrix-vector
+products, and 3 rows as a 4-row product with a zero row. Which is fastest depends on the processor, NumPy's
+BLAS and the kernels that BLAS picks when it loads, so it is measured where it runs (`choose`): for each kind of
+product a pass makes (products.KINDS: the blocks' matrices, the LM head's wte.T, attention's scores) and each m
+from 1 to M_MAX, every route (products.ROUTES, SCORE_ROUTES) on the matrices the model itself multiplied, in
+turns, the slowest of `repeats`; a route far slower than the fastest in the first turn is not timed again.
+A row count whose best is slower than a larger one's takes that one, padded with zero rows.
+
+The choice is kept with the costs (speed/calibration.py writes it into the costs file with r(m), and a run
+given that file takes the same routes: the same numbers, bit for bit), with the `fingerprint` of what decides
+it: NumPy's version, its BLAS and the kernels it runs, the processor's name and its instruction sets. A file
+made under another fingerprint is not used; calibrating measures anew.
+"""
+
+import hashlib
+import platform
+import time
+
+import numpy as np
+
+from lookahead import AUTO_K_MAX
+from speed import products
+from speed import second_core
+
+M_MAX = AUTO_K_MAX + 1  # the most rows a round's pass has: the last token and AUTO_K_MAX guesses
+SAMPLE_MATRICES = 8  # the block matrices timed: 2 layers' (124M's: 57 MB, more than a processor's cache)
+SCORE_LAYERS = 12  # the layers of keys the scores are timed over, each its own (as in a cache)
+REPEATS = 3
+PRUNE = 1.5  # a route this many times as slow as the fastest in the first turn is not timed again
+PAD_MAX = 3  # zero rows a padded route adds at most: m's and n's are timed at different moments, so a burst of
+# load on m's turns could make any larger n look faster; a kernel's block of rows is at most 4 wide
+KEEP_DEFAULT = 1.05  # the default route stays unless another is faster by more than this (noise is no reason)
+
+
+def fingerprint():
+    """One line naming what decides which route is fastest: NumPy's version, its BLAS and the kernels it runs
+    (OpenBLAS's core name), the processor's name and a digest of its instruction sets (/proc/cpuinfo's flags)."""
+    config = getattr(np, "__config__", None)
+    blas = getattr(config, "CONFIG", {}).get("Build Dependencies", {}).get("blas", {})
+    blas_text = f"{blas.get('name', 'BLAS')} {blas.get('version', '')}".strip()
+    core = second_core.openblas_core()
+    model, flags = platform.processor() or platform.machine(), ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+            lines = cpuinfo.read().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and value.strip():
+            model = value.strip()
+        if key.strip() == "flags" and not flags:
+            flags = hashlib.sha256(" ".join(sorted(value.split())).encode()).hexdigest()[:12]
+    return (f"NumPy {np.__version__}, {blas_text}{', kernels ' + core if core else ''}, {model}"
+            f"{', flags ' + flags if flags else ''}")
+
+
+def candidates(kind, m):
+    """The routes timed for a product of this kind and m rows (one row has no panels of its own: the panels'
+    one-row product is the matrix-vector product, the same as "vectors")."""
+    if kind == "scores":
+        return list(products.SCORE_ROUTES)
+    return [route for route in products.ROUTES if not (m == 1 and route in ("vectors", "halves"))]
+
+
+def handed_over(route, after_helper):
+    """Before a timed product that comes after the helper's work in a pass (a block's attention projection after
+    attention, whose heads the helper shares; the LM head after the blocks): BLAS's threads ended, as that work
+    leaves them, so that "one call" pays for waking them, as it does in the pass."""
+    if route == "one call" and after_helper:
+        second_core.one_core()
+
+
+def measure(m_max=M_MAX, repeats=REPEATS, rng=None):
+    """{kind: {m: {route: seconds}}} for every kind the model has multiplied (products remembers its big matrices
+    and its scores' shape), m = 1 .. m_max, each route in turns with the others of its kind and m: the slowest of
+    its turns, so that a route that is fast only when the other core happens to be free (one BLAS call on both
+    cores, on a machine shared with other work) does not win on a lucky turn."""
+    rng = rng or np.random.default_rng(0)
+    work = {}  # kind -> (function of (route, m) that makes the products once)
+    met = list(products._met["blocks"].values())
+    n_embd = max((min(w.shape) for w in met), default=0)  # the biggest model's (a draft's matrices are smaller)
+    blocks = [w for w in met if min(w.shape) == n_embd][:SAMPLE_MATRICES]  # in the order a pass multiplies them
+    if blocks:
+        rows = {w.shape[0]: rng.standard_normal((m_max, w.shape[0]), dtype=np.float32) for w in blocks}
+        work["blocks"] = lambda route, m: [(handed_over(route, i % 4 == 1),
+                                            products.multiply(rows[w.shape[0]][:m], w, route, "blocks"))
+                                           for i, w in enumerate(blocks)]
+    heads = sorted(products._met["head"].values(), key=lambda wte: -wte.nbytes)[:1]
+    if heads:
+        wte = heads[0]  # [n_vocab, n_embd]: the LM head multiplies by wte.T
+        row = rng.standard_normal((m_max, wte.shape[1]), dtype=np.float32)
+        work["head"] = lambda route, m: (handed_over(route, True), products.multiply(row[:m], wte.T, route, "head"))
+    if products._met_scores:
+        (n_stack, head_dim), n_keys = max(products._met_scores.items(), key=lambda item: item[0][0] * item[0][1])
+        shared = 1 if second_core.unavailable() else 2  # each process attends with its half of the heads
+        n_stack = max(1, n_stack // shared)
+        kv = products.kv_buffer((SCORE_LAYERS, n_stack, n_keys + m_max, head_dim))
+        kv[...] = rng.standard_normal(kv.shape, dtype=np.float32)
+        q = rng.standard_normal((n_stack, m_max, head_dim), dtype=np.float32)
+
+        def score_products(route, m):
+            second_core.one_core()  # as in a pass: BLAS on the calling thread where a helper shares the heads
+            return [products.multiply(q[:, :m], k[:, : n_keys + m].transpose(0, 2, 1), route, "scores") for k in kv]
+
+        work["scores"] = score_products
+    seconds = {kind: {m: {route: [] for route in candidates(kind, m)} for m in range(1, m_max + 1)} for kind in work}
+    for turn in range(repeats):
+        for kind, make in work.items():
+            for m in range(1, m_max + 1):
+                timed = seconds[kind][m]
+                fastest = min((min(times) for times in timed.values() if times), default=None)
+                for route, times in timed.items():
+                    if turn and times and fastest is not None and min(times) > PRUNE * fastest:
+                        continue  # far slower in the first turn: not worth the seconds
+                    start = time.perf_counter()
+                    make(route, m)
+                    times.append(time.perf_counter() - start)
+    return {kind: {m: {route: float(max(times)) for route, times in by_route.items()}
+                   for m, by_route in by_m.items()} for kind, by_m in seconds.items()}
+
+
+def chosen(times):
+    """{kind: [route for m = 1 .. m_max]} from measure's times: the fastest route at each m (the default one
+    unless another beats it by more than KEEP_DEFAULT), or PADDED + a larger m (by at most PAD_MAX rows) whose
+    chosen direct route is faster still."""
+    table = {}
+    for kind, by_m in times.items():
+        best = {}
+        for m, by_route in by_m.items():
+            default = products.default_route(kind, m)
+            route = min(by_route, key=by_route.get)
+            if default in by_route and by_route[default] <= KEEP_DEFAULT * by_route[route]:
+                route = default
+            best[m] = (route, by_route[route])
+        routes = []
+        for m in sorted(by_m):
+            larger = [n for n in by_m if m < n <= m + PAD_MAX and best[n][1] * KEEP_DEFAULT < best[m][1]]
+            padded = min(larger, key=lambda n: best[n][1], default=None)
+            routes.append(products.PADDED + str(padded) if padded else best[m][0])
+        table[kind] = routes
+    return table
+
+
+def use(table):
+    """Take the routes of `table` ({kind: [route for m = 1 ..]}) here and in the helper process (a new helper,
+    forked from this process with them, where the scores' routes change: the helper attends with its own copy
+    of them). Returns the routes taken before."""
+    before = products.use_routes(table)
+    if before.get("scores") != table.get("scores"):  # the helper takes the weight matrices' routes from each job
+        second_core.renew()
+    return before
+
+
+def current():
+    """The routes taken now, {kind: [route for m = 1 ..]} ({} for the defaults)."""
+    return {kind: list(routes) for kind, routes in products._routes.items()}
+
+
+def choose(m_max=M_MAX, repeats=REPEATS):
+    """Measure the routes of the products this process has made so far (`measure`) and take the fastest
+    (`chosen`, `use`): {kind: [route for m = 1 .. m_max]}, {} if no big product was made yet. A few seconds."""
+    table = chosen(measure(m_max, repeats))
+    use(table)
+    return table
+
+
+def check(table, where):
+    """table, if it is {kind of products.KINDS: [a route of that kind, for m = 1 .. up to 256]}, with every
+    padded route naming a larger m of the same table; else a ValueError in one line naming `where`."""
+    if not isinstance(table, dict) or not set(table) <= set(products.KINDS):
+        raise ValueError(f"{where}: \"routes\" must be {{kind: [route, ...]}} for kinds among "
+                         f"{', '.join(products.KINDS)}")
+    for kind, routes in table.items():
+        known = products.SCORE_ROUTES if kind == "scores" else products.ROUTES
+        if not (isinstance(routes, list) and 1 <= len(routes) <= 256):
+            raise ValueError(f"{where}: \"routes\" of {kind} must be a list of 1 to 256 routes")
+        for m, route in enumerate(routes, start=1):
+            rows = route[len(products.PADDED):] if isinstance(route, str) and route.startswith(products.PADDED) else ""
+            direct = rows.isdigit() and m < int(rows) <= len(routes) and routes[int(rows) - 1] in known
+            if not (route in known or direct):
+                raise ValueError(f"{where}: \"routes\" of {kind} for m = {m} must be one of {', '.join(known)}, or "
+                                 f"'{products.PADDED}N' for a larger N of the table whose route is one of them; got "
+                                 f"{str(route)[:40]!r}")
+    return table
+
+
+def text(table):
+    """The routes in one line: 'blocks 1 panels, 2 vectors, 3 padded to 4, 4-17 panels; head ...'."""
+    lines = []
+    for kind, routes in table.items():
+        spans, start = [], 1
+        for m in range(1, len(routes) + 1):
+            if m == len(routes) or routes[m] != routes[m - 1]:
+                spans.append(f"{start}{'-' + str(m) if m > start else ''} {routes[m - 1]}")
+                start = m + 1
+        lines.append(f"{kind} {', '.join(spans)}")
+    return "; ".join(lines)

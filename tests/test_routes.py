@@ -1,0 +1,195 @@
+"""speed/routes.py and the routes of speed/products.py: every route is x @ w, and the fastest is the one taken.
+
+Read speed/routes.py first. The reference is the product in float64; a float32 route may differ from it by
+rounding only. For a sum of n products in float32, each partial sum is rounded once, so the computed entry
+differs from the exact one by at most n · 2^-24 · Σ|x_i w_i| (the classic bound for recursive summation; a
+blocked sum, as BLAS's kernels make, is bounded by the same). A wrong column or row is off by its size.
+No test here reads a clock: the choice is tested on times given to it.
+"""
+
+import numpy as np
+import pytest
+
+from speed import calibration
+from speed import products
+from speed import routes
+
+U32 = 2.0**-24  # float32's unit roundoff
+
+
+def assert_rounding_of(y, x, w, what):
+    """y is x @ w to float32 rounding: within n_in · 2^-24 · (|x| @ |w|) of the float64 product, entry by entry."""
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    exact = x64 @ w64
+    bound = x.shape[-1] * U32 * (np.abs(x64) @ np.abs(w64))
+    assert y.shape == exact.shape and y.dtype == np.float32, what
+    excess = np.abs(y - exact) - bound
+    assert excess.max() <= 0, f"{what}: off by {np.abs(y - exact).max():.3g}, beyond float32 rounding"
+
+
+@pytest.fixture(scope="module")
+def weights():
+    """A block matrix [768, 3072] column-major and read-only, as the loaders keep it, and an LM head's wte
+    [5000, 768] (multiplied as wte.T): both big enough for the helper process to share."""
+    rng = np.random.default_rng(0)
+    w = np.asfortranarray(rng.standard_normal((768, 3072), dtype=np.float32) * 0.02)
+    wte = rng.standard_normal((5000, 768), dtype=np.float32) * 0.02
+    for array in (w, wte):
+        array.flags.writeable = False
+    return w, wte
+
+
+@pytest.mark.parametrize("route", products.ROUTES)
+def test_every_route_of_a_weight_matrix_gives_x_times_w_for_every_m_a_round_uses(weights, route):
+    """Each route, for a block matrix and the LM head, m = 1 .. M_MAX rows (and 24, the panels' last): x @ w
+    to float32 rounding. The second call of a matrix is shared with the helper process, where one runs."""
+    rng = np.random.default_rng(1)
+    w, wte = weights
+    for kind, matrix in (("blocks", w), ("head", wte.T)):
+        assert products.kind_of(np.zeros((1, 768), np.float32), matrix) == kind
+        x = rng.standard_normal((24, 768), dtype=np.float32)
+        for m in [*range(1, routes.M_MAX + 1), 24]:
+            for _ in range(2):
+                assert_rounding_of(products.multiply(x[:m], matrix, route, kind), x[:m], matrix, f"{kind} {route} {m}")
+
+
+@pytest.mark.parametrize("route", products.SCORE_ROUTES)
+def test_every_route_of_attentions_scores_gives_q_times_k_transposed(route):
+    """q [12, m, 64] @ k.T over 512 cached keys and the m new ones, k a view of a cache as gpt2.mha makes it:
+    each scores route, m = 1 .. M_MAX, is q @ k.T to float32 rounding, and contiguous."""
+    rng = np.random.default_rng(2)
+    cache = rng.standard_normal((12, 600, 64), dtype=np.float32)
+    q = rng.standard_normal((12, routes.M_MAX, 64), dtype=np.float32)
+    for m in range(1, routes.M_MAX + 1):
+        keys = cache[:, : 512 + m].transpose(0, 2, 1)  # [12, 64, 512 + m], a transposed view
+        y = products.multiply(q[:, :m], keys, route, "scores")
+        assert y.flags.c_contiguous, f"{route}, {m} queries"
+        assert_rounding_of(y, q[:, :m], keys, f"{route}, {m} queries")
+
+
+def test_a_padded_route_gives_the_rows_asked_for_and_takes_the_larger_ms_route(weights, monkeypatch):
+    """3 rows 'padded to 4': a 4-row product with a zero row, by the route chosen for 4 rows, of which the 3
+    asked for are returned; the scores the same, over a stack."""
+    w, _ = weights
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 768), dtype=np.float32)
+    monkeypatch.setattr(products, "_routes", {"blocks": ["panels", "vectors", "padded to 4", "halves"]})
+    seen = []
+    columns = products.columns
+    monkeypatch.setattr(products, "columns", lambda x, w, b, e, out, how=0: seen.append((x.shape[0], how))
+                        or columns(x, w, b, e, out, how))
+    y = products.matmul(x, w)
+    assert_rounding_of(y, x, w, "3 rows padded to 4")
+    assert seen and all(call == (4, products.HOWS.index("halves")) for call in seen)
+    q, k = rng.standard_normal((12, 3, 64), dtype=np.float32), rng.standard_normal((12, 515, 64), dtype=np.float32)
+    scores = products.multiply(q, k.transpose(0, 2, 1), "padded to 4", "scores")
+    assert_rounding_of(scores, q, k.transpose(0, 2, 1), "3 queries padded to 4")
+
+
+def test_the_check_has_teeth_a_route_that_drops_a_rows_last_column_fails(weights, monkeypatch):
+    """'vectors' that leaves each row's last column out (a slice one short) is caught by the same check."""
+    w, _ = weights
+    columns = products.columns
+
+    def short(x, w, begin, end, out, how=0):
+        columns(x, w, begin, end, out, how)
+        out[:, -1] = 0.0
+
+    monkeypatch.setattr(products, "columns", short)  # here: the helper's half, if one runs, stays right
+    x = np.random.default_rng(4).standard_normal((2, 768), dtype=np.float32)
+    with pytest.raises(AssertionError, match="beyond float32 rounding"):
+        assert_rounding_of(products.multiply(x, w, "vectors", "blocks"), x, w, "a short route")
+
+
+def test_vectors_gives_each_row_the_bits_of_its_own_one_row_product(weights):
+    """m matrix-vector products are m one-row products: each row the same bits as that row alone."""
+    w, _ = weights
+    x = np.random.default_rng(5).standard_normal((5, 768), dtype=np.float32)
+    together = products.multiply(x, w, "vectors", "blocks")
+    for i in range(5):
+        assert np.array_equal(together[i], products.multiply(x[i : i + 1], w, "vectors", "blocks")[0]), i
+
+
+def test_the_choice_takes_the_fastest_keeps_the_default_within_noise_and_pads_to_a_faster_larger_m():
+    """Times given, no clock: m = 1 the default (panels) within KEEP_DEFAULT of the fastest; m = 2 vectors,
+    far faster than the rest; m = 3 slower by every route than m = 4's best, so padded to 4. A far larger m
+    (9, for m = 4: more than PAD_MAX rows above) is never padded to, however fast it looked."""
+    times = {"blocks": {1: {"panels": 1.02, "one call": 1.0},
+                          2: {"panels": 2.5, "vectors": 1.7, "halves": 2.4, "one call": 2.6},
+                          3: {"panels": 3.0, "vectors": 2.4, "halves": 2.9, "one call": 3.1},
+                          4: {"panels": 2.0, "vectors": 3.0, "halves": 2.1, "one call": 2.2}},
+               "scores": {1: {"turned round": 1.0, "plain": 1.0, "vectors": 1.0},
+                          2: {"turned round": 2.0, "plain": 3.0, "vectors": 1.5}}}
+    times["blocks"][9] = {"panels": 0.5, "vectors": 0.5, "halves": 0.5, "one call": 0.5}  # m = 4 + 5: too far to pad
+    table = routes.chosen(times)
+    del times["blocks"][9]
+    assert table["blocks"][3] == "panels"
+    table = routes.chosen(times)
+    assert table == {"blocks": ["panels", "vectors", "padded to 4", "panels"], "scores": ["plain", "vectors"]}
+    assert routes.check(table, "here") == table
+    assert routes.text(table) == "blocks 1 panels, 2 vectors, 3 padded to 4, 4 panels; scores 1 plain, 2 vectors"
+
+
+@pytest.mark.parametrize("table, message", [
+    ({"blocks": ["panels", "sideways"]}, "for m = 2 must be one of"),
+    ({"blocks": ["padded to 1", "panels"]}, "for m = 1 must be one of"),
+    ({"blocks": ["padded to 3", "panels"]}, "for m = 1 must be one of"),
+    ({"blocks": ["padded to 2", "padded to 2"]}, "for m = 1 must be one of"),
+    ({"scores": ["panels"]}, "of scores for m = 1 must be one of"),
+    ({"weights": ["panels"]}, "for kinds among"),
+    ({"blocks": []}, "a list of 1 to 256 routes"),
+])
+def test_a_table_of_routes_that_names_no_route_is_refused_in_one_line(table, message):
+    with pytest.raises(ValueError, match=message):
+        routes.check(table, "the costs file x")
+
+
+def test_the_routes_survive_the_costs_file_and_are_taken_only_on_a_machine_of_the_same_fingerprint(tmp_path,
+                                                                                                   monkeypatch):
+    """save_costs writes the routes and their fingerprint; load_costs reads them back; use() takes them where the
+    fingerprint is this machine's, and leaves the routes as they were where it is another's."""
+    table = {"blocks": ["panels", "vectors", "padded to 4", "panels"]}
+    costs = calibration.MeasuredCosts(r_table=[1.0, 1.5], routes=table, routes_for=routes.fingerprint())
+    loaded = calibration.load_costs(calibration.save_costs(tmp_path / "r_table.json", costs))
+    assert loaded.routes == table and loaded.routes_for == routes.fingerprint()
+    assert "routes: blocks 1 panels, 2 vectors, 3 padded to 4, 4 panels" in loaded.summary()
+    monkeypatch.setattr(products, "_routes", {})
+    monkeypatch.setattr(routes, "use", products.use_routes)  # no new helper needed for this check
+    model = type("Model", (), {})()
+    loaded.use(model)
+    assert routes.current() == table
+    products.use_routes({})
+    loaded.routes_for = "NumPy 0.1, another BLAS, another processor"
+    loaded.use(model)
+    assert routes.current() == {}
+
+
+def test_the_fingerprint_names_numpys_version_its_blas_and_the_processor(monkeypatch):
+    """A change of NumPy's version changes the fingerprint (and so a saved choice is not used)."""
+    before = routes.fingerprint()
+    assert f"NumPy {np.__version__}" in before
+    monkeypatch.setattr(np, "__version__", "9.9.9")
+    assert routes.fingerprint() != before and "NumPy 9.9.9" in routes.fingerprint()
+
+
+def test_calibrate_given_routes_takes_them_before_timing_and_keeps_them_with_this_machines_fingerprint(monkeypatch):
+    """calibrate(..., routes=table) takes the routes given after the two untimed passes that fill the cache (no
+    measuring: `choose` is not called) and before any timed one, and the costs keep them with the fingerprint of
+    this machine; without routes it calls `choose` at the same point."""
+    events = []
+    monkeypatch.setattr(routes, "use", lambda table: events.append(("use", table)))
+    monkeypatch.setattr(routes, "choose", lambda: events.append(("choose", None)) or {"blocks": ["vectors"]})
+
+    def model(x, n=1):
+        events.append(("pass", n))
+        return np.zeros((n, 8), dtype=np.float32)
+
+    model.n_vocab, model.n_ctx = 8, 64
+    table = {"blocks": ["panels", "padded to 3", "vectors"]}
+    costs = calibration.calibrate(model, m_max=3, repeats=1, prefix=[1, 2], routes=table)
+    assert events[:3] == [("pass", 1), ("pass", 1), ("use", table)] and len(events) > 3
+    assert all(kind == "pass" for kind, _ in events[3:])
+    assert costs.routes == table and costs.routes_for == routes.fingerprint()
+    events.clear()
+    costs = calibration.calibrate(model, m_max=3, repeats=1, prefix=[1, 2])
+    assert events[2] == ("choose", None) and costs.routes == {"blocks": ["vectors"]}
