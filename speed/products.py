@@ -1,102 +1,42 @@
 """How a weight matrix is stored and multiplied, so that a pass over a few rows costs about what one row costs.
 
 Machinery: read it after gpt2.py, which multiplies every weight matrix through `matmul` below and shares
-attention's heads through `share_heads`. It needs only NumPy and speed/second_core.py (the second core).
+attention's heads through `share_heads`. It needs only NumPy, speed/second_core.py (the helper process on the
+second core) and speed/routes.py's choice. docs/BENCHMARKS.md's design-timing and pass-timing tables measure
+every choice below, on each kind of machine; the figures command remakes them.
 
-The layout: column-major
-------------------------
-A weight matrix w [n_in, n_out] is stored column by column (Fortran order, `column_major`): same shape, same
-values, only the order in memory changes. Read the other way round, those bytes are w.T, an ordinary row-major
-[n_out, n_in] matrix, and any `width` consecutive rows of w.T (`width` columns of w) sit one after the other:
-the matrix is a stack of contiguous panels [n_out / width, width, n_in], with no copy (`panel_width`).
-The loaders (weights.read_tensor) make this layout as they read each matrix; wte [n_vocab, n_embd] already is
-it for the LM head's wte.T.
+The layout. A weight matrix w [n_in, n_out] is stored column by column (Fortran order, `column_major`): same
+shape and values, only the order in memory changes. Read the other way round those bytes are w.T, and any
+`width` consecutive columns of w sit one after the other: the matrix is a stack of contiguous panels
+[n_out / width, width, n_in], with no copy (`panel_width`). The loaders make this layout as they read; wte
+already is it for the LM head's wte.T.
 
-Why panels: the product of m rows
----------------------------------
-With the KV cache a decoding pass over m new positions reads every weight once and does 2·m flops per weight.
-For m ≤ 16 that is too little arithmetic to keep a core busy: the pass is memory-bound, and m rows should cost
-about what one row costs. One BLAS call does not deliver that. For one row it streams the matrix (a
-matrix-vector product); for two rows or more it runs its matrix-matrix kernel, which first PACKS the matrix
-into a buffer of its own, block by block: a 9 MB matrix is read, written to the buffer and read again, and
-neither the matrix nor the buffer fits in the core's L2 cache. So on a CPU a 2-row product of a big matrix
-costs two to three 1-row products, and a speculative round's verification pass costs that much more than a
-decoding step (r(m), in the README). Multiplying panel by panel instead (ONE `np.matmul(x, panels)`, a small
-product per panel) takes one panel at a time: width × n_in floats (192 KB for 124M's c_attn) are read from
-memory once and used from L2 by all m rows (OpenBLAS's small-matrix kernel multiplies a panel where it lies,
-packing nothing: `panel_width` keeps panels within it). Memory traffic is then the weights once, whatever
-m is, until the arithmetic itself takes longer than reading the weights (between m = 8 and 16 on one core).
+Why panels. With the KV cache a pass over m new positions reads every weight once and does 2·m flops per
+weight: for a few rows it is memory-bound, and m rows should cost about what one costs. One BLAS call does not
+deliver that: for two rows or more its matrix-matrix kernel first PACKS the whole matrix into a buffer of its
+own, so the matrix travels from memory about three times. Multiplying panel by panel (ONE `np.matmul(x,
+panels)`) reads each panel once and uses it from the core's cache for every row; OpenBLAS's small-matrix kernel
+multiplies a panel where it lies (`panel_width` keeps panels within it) until the arithmetic itself takes longer
+than reading the weights.
 
-Why two processes: one core cannot read memory as fast as two. BLAS's one-row product runs on every core; a
-panel product is too small for BLAS to split. So `matmul` splits the COLUMNS instead: this process multiplies
-the first half of w's panels and a helper process (speed/second_core.py: why a process, and how the two meet
-in shared memory) the second half, at the same time, each on one core. One row goes the same way (half the
-matrix-vector product each); a prompt does not (below). Where no helper can run
-(not Linux on x86-64, one core, OPENBLAS_NUM_THREADS=1) this process multiplies every column, BLAS using
-its own threads. Measured on an Intel Xeon with 2 cores (NumPy 2.4, OpenBLAS 0.3.31), ms for the products
-of m rows through 124M's 48 block matrices (best of 9; tools/small_parts.py times the same in every figures
-run, the "design-timing" table of docs/BENCHMARKS.md):
+Why two processes. One core cannot read memory as fast as two, and a panel product is too small for BLAS to
+split, so `matmul` splits the COLUMNS: this process multiplies the first half of w's panels and the helper
+process (speed/second_core.py: why a process, and how the two meet in shared memory) the second half, each on
+one core. A prompt (more than PANEL_ROWS_MAX rows) is one BLAS call on every core while the helper sleeps.
+Where no helper can run (not Linux on x86-64, one core, OPENBLAS_NUM_THREADS=1) this process does it all.
 
-    m                                                     1      2      4      8     16
-    one BLAS call, (w.T @ x.T).T (2 threads)            11.1   24.8   25.3   29.2   31.2
-    panels, this process alone                             -   21.6   26.9   35.5   48.6
-    half the columns here, half in the helper process   12.0   12.7   15.3   19.5   27.7
+Which route, by machine. The panels rely on OpenBLAS's small-matrix kernel, which exists for AVX-512 processors
+only; on an AVX2 one (most laptops) a few-row product runs the general kernel, compute-bound, and other routes
+win there (m matrix-vector products, a larger m padded with zero rows, ...). So for each kind of product
+(`kind_of`) and each m, `matmul` takes the route speed/routes.py measured fastest on the machine that runs
+(`route_of`, `multiply`), else the default above.
 
-Which product, by rows, by default: one row, BLAS's matrix-vector product; 2 to PANEL_ROWS_MAX rows, the panels
-(each half in its process); more (a prompt), one BLAS call on all cores while the helper sleeps, whose big kernel
-is the faster once the arithmetic has caught up. The figures above are an AVX-512 processor's, where OpenBLAS has
-its small-matrix kernel; on an AVX2 one it has not, and other routes win there (m matrix-vector products, a
-larger m padded with zero rows, ...). So `matmul` takes, for each kind of product (`kind_of`) and each m, the
-route speed/routes.py measured fastest on the machine that runs (`route_of`, `multiply`), else this default.
-
-Attention's scores: q @ k.T, turned round
------------------------------------------
-The same trouble, small: the scores of a few queries against the cache, q [n_head, m, head_dim] @ k.T, hand
-OpenBLAS a TRANSPOSED operand (k is stored a position per row, so k.T is read column by column), and for a
-transposed operand it keeps its small-matrix kernel only while the product is small (m × the keys): past that
-it packs k first, which made the scores of 3 queries over 515 keys cost six times those of 2. The same come from
-the product turned round, (k @ q.T).T with q.T copied to a small contiguous array: no operand is transposed,
-and no key is packed. Scores of 12 heads (124M's) over 512 or 1,000 cached keys and the m new ones, µs (best
-of 300, one thread, OpenBLAS 0.3.31, Intel Xeon; the design-timing table of docs/BENCHMARKS.md times m = 4 over 512
-in every figures run):
-
-    m                              1     2     3     4     8    16
-    512 keys   q @ k.T            32    40   236   224   258   302
-               (k @ q.T).T        32    45    77    69   128   172
-    1,000 keys q @ k.T           101   450   496   476   526   590
-               (k @ q.T).T       102   115   174   148   262   447
-
-So `matmul` turns round a stack of products whose w is a transposed view (attention's scores) for 2 to
-PANEL_ROWS_MAX rows; one row is a matrix-vector product either way, and a prompt's big product packs anyway.
-In a whole 124M pass after 512 tokens, the attention went from 0.22 to 0.12 one-position passes at m = 3 and 4
-(tools/pass_parts.py, same session, when it timed one layer's keys 12 times over: from the processor's caches);
-after 900 tokens, r(2) went from 1.28 to 1.09 and r(3) from 1.47 to 1.31 (the two ways in turns, in one process).
-
-Attention's heads: the second core reads the cache too
-------------------------------------------------------
-The attention reads the whole KV cache each pass: for 124M after 512 tokens, 12 layers × 2 × 512 × 768 × 4
-bytes = 38 MB, memory-bound like the weights, in products too small for BLAS to split over two threads. So on
-one core it took 0.15 of a one-position pass while the products had both. `share_heads` splits the HEADS
-instead: this process attends with the first half, the helper process with the rest, at the same time. The
-helper was forked before the cache existed, so the cache buffer must be memory it can map afterwards:
-`kv_buffer` makes it a memfd (second_core.shared_empty), and the helper maps it through this process's
-descriptor. Both ask for 2 MB pages, as NumPy does for its large arrays, but Linux's usual setting for shared
-memory (shmem_enabled "never") keeps 4 KB ones, whose extra address translations cost about a fifth when one
-core attends alone; shared, each core reads half. Measured on an
-Intel Xeon with 2 cores (NumPy 2.4, OpenBLAS 0.3.31), 124M, 512 cached tokens, ms (best of 100; the 12 layers
-one after the other, the processor's caches emptied before each by reading other memory, as the products do):
-
-    m                                                  1      8
-    all heads here, the buffer in ordinary memory     3.6    8.9
-    all heads here, the buffer in a memfd              4.4    9.4
-    half here, half in the helper (the memfd)          2.5    4.2
-
-A whole pass, the two ways in turns in one process (best of 18): m = 1 went from 22.8 to 21.5 ms, r(8) from
-1.64 to 1.61 and r(16) from 2.25 to 2.18; a 500-token prompt (attended here alone, on every core's BLAS) took
-715 and 722 ms, the same within the noise. Where shmem_enabled says "advise"
-(/sys/kernel/mm/transparent_hugepage/shmem_enabled, root's to set) the cache gets its 2 MB pages in both
-processes: the 12 layers' shared heads after 512 tokens took 1.73-1.83 ms instead of 1.95-2.06 (best of 60,
-three runs each way, the setting switched between them), about 0.2 ms of a 22 ms one-position pass.
+Attention. The scores of a few queries, q @ k.T, hand OpenBLAS a TRANSPOSED operand, and past a small size it
+packs the keys first; the product turned round, (k @ q.T).T, transposes nothing, so `matmul` turns such a
+product round for 2 to PANEL_ROWS_MAX rows. And the attention reads the whole KV cache, memory-bound like the
+weights but in products too small to split: `share_heads` gives half of the HEADS to the helper, which maps
+the cache's buffer (`kv_buffer`: a memfd, second_core.shared_empty; both ask for 2 MB pages, which Linux grants
+shared memory only where /sys/kernel/mm/transparent_hugepage/shmem_enabled says "advise").
 """
 
 import weakref
@@ -115,8 +55,8 @@ def panel_width(n_in: int, m: int = 16) -> int:
     """Columns of w per panel, for a product of m rows: the widest power of two up to 64 whose product with
     max(m, 16) rows stays in OpenBLAS's small-matrix kernel, m x width x n_in <= 100^3 and m x width <= 1,200
     (its rule for Intel's AVX-512 cores: kernel/x86_64/sgemm_small_kernel_permit_skylakex.c). That kernel runs
-    on the calling thread and packs nothing; past it, OpenBLAS packs each panel first, and 16 rows through a
-    [1024, 3072] matrix (355M's c_fc) took 2.4 ms in 64-column panels against 1.4 in 32-column ones (one thread).
+    on the calling thread and packs nothing; past it, OpenBLAS packs each panel first (16 rows through 355M's
+    c_fc were much slower in 64-column panels than in 32-column ones).
     At least 16 rows, so that the passes of a round of up to 15 guesses share one width: 64 for n_in = 768, 32
     for 1024 to 1600, 16 for 3072, 8 for 4096 to 6400; for more rows, narrower (768: 32 from 19 rows)."""
     rows = max(m, 16)

@@ -1,62 +1,38 @@
 """The second core: a helper PROCESS, a copy of this one made by fork, multiplies half of a matrix's columns
 while this process multiplies the other half (and attends with half of attention's heads, the same way).
 
-Read speed/products.py's docstring first (why a product of a few rows goes panel by panel); products.matmul and
-products.share_heads are the only callers. This file needs only NumPy and the standard library.
+Read speed/products.py's docstring first; products.matmul and products.share_heads are the only callers. This
+file needs only NumPy and the standard library.
 
-Why a process, and why it spins
--------------------------------
-A decoding pass multiplies by 49 matrices one after the other (4 per block, then the LM head), each in a
-fraction of a millisecond, with the small steps of the model in between. Sharing each product between two
-cores means 49 hand-overs a pass, so a hand-over must cost about a microsecond. Between two Python threads it
-cannot: a thread waiting for work must sleep (spinning would hold the interpreter's lock, the GIL, that the
-other thread needs), and waking a sleeping thread costs tens of microseconds, twice as much on a virtual
-machine whose idle core has to be woken too (78 us for a round trip through two locks, measured on the
-project's machines). A second process has its own interpreter and its own GIL, so it CAN spin: it polls a
-number in memory that both processes map, and sees a new job within a microsecond. Measured on an Intel Xeon
-with 2 cores (NumPy 2.4, OpenBLAS 0.3.31), ms for the products of m rows through 124M's 48 block matrices,
-panel by panel, the panels split between two workers (best of 9):
+Why a process, and why it spins. A decoding pass multiplies by 49 matrices one after the other, each in a
+fraction of a millisecond, so sharing each between two cores means 49 hand-overs a pass, and a hand-over must
+cost about a microsecond. A helper THREAD cannot: waiting, it must sleep (spinning would hold the GIL the other
+thread needs), and waking a sleeping thread costs tens of microseconds. A second process has its own GIL, so
+it CAN spin: it polls a number in memory both processes map, and sees a new job within a microsecond
+(docs/BENCHMARKS.md's design-timing table times the shared products against one core's).
 
-    m                                                      2      4      8     16
-    the caller and a helper THREAD, woken through a lock    18.1   18.6   24.5   31.6
-    the caller and a helper PROCESS, spinning               12.7   15.3   19.5   27.7
+What is shared, and why it is safe:
+- The weights, without a copy: fork gives the child this process's memory as it is. A matrix is handed over
+  only if the child has it: alive at the fork and read-only (`_frozen`), so its numbers are still the
+  parent's. The loaders and gpt2.random_params make their weights read-only; anything else is multiplied here.
+- The rows, the child's columns of the result and the job's few integers (`control`): anonymous shared memory.
+  The parent writes the job, then its number into control[POSTED]; the child does the job, writes the result,
+  then the number into control[DONE]. The other core sees stores in the order they were made only on x86-64
+  ("total store order"), so the helper runs only there.
+- The KV cache (`for_heads`): made after the fork and written by every pass, so `shared_empty` makes its buffer
+  a memfd that the child maps through /proc/PARENT/fd/FD; freed in the parent, the child drops its mapping. A
+  program's own fork (multiprocessing's workers) gets a private copy of each cache (`_after_fork_in_child`).
+- BLAS runs on one thread in each process (`openblas_function`): OpenBLAS's own threads would compete with the
+  helper for the two cores. A prompt gets them back (`all_cores`); the next shared product ends them
+  (`_end_blas_threads`), or, where OpenBLAS cannot, they sleep within a millisecond (speed/openblas_env.py).
+- Memory: pages either side writes after the fork are copied, so a model freed in the parent stays in the
+  helper's copy until a new helper replaces it (`for_matrix` makes one for each new set of matrices).
 
-(the thread's row from an earlier run on the same machine: the thread is gone). A whole pass over m positions
-after 512 cached tokens, in one-position passes: r(2) = 1.85 with the thread, 1.06 with the process.
+It spins for SPIN_SECONDS after its last job, then sleeps on a pipe the parent writes a byte to. It ignores
+Ctrl-C (the parent handles that) and ends when the parent's end of the pipe closes, when the parent ends.
 
-What is shared, and why it is safe
-----------------------------------
-- The weights, without a copy: fork gives the child this process's memory as it is at that moment (pages are
-  shared until one side writes). A matrix is handed over only if the child has it: it was alive at the fork
-  and is read-only (`_frozen`), so the child's numbers are still the parent's. The loaders and
-  gpt2.random_params make their weights read-only; anything else is multiplied here, as before.
-- The rows x, the child's columns of the result, and a few integers that describe the job (`control`):
-  shared memory (anonymous `mmap`), written by one side and read by the other. The parent writes the job,
-  then its number into control[POSTED]; the child, seeing a new number, does the job, writes the result,
-  then the number into control[DONE]. Stores are seen by the other core in the order they were made only on
-  x86-64 (its memory model, "total store order"), so the helper runs only there.
-- The KV cache, for attention's heads (`for_heads`): it is made after the fork, and written by every pass,
-  so a copy will not do. `shared_empty` makes its buffer a memfd, a file that lives in memory, and the child
-  maps it through the parent's descriptor (/proc/PARENT/fd/FD) the first time it is handed a head of it.
-  Freed in the parent, the buffer's descriptor closes, and the child drops its mapping before it maps the
-  next cache. A child forked later neither inherits the mapping nor keeps a descriptor, which would hold a
-  freed cache's memory for as long as the child lives. A program's own fork (multiprocessing's workers) gets
-  a private copy of each cache instead, as it would of np.empty memory (`_after_fork_in_child`).
-- Both processes run BLAS on one thread each (`openblas_function`): OpenBLAS's own threads would compete
-  with the helper for the two cores. From the first helper on, every other BLAS call of this process (a
-  product of your own, `x @ w` with a writable w) runs on one core too. A prompt gets BLAS's threads back
-  (`all_cores`); the next shared product ends them (`_end_blas_threads`: idle, they would spin on the
-  helper's core), or, where OpenBLAS cannot end them, they sleep within a millisecond (speed/openblas_env.py).
-- Memory: pages that either side writes after the fork are copied, so a model freed in the parent stays in
-  the helper's copy until a new helper replaces it (`for_matrix` makes one for each new set of matrices).
-
-It spins for SPIN_SECONDS after its last job (a decode step comes every few tens of ms), then sleeps on a pipe;
-the parent writes a byte to wake it. It ignores Ctrl-C (the parent handles that) and ends when the parent's
-end of the pipe closes, that is when the parent process ends.
-
-When it runs: Linux on x86-64, two cores or more, OPENBLAS_NUM_THREADS not 1 (the project's one knob for
-threads), and NumPy's BLAS OpenBLAS. `unavailable()` says why not; then every product is made here, with
-BLAS's own threads.
+When it runs: Linux on x86-64, two cores or more, OPENBLAS_NUM_THREADS not 1, and NumPy's BLAS OpenBLAS.
+`unavailable()` says why not; then every product is made here, with BLAS's own threads.
 """
 
 import ctypes
@@ -575,10 +551,10 @@ def all_cores():
 
 
 def _end_blas_threads():
-    """End OpenBLAS's own threads, back from a prompt. Idle, they spin for about 0.1 s before they sleep, and
+    """End OpenBLAS's own threads, back from a prompt. Idle, they spin for 2^28 cycles before they sleep, and
     the waits of this process and the helper give their core away to them (sched_yield) at every hand-over: the
-    first 23 ms decoding steps after a 500-token prompt took 40 to 119 ms, 0.1 s lost after each prompt. OpenBLAS
-    starts them again at the next product that wants them (in about 40 us), as it does after every fork.
+    first decoding steps after a prompt took several times their usual time. OpenBLAS starts them again at the
+    next product that wants them, as it does after every fork.
     Only where OpenBLAS exports blas_thread_shutdown_ (0.3.27 and 0.3.31 do; NumPy 2.5's 0.3.34 does not: there
     the scripts have them sleep within a millisecond instead, speed/openblas_env.py), and only while every other
     Python thread is a daemon: a thread the program does not wait for, such as the monitor of a tqdm progress

@@ -195,7 +195,7 @@ def design_table(repeats=200, product_repeats=10, seed=0):
     lines = [f"| {TIMED_SIZE}'s shapes, best of {repeats} ({product_repeats} for the products), in turns | "
              f"gpt2.py's way | time | the other way | time | other / gpt2.py's |", "|" + " --- |" * 6]
     for what, ours_label, ours, other_label, other, calls in cases:
-        settle = 0.2 if calls == product_repeats else 0.0  # OpenBLAS's threads and the helper spin ~0.1 s after
+        settle = 0.2 if calls == product_repeats else 0.0  # OpenBLAS's threads and the helper spin a while after
         mine, theirs = best_seconds([ours, other], calls, settle)
         lines.append(f"| {what} | {ours_label} | {duration_text(mine)} | {other_label} | {duration_text(theirs)} | "
                      f"{theirs / mine:.2f}× |")
