@@ -6,7 +6,7 @@ what a command owes the person who typed it:
 - Flags are checked before any work. A script's flags are fire's (`--name value`, `--flag`/`--noflag`), and
   fire alone would notice a misspelt one only after the whole measurement had run: `run_script` checks every
   flag's NAME first (flags.parse_command_line), and each script's main() checks the VALUES first thing, with
-  cli's checkers and the list checkers below. A bad flag is one line `error: ...` and exit code 2.
+  flags.py's checkers and the list checkers below. A bad flag is one line `error: ...` and exit code 2.
 - The standard output is checked before any work: `python main.py >&-` starts Python without one, and the
   first print, after minutes of loading, would fail.
 - Ctrl-C ends a run with the one line `Interrupted.` and exit code 130 (128 + SIGINT, as shells report it).
