@@ -19,8 +19,9 @@ the free token after a round that kept every guess blue; (5) both runs' times, t
 rate, the target passes and the drafter's rounds; at temperature 0 the two texts must be the target's greedy
 text, and are compared.
 
-Timing: loading is not timed, nor a warm-up pass of each model over the prompt (one-off costs fall on neither
-sampler). Then each sampler gets fresh model functions (an empty KV cache) and runs once; the pass over the
+Timing: loading is not timed, nor a warm-up pass of each model over the prompt, nor choosing the route each
+product takes on this machine (speed/routes.settle: a few seconds at a model's first run here, kept in its
+folder for the next): one-off costs fall on neither sampler. Then each sampler gets fresh model functions (an empty KV cache) and runs once; the pass over the
 prompt and printing the text are part of its time.
 
 Why the speedup depends on the cache: with the KV cache a decoding step reads every weight once for one
@@ -68,6 +69,7 @@ from loaders.download import MODEL_SIZES
 from utils import check_same_tokenizer, download_and_load
 from loaders.weights import CheckpointError
 from speed import calibration
+from speed import routes as product_routes
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -226,23 +228,30 @@ def with_costs(model, costs, draft=False):
     return model
 
 
-def calibrated_costs(flags, target, draft):
+def target_folder(flags):
+    """The target's folder, where what was measured for it is kept (a released size's or a local one), or None
+    for a model in the Hugging Face cache, which is not this project's to write into."""
+    size = flags.target_model_size
+    return Path(size) if Path(size).is_dir() else Path(flags.models_dir) / size if size in MODEL_SIZES else None
+
+
+def calibrated_costs(flags, target, draft, routes):
     """(MeasuredCosts, lines to print): the costs K=auto plans with, from --r_table, else measured now.
 
-    target, draft: the warm-up model functions (draft None without a draft model). A measured table is written
-    next to the target's folder (a released size's or a local one), so that --r_table can give it again.
+    target, draft: the warm-up model functions (draft None without a draft model); routes: the products' routes,
+    as speed/routes.settle gave them. A measured table is written next to the target's folder, so that
+    --r_table can give it again.
     """
     if flags.r_table is not None:
         return calibration.load_costs(flags.r_table), [f"K=auto plans with the costs in {flags.r_table}"]
-    costs, seconds = timed(lambda: calibration.calibrate(target, draft))
+    costs, seconds = timed(lambda: calibration.calibrate(target, draft, routes=routes))
     costs.target, costs.draft = flags.target_model_size, flags.draft_model_size or ""
     lines = [f"K=auto plans with costs measured on this machine ({seconds:.1f} s, before the timed runs)"]
     name = calibration.COSTS_FILE if flags.kv_cache else calibration.COSTS_FILE.replace(".json", "_no_cache.json")
-    size = flags.target_model_size
-    folder = Path(size) if Path(size).is_dir() else Path(flags.models_dir) / size if size in MODEL_SIZES else None
+    folder = target_folder(flags)
     if folder is None:
-        lines.append(f"(not written to a file: {size} lives in the Hugging Face cache, which is not this project's "
-                     f"to write into)")
+        lines.append(f"(not written to a file: {flags.target_model_size} lives in the Hugging Face cache, which is "
+                     f"not this project's to write into)")
         return costs, lines
     try:
         path = calibration.save_costs(folder / name, costs)
@@ -389,9 +398,12 @@ def main(
         if warm_draft is not None:
             warm_draft(prompt_ids)  # warm-up, not timed: see the docstring
         warm_target(prompt_ids)
+        with errors_as_one_line():  # a routes file that is not one settle wrote: one line naming it
+            routes, line = product_routes.settle(target_folder(flags))  # each product's fastest route: not timed
+        print(line, flush=True)
         costs = None
         if flags.K == "auto" and flags.tree is None:  # K=auto plans with r(m) and c: measured now, not timed
-            costs, lines = calibrated_costs(flags, warm_target, warm_draft)
+            costs, lines = calibrated_costs(flags, warm_target, warm_draft, routes)
             print("\n".join(lines) + f"\n{costs.summary()}\n", flush=True)
 
         def new_costed_target():

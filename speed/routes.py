@@ -11,18 +11,23 @@ from 1 to M_MAX, every route (products.ROUTES, SCORE_ROUTES) on the matrices the
 turns, the slowest of `repeats`; a route far slower than the fastest in the first turn is not timed again.
 A row count whose best is slower than a larger one's takes that one, padded with zero rows.
 
-The choice is kept with the costs (speed/calibration.py writes it into the costs file with r(m), and a run
-given that file takes the same routes: the same numbers, bit for bit), with the `fingerprint` of what decides
-it: NumPy's version, its BLAS and the kernels it runs, the processor's name and its instruction sets. A file
-made under another fingerprint is not used; calibrating measures anew.
+The choice is made once, at a model's first use on this machine, and kept beside the model (`settle`:
+ROUTES_FILE in its folder, which later runs read instead of measuring) and with the costs (speed/calibration.py
+writes it into the costs file with r(m)): a run given either takes the same routes, so the same numbers, bit
+for bit. Both keep the `fingerprint` of what decides it: NumPy's version, its BLAS and the kernels it runs, the
+processor's name and its instruction sets. A choice made under another fingerprint is not used: it is made anew.
 """
 
 import hashlib
+import json
 import platform
 import time
+from pathlib import Path
 
 import numpy as np
 
+from loaders.safe_files import write_atomically
+from loaders.weights import read_small_file
 from lookahead import AUTO_K_MAX
 from speed import products
 from speed import second_core
@@ -35,6 +40,8 @@ PRUNE = 1.5  # a route this many times as slow as the fastest in the first turn 
 PAD_MAX = 3  # zero rows a padded route adds at most: m's and n's are timed at different moments, so a burst of
 # load on m's turns could make any larger n look faster; a kernel's block of rows is at most 4 wide
 KEEP_DEFAULT = 1.05  # the default route stays unless another is faster by more than this (noise is no reason)
+ROUTES_FILE = "routes.json"  # the name of the file, in a model's folder, that keeps the routes chosen for it
+MAX_ROUTES_BYTES = 64 << 10  # a file `settle` writes is about 1 KB
 
 
 def fingerprint():
@@ -138,12 +145,13 @@ def chosen(times):
             if default in by_route and by_route[default] <= KEEP_DEFAULT * by_route[route]:
                 route = default
             best[m] = (route, by_route[route])
-        routes = []
-        for m in sorted(by_m):
-            larger = [n for n in by_m if m < n <= m + PAD_MAX and best[n][1] * KEEP_DEFAULT < best[m][1]]
+        routes = {}
+        for m in sorted(by_m, reverse=True):  # the larger m first: a row count is padded only to a direct one
+            larger = [n for n in by_m if m < n <= m + PAD_MAX and not routes[n].startswith(products.PADDED)
+                      and best[n][1] * KEEP_DEFAULT < best[m][1]]
             padded = min(larger, key=lambda n: best[n][1], default=None)
-            routes.append(products.PADDED + str(padded) if padded else best[m][0])
-        table[kind] = routes
+            routes[m] = products.PADDED + str(padded) if padded else best[m][0]
+        table[kind] = [routes[m] for m in sorted(by_m)]
     return table
 
 
@@ -201,3 +209,51 @@ def text(table):
                 start = m + 1
         lines.append(f"{kind} {', '.join(spans)}")
     return "; ".join(lines)
+
+
+def settle(folder=None):
+    """The routes of the products this process has made so far, once per machine: (table, one line saying where
+    they came from). Those kept in folder/ROUTES_FILE where that file was written on a machine of this
+    `fingerprint`; else chosen now (`choose`, a few seconds) and written there, for the next run to read. With
+    no folder (a model in the Hugging Face cache, which is not this project's to write into, or random weights)
+    they are chosen and not kept. A file that is not one `settle` wrote is a ValueError in one line naming it.
+
+    main.py settles the target's routes after its untimed warm-up pass, so that plain decoding, not only K=auto's
+    calibration, takes the fastest routes; delete the file to measure them again."""
+    path = Path(folder) / ROUTES_FILE if folder is not None else None
+    if path is not None and path.is_file():
+        kept = read_routes(path)
+        if kept["fingerprint"] == fingerprint():
+            use(kept["routes"])
+            return kept["routes"], (f"routes as chosen on this machine before ({path}): "
+                                    f"{text(kept['routes']) or 'the defaults'}")
+    start = time.perf_counter()
+    table = choose()
+    seconds = time.perf_counter() - start
+    line = f"routes chosen on this machine ({seconds:.1f} s): {text(table) or 'the defaults'}"
+    if path is None:
+        return table, line
+    try:
+        write_atomically(path, json.dumps({"fingerprint": fingerprint(), "routes": table}, indent=1) + "\n")
+    except OSError as error:
+        return table, f"{line} (not written to {path}: {error.strerror or error})"
+    return table, f"{line} (written to {path}: later runs take them from there)"
+
+
+def read_routes(path):
+    """{"fingerprint": text, "routes": table} from a file `settle` wrote, each field checked; else a ValueError in
+    one line naming the file, the field and what to do."""
+    where = f"the routes file {path}"
+    try:
+        data = json.loads(read_small_file(path, MAX_ROUTES_BYTES).decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as error:
+        reason = getattr(error, "strerror", None) or str(error)[:200] or type(error).__name__
+        raise ValueError(f"cannot read {where}: {reason}; delete it and the next run chooses the routes anew") from None
+    if not (isinstance(data, dict) and isinstance(data.get("fingerprint"), str) and len(data["fingerprint"]) <= 1_000):
+        raise ValueError(f"{where} must hold {{\"fingerprint\": text, \"routes\": {{kind: [route, ...]}}}}; delete it "
+                         f"and the next run chooses the routes anew")
+    try:
+        check(data.get("routes"), where)
+    except ValueError as error:
+        raise ValueError(f"{error}; delete it and the next run chooses the routes anew") from None
+    return data

@@ -193,3 +193,46 @@ def test_calibrate_given_routes_takes_them_before_timing_and_keeps_them_with_thi
     events.clear()
     costs = calibration.calibrate(model, m_max=3, repeats=1, prefix=[1, 2])
     assert events[2] == ("choose", None) and costs.routes == {"blocks": ["vectors"]}
+
+
+def test_a_row_count_is_padded_only_to_one_whose_own_route_is_direct():
+    """m = 9's best is slower than m = 12's, and m = 12's than m = 13's: 12 is padded to 13, and 9, for which
+    13 is more than PAD_MAX rows away, is not padded to 12 (whose rows are themselves padded) but keeps its own
+    route, so that the table is one `check` takes: a padded route names a larger m whose route is direct."""
+    seconds = {9: 4.0, 12: 2.0, 13: 1.0}
+    times = {"blocks": {m: {"panels": seconds.get(m, 5.0), "one call": seconds.get(m, 5.0)} for m in range(1, 14)}}
+    table = routes.chosen(times)
+    assert table["blocks"][8] == "panels" and table["blocks"][11:] == ["padded to 13", "panels"]
+    assert routes.check(table, "here") == table
+
+
+def test_settle_chooses_the_routes_once_keeps_them_in_the_folder_and_a_later_run_reads_them(tmp_path, monkeypatch):
+    """The first settle measures (`choose`) and writes ROUTES_FILE with this machine's fingerprint; the second
+    takes the file's routes without measuring; a file written under another fingerprint is measured anew and
+    rewritten; with no folder the routes are chosen and kept nowhere."""
+    table = {"blocks": ["panels", "vectors", "padded to 4", "panels"]}
+    chosen, taken = [], []
+    monkeypatch.setattr(routes, "choose", lambda: chosen.append(1) or table)
+    monkeypatch.setattr(routes, "use", taken.append)
+    first, line = routes.settle(tmp_path)
+    assert first == table and len(chosen) == 1 and "written to" in line and "2 vectors" in line
+    second, line = routes.settle(tmp_path)
+    assert second == table and len(chosen) == 1 and taken == [table] and "before" in line
+    path = tmp_path / routes.ROUTES_FILE
+    path.write_text(path.read_text().replace(routes.fingerprint(), "NumPy 0.1, another processor"))
+    routes.settle(tmp_path)
+    assert len(chosen) == 2 and routes.read_routes(path)["fingerprint"] == routes.fingerprint()
+    _, line = routes.settle(None)
+    assert len(chosen) == 3 and "written" not in line
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{", "cannot read"),
+    ('{"routes": {}}', "must hold"),
+    ('{"fingerprint": "x", "routes": {"blocks": ["sideways"]}}', "for m = 1 must be one of"),
+])
+def test_a_routes_file_settle_did_not_write_is_refused_in_one_line_that_says_to_delete_it(tmp_path, text, message):
+    (tmp_path / routes.ROUTES_FILE).write_text(text)
+    with pytest.raises(ValueError, match=message) as refused:
+        routes.settle(tmp_path)
+    assert str(tmp_path / routes.ROUTES_FILE) in str(refused.value) and "delete it" in str(refused.value)

@@ -28,7 +28,8 @@ One run:
      function rolls its cache back to them) over that of a 1-position pass, for m in --ms.
    Both are timed in turns (this project, llama.cpp, this project, ...) --repeats times, each turn after a
    pause in which the other's worker threads go to sleep (SETTLE_SECONDS); a time is the minimum over the
-   repeats and r(m) a ratio of minimums, measured in the same process.
+   repeats and r(m) a ratio of minimums, measured in the same process. Before the first turn, this project's
+   products take the routes speed/routes.py measures fastest in that process (the report names them).
    - where this project's step goes: tools/benchmark_forward.step_breakdown (the block products alone, the
      LM head alone, the rest of the pass, the sampler), beside llama.cpp's whole step.
 3. The tables, in markdown (`markdown_report`), and with --json FILE every timing; tools/make_readme_figures.py
@@ -65,6 +66,7 @@ from loaders.download import HPARAMS  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import common_prefix_length, create_model_fn, logits_to_probs  # noqa: E402
 from sampling import autoregressive_sampling  # noqa: E402
+from speed import routes  # noqa: E402
 from tools import benchmark_forward  # noqa: E402
 from tools.benchmark_forward import parse_list  # noqa: E402
 from tools.machine import blas_description, blas_threads, load_average, machine_description  # noqa: E402
@@ -257,6 +259,7 @@ def measure_here(settings, gguf_path, threads):
     passes = {name: {m: [] for m in settings["ms"]} for name in models}
     for model in models.values():
         model(context, 1)  # the context into the cache: not timed
+    chosen = routes.choose()  # this project's products take the routes measured fastest here (speed/routes.py)
     for repeat in range(settings["repeats"]):
         print(f"{benchmark_forward.threads_label(threads)}: repeat {repeat + 1} of {settings['repeats']}", file=sys.stderr,
               flush=True)  # progress on stderr: a process run by measure_in_process shows it, its report is not
@@ -272,7 +275,7 @@ def measure_here(settings, gguf_path, threads):
     breakdown = benchmark_forward.step_breakdown(ours, params, context + decoded[OURS], n_context,
                                                  settings["repeats"], rng)
     return {"threads": threads, "blas_threads": blas_threads(), "agreement": agreement, "decode": decode,
-            "passes": passes, "breakdown": breakdown}
+            "passes": passes, "breakdown": breakdown, "routes": routes.text(chosen)}
 
 
 def measure_in_process(settings, gguf_path, threads, folder):
@@ -389,7 +392,10 @@ def markdown_report(data) -> str:
     from tools.pages import wrap
 
     run, results = data["run"], data["results"]
-    return "\n".join([wrap(run_text(run)), "", benchmark.format_table(speed_rows(results), markdown=True), "",
+    chosen = "; ".join(f"{benchmark_forward.threads_label(res['threads'])}: {res.get('routes') or 'the defaults'}"
+                       for res in results)
+    return "\n".join([wrap(run_text(run)), "", wrap(f"This project's routes, chosen in each process before anything "
+                                                     f"was timed (speed/routes.py): {chosen}."), "", benchmark.format_table(speed_rows(results), markdown=True), "",
                       wrap(goal_text(results)), "", benchmark.format_table(breakdown_rows(results, run["repeats"]),
                                                                            markdown=True), "",
                       wrap(agreement_text(run, results))])
