@@ -46,7 +46,6 @@ from pathlib import Path
 
 import speed.openblas_env  # noqa: F401  before NumPy loads OpenBLAS, which reads its settings then
 
-import fire
 import numpy as np
 
 import drafters
@@ -58,11 +57,10 @@ from command_line.flags import (
     check_flags,
     damage_as_one_line,
     errors_as_one_line,
-    parse_command_line,
     tree_nodes,
     tree_text,
 )
-from command_line.scripts import check_stdout, ending_as_one_line
+from command_line.scripts import run_script
 from records import AutoregressiveStats, SpeculativeStats, timed
 from model_fn import create_model_fn
 from loaders.download import MODEL_SIZES
@@ -464,7 +462,8 @@ def main(
 
 
 def run_command_line(argv):
-    """`python main.py ARGS`: fire's help for --help / -h, else the checked flags into main().
+    """`python main.py ARGS`: fire's help for --help / -h, else the checked flags, each as the text typed, into
+    main() (command_line/scripts.run_script, as every script of the project).
 
     Before anything runs, the flags and the standard output are checked. The ways the terminal, the disk or
     the user can end a run end it in one line (scripts.ending_as_one_line): Ctrl-C is `Interrupted.` (exit
@@ -472,16 +471,7 @@ def run_command_line(argv):
     the run stops quietly, as Unix tools do. A terminal whose encoding cannot show a character gets it as
     an escape (\\xe9).
     """
-    if any(argument in ("--help", "-h") for argument in argv):
-        fire.Fire(main, command=argv)
-        return
-    with ending_as_one_line():
-        with errors_as_one_line():
-            check_stdout()
-            kwargs = parse_command_line(argv, main)
-        if hasattr(sys.stdout, "reconfigure"):  # a real stream (not a test's capture)
-            sys.stdout.reconfigure(errors="backslashreplace")
-        main(**kwargs)
+    run_script(main, argv, "main.py", as_text=True)
 
 
 if __name__ == "__main__":

@@ -91,7 +91,8 @@ def run_script(main, argv, script, as_text=False):
     """`python SCRIPT ARGS` for a script whose main() takes fire's flags: --help is fire's; otherwise the output
     and every flag's name are checked before main() runs (main checks the values first thing), and the run ends
     as ending_as_one_line says. fire reads the values ("1,2" a tuple, "4" an int); with as_text, main() gets
-    each as the text typed, as main.py's does (a prompt with a comma stays one text)."""
+    each as the text typed, as main.py's does (a prompt with a comma stays one text). A terminal whose encoding
+    cannot show a character gets it as an escape (\\xe9)."""
     if any(argument in ("--help", "-h") for argument in argv):
         fire.Fire(main, command=list(argv), name=script)
         return
@@ -99,6 +100,8 @@ def run_script(main, argv, script, as_text=False):
         with errors_as_one_line():
             check_stdout()
             kwargs = parse_command_line(argv, main, script)  # the names (and how many values by position)
+        if hasattr(sys.stdout, "reconfigure"):  # a real stream (not a test's capture)
+            sys.stdout.reconfigure(errors="backslashreplace")
         if as_text:
             main(**kwargs)
         else:
