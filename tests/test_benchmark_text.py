@@ -53,5 +53,5 @@ def test_the_modelled_speedup_is_the_tokens_over_the_rounds_costs():
 
 
 def test_an_unknown_text_names_the_ones_there_are():
-    with pytest.raises(ValueError, match="no text called 'poem'.*code, prose, quotes, rewrite"):
+    with pytest.raises(ValueError, match="no text called 'poem'.*code, excerpts, prose, quotes, rewrite"):
         benchmark_text.read_texts(["poem"], list)

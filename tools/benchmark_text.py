@@ -9,7 +9,8 @@ exactly when the real text continues as they say, and the time is that of a real
 
 The texts ship in tools/texts/ (written for this project): NAME.txt holds a prompt, a line `=== output ===`,
 and the output the target writes. prose (an essay continued), code (a module continued), rewrite (a 29-line
-function given back with two names changed and two lines added), quotes (an answer quoting meeting notes).
+function given back with two names changed and two lines added), quotes (an answer quoting meeting notes in
+short phrases), excerpts (an answer that gives back five clauses of a tenancy agreement word for word).
 They are tokenized with GPT-2's BPE from $GPT2_MODELS_DIR/124M (encoder.json, vocab.bpe) when it is there,
 else byte by byte.
 
@@ -63,7 +64,7 @@ from command_line.scripts import as_names, as_whole_numbers, check_output_file, 
 from loaders.weights import read_small_file  # noqa: E402
 
 TEXTS_DIR = Path(__file__).resolve().parent / "texts"
-TEXT_NAMES = ("prose", "code", "rewrite", "quotes")
+TEXT_NAMES = ("prose", "code", "rewrite", "quotes", "excerpts")
 SEPARATOR = "\n=== output ===\n"
 MAX_TEXT_BYTES = 1 << 20  # each text is a few KB: the prompt and the output fit in a context of 1,024 tokens
 BUCKET_NAMES = [f"{low}" if high == low else f"{low}-{high}" if high else f"{low}+"
@@ -328,8 +329,8 @@ def run(texts=TEXT_NAMES, Ks=(4, 8, 16, "auto"), size="124M", repeats=3, capped=
     return results, info
 
 
-def main(texts="prose,code,rewrite,quotes", Ks="4,8,16,auto", size="124M", repeats=3, capped=True, r_table=None,
-         calibrate_repeats=5, json=None, seed=0):
+def main(texts="prose,code,rewrite,quotes,excerpts", Ks="4,8,16,auto", size="124M", repeats=3, capped=True,
+         r_table=None, calibrate_repeats=5, json=None, seed=0):
     """Run the benchmark and print its table (see the module docstring).
 
     Args:
