@@ -68,11 +68,20 @@ def fingerprint():
 
 
 def candidates(kind, m):
-    """The routes timed for a product of this kind and m rows (one row has no panels of its own: the panels'
-    one-row product is the matrix-vector product, the same as "vectors")."""
+    """The routes timed for a product of this kind and m rows. One row of a weight matrix is not timed: on every
+    route it is a matrix-vector product, memory-bound, and the routes differ only in whose threads run it. One
+    BLAS call on both cores, timed back to back, can look as fast as the default, and then cost twice as much in
+    a pass that comes after the cores were idle a moment (the helper's and BLAS's threads handing the second
+    core back and forth: seen on a virtual machine), so the one-token step keeps the default. For the same
+    reason, where a helper process shares the products, one BLAS call on both cores is not timed at any m: its
+    cost depends on what the second core did just before, which a short measurement cannot see (it was chosen
+    for 16 rows, then cost twice the panels in the passes that followed)."""
     if kind == "scores":
         return list(products.SCORE_ROUTES)
-    return [route for route in products.ROUTES if not (m == 1 and route in ("vectors", "halves"))]
+    if m == 1:
+        return [products.default_route(kind, 1)]
+    helper = not second_core.unavailable()
+    return [route for route in products.ROUTES if not (route == "one call" and helper)]
 
 
 def handed_over(route, after_helper):
@@ -134,8 +143,8 @@ def measure(m_max=M_MAX, repeats=REPEATS, rng=None):
 
 def chosen(times):
     """{kind: [route for m = 1 .. m_max]} from measure's times: the fastest route at each m (the default one
-    unless another beats it by more than KEEP_DEFAULT), or PADDED + a larger m (by at most PAD_MAX rows) whose
-    chosen direct route is faster still."""
+    unless another beats it by more than KEEP_DEFAULT), or, from m = 2, PADDED + a larger m (by at most PAD_MAX
+    rows) whose chosen direct route is faster still."""
     table = {}
     for kind, by_m in times.items():
         best = {}
@@ -147,8 +156,8 @@ def chosen(times):
             best[m] = (route, by_route[route])
         routes = {}
         for m in sorted(by_m, reverse=True):  # the larger m first: a row count is padded only to a direct one
-            larger = [n for n in by_m if m < n <= m + PAD_MAX and not routes[n].startswith(products.PADDED)
-                      and best[n][1] * KEEP_DEFAULT < best[m][1]]
+            larger = [n for n in by_m if 1 < m < n <= m + PAD_MAX and not routes[n].startswith(products.PADDED)
+                      and best[n][1] * KEEP_DEFAULT < best[m][1]]  # (one row padded would read the same weights)
             padded = min(larger, key=lambda n: best[n][1], default=None)
             routes[m] = products.PADDED + str(padded) if padded else best[m][0]
         table[kind] = [routes[m] for m in sorted(by_m)]

@@ -55,3 +55,27 @@ def test_the_modelled_speedup_is_the_tokens_over_the_rounds_costs():
 def test_an_unknown_text_names_the_ones_there_are():
     with pytest.raises(ValueError, match="no text called 'poem'.*code, excerpts, prose, quotes, rewrite"):
         benchmark_text.read_texts(["poem"], list)
+
+
+def test_each_text_is_held_to_the_goal_its_tokens_per_pass_at_k_16_give_it():
+    """Made-up runs, no clock. 100 tokens; autoregressive 1 s end to end. prose: 96 passes at K = 16 (1.04 tokens
+    per pass, under UNPREDICTABLE), K = auto 1/1.05 = 0.95x: misses 0.97 by 0.02. rewrite on an AVX2 machine:
+    1/0.3125 = 3.20x, meets 3.0 (on an AVX-512 one it misses 3.5 by 0.30). excerpts: 20 passes (5.00 per pass),
+    1/0.5 = 2.00x meets 2.0. code: 2.00 per pass, neither unpredictable nor quote-heavy: no goal."""
+    Run = benchmark_text.Run
+
+    def rows(k16_passes, auto_seconds):
+        return {"autoregressive": [Run(0.5, 0.5, target_passes=100)],
+                benchmark_text.row_label(16, None): [Run(0.5, 0.5, target_passes=k16_passes)],
+                benchmark_text.row_label("auto", None): [Run(0.5, auto_seconds - 0.5, target_passes=50)]}
+
+    results = {"prose": rows(96, 1.05), "rewrite": rows(10, 0.3125), "excerpts": rows(20, 0.5), "code": rows(50, 0.5)}
+    lines = benchmark_text.goal_lines(results, "avx2")
+    assert lines == [
+        "prose (1.04 tokens per pass at K = 16: lookup cannot predict it): K = auto 0.95x end to end, the goal at "
+        "least 0.97x: missed by 0.02.",
+        "rewrite (10.00 tokens per pass at K = 16: the rewrite, on an AVX2 machine): K = auto 3.20x end to end, the "
+        "goal at least 3.00x: met.",
+        "excerpts (5.00 tokens per pass at K = 16: quote-heavy): K = auto 2.00x end to end, the goal at least 2.00x: "
+        "met."]
+    assert benchmark_text.goal_lines(results, "avx512")[1].endswith("the goal at least 3.50x: missed by 0.30.")

@@ -3,6 +3,7 @@
 import platform
 
 import numpy as np
+import pytest
 
 from tools import machine
 
@@ -34,3 +35,21 @@ def test_the_blas_is_named_with_its_version_or_said_to_be_unknown(monkeypatch):
     assert machine.blas_description() == "scipy-openblas 0.3.31.188.0"
     monkeypatch.setattr(machine.np, "show_config", lambda mode: {"Build Dependencies": {}})
     assert machine.blas_description() == "an unknown BLAS"
+
+
+@pytest.mark.parametrize("core, kind", [("SkylakeX", "avx512"), ("Cooperlake", "avx512"), ("SapphireRapids", "avx512"),
+                                        ("Haswell", "avx2"), ("Zen", "avx2"), ("ARMV8", "avx2")])
+def test_the_machine_kind_is_the_one_of_the_kernels_openblas_chose(monkeypatch, core, kind):
+    """OpenBLAS's kernels decide: SkylakeX's family has the small-matrix kernel the panels rely on (AVX-512);
+    Haswell's (an AVX2 processor, or a Xeon under OPENBLAS_CORETYPE=Haswell), Zen's or an Arm's do not."""
+    monkeypatch.setattr(machine, "openblas_core", lambda: core)
+    assert machine.machine_kind() == kind
+
+
+def test_without_openblas_the_processors_avx512f_flag_decides(monkeypatch, tmp_path):
+    monkeypatch.setattr(machine, "openblas_core", lambda: "")
+    real_path = machine.Path
+    for flags, kind in (("fpu sse2 avx2 avx512f avx512bw", "avx512"), ("fpu sse2 avx2 fma", "avx2")):
+        (tmp_path / "cpuinfo").write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+        monkeypatch.setattr(machine, "Path", lambda name: real_path(tmp_path / "cpuinfo"))
+        assert machine.machine_kind() == kind

@@ -12,6 +12,7 @@ import re
 import pytest
 
 from page_blocks import generated_block, markdown_rows
+from tools.machine import KINDS
 
 
 UNITS = {"GB": 1e9, "MB": 1e6, "kB": 1e3, "s": 1.0, "ms": 1e-3, "µs": 1e-6, "%": 1e-2}
@@ -178,14 +179,31 @@ def check_pass_table(block):
             assert goal.endswith("met") or goal.endswith(f"missed by {worst - limit:.2f}"), (m, goal)
 
 
-CHECKS = {"pass-timing": check_pass_table, "avx2-pass-timing": check_pass_table, "forward-table": check_forward_table, "forward-breakdown": check_forward_breakdown,
+CHECKS = {"forward-table": check_forward_table, "forward-breakdown": check_forward_breakdown,
           "r-table": check_r_table, "context-table": check_context_table, "loading-table": check_loading_table,
-          "design-timing": check_design_table, "peer-speed": check_peer_speed, "llama-cpp": check_llama_cpp}
+          "design-timing": check_design_table, "peer-speed": check_peer_speed,
+          **{f"pass-timing-{kind}": check_pass_table for kind in KINDS},
+          **{f"llama-cpp-{kind}": check_llama_cpp for kind in KINDS}}
 
 
 @pytest.mark.parametrize("name", sorted(CHECKS))
 def test_each_measured_table_agrees_with_itself(name):
     CHECKS[name](generated_block(name))
+
+
+def test_the_readmes_machine_kinds_table_is_what_both_llama_cpp_parts_measured():
+    """Each kind's row holds its llama-cpp-KIND part's r(2..16) on 2 threads, this project's and llama.cpp's, and
+    the decoding step's quotient on 1 and 2 threads, as kinds_table reads them from the part."""
+    from tools.measured_parts import kinds_table
+
+    parts = {kind: generated_block(f"llama-cpp-{kind}") for kind in KINDS}
+    assert generated_block("machine-kinds") == kinds_table(parts)
+    for kind, name in KINDS.items():
+        if "| 2 threads | this project |" in parts[kind]:
+            table = next(chunk for chunk in parts[kind].split("\n\n") if chunk.startswith("| threads |"))
+            ours = next(row for row in markdown_rows(table) if row[:2] == ["2 threads", "this project"])
+            assert f"| {name} | " in generated_block("machine-kinds") and " / ".join(ours[4:]) in generated_block(
+                "machine-kinds"), kind
 
 
 def test_the_forward_summary_quotes_the_tables_ratios():
@@ -195,3 +213,12 @@ def test_the_forward_summary_quotes_the_tables_ratios():
     _, *rows = markdown_rows(generated_block("forward-table"))
     best = span([float(row[5].rstrip("x")) for row in rows])
     assert f"The best runs are {best}× the strict floor" in " ".join(generated_block("forward-summary").split())
+
+
+def test_a_kind_with_no_llama_cpp_run_yet_says_so_in_the_machine_kinds_table():
+    """kinds_table reads only a part with both tables' rows; an empty or skipped part is 'not measured yet'."""
+    from tools.measured_parts import kinds_table
+
+    table = kinds_table({"avx512": generated_block("llama-cpp-avx512"), "avx2": ""})
+    rows = {row[0]: row for row in markdown_rows(table)[1:]}
+    assert rows["AVX2"][1] == "not measured yet" and re.fullmatch(r".+, \d{4}-\d\d-\d\d", rows["AVX-512"][1])

@@ -11,6 +11,12 @@ from tools.benchmark import HPARAMS
 from tools import pass_parts
 
 
+@pytest.fixture(autouse=True)
+def avx512_goals(monkeypatch):
+    """The goals of an AVX-512 machine, whatever kind runs the test: the sums below are worked against them."""
+    monkeypatch.setattr(pass_parts, "GOALS", pass_parts.GOALS_BY_KIND["avx512"])
+
+
 def block_shapes(hparams):
     """Stand-ins with the shapes of a size's block matrices (no memory: slices_per_matrix reads shapes only)."""
     n_embd = hparams["n_embd"]

@@ -18,6 +18,7 @@ from page_blocks import BENCHMARKS, EXERCISES, ONE_COMMAND, PAGES, README, gener
 from test_measured_tables import CHECKS, check_llama_cpp, check_peer_speed
 
 from tools import worked_round
+from tools.machine import KINDS, machine_kind
 
 
 def test_the_worked_round_in_the_readme_is_what_img_worked_round_py_prints():
@@ -323,20 +324,23 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
         forward_context_rounds=1, peer_sizes=tiny, loading_sizes=tiny, loading_repeats=1,
         text_repeats=0, grading_submissions=1)
     parts = dry_run_parts(capsys.readouterr().out)
+    kind = machine_kind()  # the per-kind parts are this machine's kind's
     for name in ("forward-run", "forward-table", "forward-breakdown", "forward-summary", "r-table", "context-table",
-                 "peer-speed", "llama-cpp", "loading-table", "break-even-table", "lookup-timing", "bpe-timing",
-                 "sampler-timing", "design-timing", "pass-timing", "hf-agreement", "unicode-count", "grading-time",
-                 "machine"):
+                 "peer-speed", f"llama-cpp-{kind}", "loading-table", "break-even-table", "lookup-timing", "bpe-timing",
+                 "sampler-timing", "design-timing", f"pass-timing-{kind}", "hf-agreement", "unicode-count",
+                 "grading-time", "machine"):
         assert name in parts, name
+    assert "machine-kinds" not in parts  # llama.cpp was skipped: the README's table keeps what it had
     for name in parts:
         assert any(f"<!-- {name}: begin (" in page for page in PAGES.values()), f"no page has marks for {name}"
     for name, check in CHECKS.items():
-        check(parts[name])
+        if name in parts:  # the other kind's parts are not made on this machine
+            check(parts[name])
     assert "`python tools/benchmark_forward.py --sizes ''" in parts["forward-run"]
     assert "with `OPENBLAS_NUM_THREADS=1` in the environment" in parts["forward-run"]
     labels = [row[0] for row in markdown_rows(parts["context-table"])[1:]]
     assert "ms/token, median, 1 thread" in labels and len(labels) == 4, labels  # two rows per thread count
-    assert "skipped" in parts["peer-speed"] and "skipped" in parts["llama-cpp"]
+    assert "skipped" in parts["peer-speed"] and "skipped" in parts[f"llama-cpp-{kind}"]
 
 
 def test_the_text_benchmark_part_is_tools_benchmark_texts_own_table_run_as_a_process(monkeypatch):
@@ -355,7 +359,7 @@ def test_the_text_benchmark_part_is_tools_benchmark_texts_own_table_run_as_a_pro
     block = measured_parts.text_benchmark_block(2)
     assert ran == [["tools/benchmark_text.py", "--repeats", 2]]
     assert block == benchmark_text.markdown_table(data) and "\n| rewrite | lookup, K=auto |" in block
-    assert "<!-- text-benchmark: begin (" in PAGES["docs/BENCHMARKS.md"]
+    assert all(f"<!-- text-benchmark-{kind}: begin (" in PAGES["docs/BENCHMARKS.md"] for kind in KINDS)
 
 
 def test_with_torch_installed_the_peer_runs_with_this_runs_sizes_prompt_tokens_and_threads(monkeypatch):
@@ -414,4 +418,4 @@ def test_with_llama_cpp_installed_the_figures_command_runs_the_comparison_and_pu
     assert ran == [["tools/compare_llama_cpp.py", "--repeats", 3]]
     assert block == compare_llama_cpp.markdown_report(fake_data())
     check_llama_cpp(block)
-    assert "<!-- llama-cpp: begin (" in PAGES["docs/BENCHMARKS.md"]
+    assert all(f"<!-- llama-cpp-{kind}: begin (" in PAGES["docs/BENCHMARKS.md"] for kind in KINDS)

@@ -236,3 +236,21 @@ def test_a_routes_file_settle_did_not_write_is_refused_in_one_line_that_says_to_
     with pytest.raises(ValueError, match=message) as refused:
         routes.settle(tmp_path)
     assert str(tmp_path / routes.ROUTES_FILE) in str(refused.value) and "delete it" in str(refused.value)
+
+
+def test_one_row_of_a_weight_matrix_keeps_the_default_route_and_is_never_padded():
+    """The one-token step is a matrix-vector product on every route: only the default is timed for it (candidates),
+    and however fast two rows looked, one row is not padded to them (chosen)."""
+    assert routes.candidates("blocks", 1) == ["panels"] and routes.candidates("head", 1) == ["panels"]
+    assert "panels" in routes.candidates("blocks", 2) and "vectors" in routes.candidates("blocks", 2)
+    times = {"head": {1: {"panels": 3.0}, 2: {"panels": 1.0, "vectors": 1.2, "halves": 1.1, "one call": 1.3}}}
+    assert routes.chosen(times) == {"head": ["panels", "panels"]}
+
+
+def test_one_blas_call_on_both_cores_is_timed_only_where_no_helper_shares_the_second_core(monkeypatch):
+    """With a helper, BLAS's own second thread and the helper hand the core back and forth, at a cost a short
+    measurement does not see: the route is left out. With none (one thread, or no fork), it is one of the routes."""
+    monkeypatch.setattr(routes.second_core, "unavailable", lambda: "")
+    assert "one call" not in routes.candidates("blocks", 4) and "halves" in routes.candidates("blocks", 4)
+    monkeypatch.setattr(routes.second_core, "unavailable", lambda: "OPENBLAS_NUM_THREADS=1")
+    assert routes.candidates("blocks", 4) == list(products.ROUTES)

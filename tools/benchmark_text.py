@@ -58,7 +58,7 @@ from model_fn import create_model_fn  # noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402
 from records import SpeculativeStats  # noqa: E402
 from sampling import autoregressive_sampling, speculative_sampling  # noqa: E402
-from tools.machine import machine_description  # noqa: E402
+from tools.machine import KINDS, machine_description, machine_kind  # noqa: E402
 from command_line.flags import MAX_SEED, as_bool, as_text, as_whole_number, errors_as_one_line  # noqa: E402
 from command_line.scripts import as_names, as_whole_numbers, check_output_file, run_script  # noqa: E402
 from loaders.weights import read_small_file  # noqa: E402
@@ -265,8 +265,39 @@ def table_rows(results, r_table=None):
     return rows
 
 
+UNPREDICTABLE = 1.1  # tokens per pass at K = 16 under which prompt lookup cannot predict a text
+QUOTE_HEAVY = 4.0  # tokens per pass at K = 16 from which an answer is quote-heavy
+GOALS = {"unpredictable": 0.97, "quote-heavy": 2.0, "rewrite": {"avx512": 3.5, "avx2": 3.0}}  # K=auto, end to end
+
+
+def goal_lines(results, kind):
+    """A sentence per text that has a goal (GOALS: by the tokens per pass at K = 16, which count tokens, not
+    seconds; the rewrite's by the machine kind): K = auto's median speedup end to end against it, met or missed."""
+    lines = []
+    for name, by_row in results.items():
+        base, k16, auto = (by_row.get(label) for label in ("autoregressive", row_label(16, None),
+                                                           row_label("auto", None)))
+        if not (base and k16 and auto):
+            continue
+        per_pass = base[0].target_passes / k16[0].target_passes
+        if name == "rewrite":
+            what, goal = f"the rewrite, on an {KINDS[kind]} machine", GOALS["rewrite"][kind]
+        elif per_pass < UNPREDICTABLE:
+            what, goal = "lookup cannot predict it", GOALS["unpredictable"]
+        elif per_pass >= QUOTE_HEAVY:
+            what, goal = "quote-heavy", GOALS["quote-heavy"]
+        else:
+            continue
+        speedup = float(np.median(speedups(base, auto, True)))
+        verdict = "met" if round(speedup, 2) >= goal else f"missed by {goal - round(speedup, 2):.2f}"
+        lines.append(f"{name} ({per_pass:.2f} tokens per pass at K = 16: {what}): K = auto {speedup:.2f}x end to "
+                     f"end, the goal at least {goal:.2f}x: {verdict}.")
+    return lines
+
+
 def markdown_table(data):
-    """The results (from_json(data) or measure's) as a markdown table, with a line on how they were measured."""
+    """The results (from_json(data) or measure's) as a markdown table, with a line on how they were measured and
+    the goals (goal_lines) of the machine kind they were measured on."""
     results, info = (from_json(data) if isinstance(data, dict) and "results" in data else (data, {}))
     lines = [benchmark.format_table(table_rows(results, info.get("costs", {}).get("r_table")), markdown=True)]
     if info:
@@ -274,6 +305,9 @@ def markdown_table(data):
         lines.append(f"\n{info.get('model', '')} on {info.get('machine', 'an unknown machine')}; "
                      f"{repeats} repeats (median and range); r(m) as calibrated: "
                      f"{info.get('costs_summary', '')}")
+    goals = goal_lines(results, info.get("kind") or machine_kind())
+    if goals:
+        lines.append("\nGoals: " + " ".join(goals))
     return "\n".join(lines)
 
 
@@ -322,7 +356,7 @@ def run(texts=TEXT_NAMES, Ks=(4, 8, 16, "auto"), size="124M", repeats=3, capped=
     progress(costs.summary())
     info = {"model": f"{size} shapes ({hparams['n_layer']} layers, {hparams['n_embd']} wide), random weights, the "
                      f"KV cache on; {tokenizer_name}",
-            "machine": machine_description(), "repeats": repeats, "costs": asdict(costs),
+            "machine": machine_description(), "kind": machine_kind(), "repeats": repeats, "costs": asdict(costs),
             "costs_summary": costs.summary(), "texts": {t.name: [len(t.prompt), len(t.output)] for t in texts}}
     results = measure(texts, params, hparams, list(Ks), repeats, costs, capped, progress,
                       after_repeat and (lambda results: after_repeat(results, info)))

@@ -2,7 +2,7 @@
 
 Timings are only comparable on the same machine in the same state, so every timed table says where it was
 made: the processor, the cores, Python, NumPy and its BLAS, BLAS's threads, and the load average at the
-start and the end of the run. Needs only NumPy and the standard library.
+start and the end of the run, and which kind of machine it is (`machine_kind`: the pages keep figures for each).
 """
 
 import contextlib
@@ -11,6 +11,8 @@ import platform
 from pathlib import Path
 
 import numpy as np
+
+from speed.second_core import openblas_core
 
 
 def machine_description():
@@ -43,3 +45,24 @@ def blas_threads():
     else one per core. blas_threads() == 1 under `OPENBLAS_NUM_THREADS=1 python ...`."""
     value = os.environ.get("OPENBLAS_NUM_THREADS", "").strip()
     return int(value) if value.isdigit() and int(value) > 0 else os.cpu_count()
+
+
+AVX512_KERNELS = ("SkylakeX", "Cooperlake", "SapphireRapids")  # OpenBLAS's names for its AVX-512 kernels
+KINDS = {"avx512": "AVX-512", "avx2": "AVX2"}  # the machine kinds the pages keep figures for, and their names
+
+
+def machine_kind():
+    """'avx512' or 'avx2': which of the two kinds of machine this one measures as. The kernels NumPy's OpenBLAS
+    chose when it loaded decide it (an Intel Xeon runs SkylakeX's, with OpenBLAS's small-matrix kernel; an AMD
+    EPYC before Zen 4, or most laptops, Haswell's, without it; OPENBLAS_CORETYPE=Haswell gives a Xeon the
+    laptop's); where NumPy's BLAS is no OpenBLAS, the processor's avx512f flag. Anything else, an Arm processor
+    among them, has no such kernel either and counts as "avx2". The pages keep one block of each per-kind part
+    for each kind (NAME-avx512, NAME-avx2): a figures run writes its own kind's, and leaves the other's dated."""
+    core = openblas_core()
+    if core:
+        return "avx512" if core in AVX512_KERNELS else "avx2"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return "avx512" if "avx512f" in line.split() else "avx2"
+    return "avx2"

@@ -23,6 +23,10 @@ the plots and the sentences that quote them come from the same run. The parts, i
                   with llama-cpp-python), loading-table (tools/measure_loading.py), the small timings
                   lookup-timing, bpe-timing, sampler-timing, design-timing, pass-timing, and text-benchmark
                   (tools/benchmark_text.py on tools/texts/)
+    per kind      pass-timing, llama-cpp and text-benchmark are kept for each kind of machine
+                  (tools/machine.machine_kind: OpenBLAS's AVX-512 kernels or its AVX2 ones), as pass-timing-avx512,
+                  pass-timing-avx2, ...: a run writes its own kind's and leaves the other's as they were, dated;
+                  the README's machine-kinds table is made from both llama-cpp parts whenever one is measured
     both          hf-agreement and unicode-count (how closely gpt2 matches Hugging Face's fixtures, how many
                   code points encoder.py and tiktoken encode differently), machine (which machine, when)
 
@@ -63,12 +67,13 @@ from command_line.scripts import as_fractions, as_names, as_whole_numbers, check
 from loaders.download import HPARAMS  # noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402
 from tools import benchmark_forward, release_files, worked_round  # noqa: E402
-from tools.machine import blas_description, blas_threads, machine_description  # noqa: E402
+from tools.machine import KINDS, blas_description, blas_threads, machine_description, machine_kind  # noqa: E402
 from tools.recorded import recorded  # noqa: E402
 from tools.measured_parts import (  # noqa: E402
     CONTEXT_LENGTHS,
     FORWARD_SIZES,
     forward_blocks,
+    kinds_table,
     llama_cpp_block,
     loading_table,
     measure_forward,
@@ -77,7 +82,7 @@ from tools.measured_parts import (  # noqa: E402
     run_json_script,
     text_benchmark_block,
 )
-from tools.pages import fix_line_links, fmt_alpha, span, wrap, write_parts  # noqa: E402
+from tools.pages import fix_line_links, fmt_alpha, read_part, span, wrap, write_parts  # noqa: E402
 from tools.random_models import SAMPLE_RUN_SEED, write_random_models  # noqa: E402
 from tools.small_parts import SMALL_PARTS  # noqa: E402
 
@@ -277,6 +282,24 @@ def drafter_summary(drafter_rows):
 PAGES = ("README.md", "docs/BENCHMARKS.md")  # the files with generated parts
 
 
+PER_KIND = ("pass-timing", "llama-cpp", "text-benchmark")  # the parts kept for each kind (tools/machine.py)
+
+
+def block_name(name):
+    """The marks a part is written between: NAME-KIND for a part of PER_KIND, KIND this machine's ('avx2',
+    'avx512'), so that a run on one kind of machine leaves the other kind's figures as they were, dated."""
+    return f"{name}-{machine_kind()}" if name in PER_KIND else name
+
+
+def with_kinds_table(blocks, texts, note=""):
+    """blocks, and where a llama-cpp part was measured, the README's machine-kinds table made from it and from
+    the other kind's part as the pages hold it (measured_parts.kinds_table), then `note`."""
+    if block_name("llama-cpp") not in blocks or "skipped" in blocks[block_name("llama-cpp")]:
+        return blocks
+    parts = {kind: blocks.get(f"llama-cpp-{kind}") or read_part(texts, f"llama-cpp-{kind}") for kind in KINDS}
+    return {**blocks, "machine-kinds": kinds_table(parts) + note}
+
+
 def write_or_print(texts, blocks, command, dry_run, started):
     """Print the parts (dry_run), or write them into the pages and move the pages' line links."""
     minutes = (time.time() - started) / 60
@@ -405,9 +428,9 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         command = f"python tools/make_readme_figures.py --only {','.join(names)}"
         note = (f"(Measured alone, not in the run the other numbers come from: `{command}` on "
                 f"{machine_description()}, {time.strftime('%Y-%m-%d', time.gmtime())}.)")
-        blocks = {name: alone[name]({"results": []}, tokenizer_dir) + "\n\n" + wrap(note)
+        blocks = {block_name(name): alone[name]({"results": []}, tokenizer_dir) + "\n\n" + wrap(note)
                   for name in names}
-        return write_or_print(texts, blocks, command, dry_run, started)
+        return write_or_print(texts, with_kinds_table(blocks, texts, "\n\n" + wrap(note)), command, dry_run, started)
     blocks = {}
 
     blocks["worked-round"] = "```text\n" + worked_round.report(worked_round.worked_rounds()) + "\n```"
@@ -460,21 +483,21 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
                                      loading_repeats, "--folder", Path(tmp) / "gpt2-load"])["loads"]
         blocks["loading-table"] = loading_table(loads)
     if text_repeats:
-        blocks["text-benchmark"] = text_benchmark_block(text_repeats)
+        blocks[block_name("text-benchmark")] = text_benchmark_block(text_repeats)
     if llama_repeats:
-        blocks["llama-cpp"] = llama_cpp_block(llama_repeats)
+        blocks[block_name("llama-cpp")] = llama_cpp_block(llama_repeats)
     if grading_submissions:
         blocks["grading-time"] = grading_block(grading_submissions)
     for name, part in SMALL_PARTS.items():
         if timings if name.endswith("-timing") else agreement:
-            blocks[name] = part(forward, tokenizer_dir)
+            blocks[block_name(name)] = part(forward, tokenizer_dir)
 
     minutes = (time.time() - started) / 60
     blocks["machine"] = (f"Made by `{command}` in {minutes:.1f} minutes on {machine_description()}, "
                          f"{blas_description()} ({benchmark_forward.threads_label(blas_threads())} by default), "
                          f"{time.strftime('%Y-%m-%d', time.gmtime())}; "
                          f"{'random weights of the real shapes' if random_weights else 'OpenAI weights'}.")
-    return write_or_print(texts, blocks, command, dry_run, started)
+    return write_or_print(texts, with_kinds_table(blocks, texts), command, dry_run, started)
 
 
 if __name__ == "__main__":

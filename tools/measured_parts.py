@@ -21,6 +21,7 @@ import numpy as np
 
 from tools import benchmark_forward, benchmark_text, compare_llama_cpp
 from tools.benchmark_forward import r_of_m
+from tools.machine import KINDS
 from tools.pages import REPO, bytes_text, ratio_text, sizes_text, span, wrap
 
 
@@ -236,6 +237,31 @@ def llama_cpp_block(repeats):
                     f"{'is' if len(missing) == 1 else 'are'} not installed. To include it, "
                     f"`{compare_llama_cpp.INSTALL}` and run the command again.")
     return compare_llama_cpp.markdown_report(run_json_script(["tools/compare_llama_cpp.py", "--repeats", repeats]))
+
+
+def kinds_table(blocks):
+    """Markdown for the README: per machine kind (tools/machine.KINDS), what its llama-cpp-KIND part of
+    docs/BENCHMARKS.md measured ({kind: the part's text}; a kind with no such run yet says so): r(m) after 512
+    cached tokens on 2 threads, this project's and llama.cpp's, and this project's decoding step over llama.cpp's
+    on 1 and on 2 threads, as the part's first table has them; the processor and the day from its first
+    paragraph."""
+    lines = ["| machine kind | processor, day | r(2) / r(4) / r(8) / r(16), 2 threads: this project | llama.cpp | "
+             "decoding step over llama.cpp's: 1 thread | 2 threads |", "|" + " --- |" * 6]
+    for kind, name in KINDS.items():
+        text = blocks.get(kind, "")
+        rows = {(row[0], row[1]): row[2:] for row in (
+            [cell.strip() for cell in line.strip("|").split("|")] for line in text.splitlines()
+            if line.startswith("| 1 thread") or line.startswith("| 2 threads"))}
+        ours, theirs = rows.get(("2 threads", "this project")), rows.get(("2 threads", "llama.cpp"))
+        one, two = (rows.get((threads, "this project / llama.cpp")) for threads in ("1 thread", "2 threads"))
+        if not (ours and theirs and one and two):
+            lines.append(f"| {name} | not measured yet | | | | |")
+            continue
+        processor = re.search(r"flash attention o(?:n|ff); (.+?), \d+ cores", " ".join(text.split()))
+        day = re.search(r"\d{4}-\d\d-\d\d", text)
+        lines.append(f"| {name} | {processor.group(1) if processor else '?'}, {day.group(0) if day else '?'} | "
+                     f"{' / '.join(ours[2:])} | {' / '.join(theirs[2:])} | {one[0]} | {two[0]} |")
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -38,6 +38,16 @@ def replace_block(text, name, content, command):
     return pattern.sub(lambda match: textwrap.indent(block, match.group(1)), text, count=1)
 
 
+def read_part(texts, name):
+    """The text between NAME's marks in the first of the pages ({page: text}) that has them, or ''."""
+    for text in texts.values():
+        match = re.search(rf"<!-- {re.escape(name)}: begin[^>]*-->\n(.*?)^[ \t]*<!-- {re.escape(name)}: end -->", text,
+                          re.S | re.M)
+        if match:
+            return match.group(1)
+    return ""
+
+
 def write_parts(texts, blocks, command):
     """{page: text} with each block between its marks, in every page that has them (the machine part is in
     both). A block that no page marks is a ValueError: the pages' prose decides where a part goes."""

@@ -9,13 +9,7 @@ their peers (the numbers tests/test_gpt2.py records, read from a run of it: tool
 
 import functools
 import importlib.util
-import json
-import os
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -214,27 +208,6 @@ def pass_table(n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7):
             + pass_parts.table(best, markdown=True, calibrated_r=calibrated_r))
 
 
-AVX2_KERNELS = "Haswell"  # OpenBLAS's name for its AVX2 kernels: an AVX2 processor (AMD's before Zen 4 too) runs them
-
-
-def avx2_pass_table(n_cached=512, rounds=7):
-    """Markdown: tools/pass_parts.py's table with OpenBLAS's AVX2 kernels: `pass_table` here where OpenBLAS runs
-    them already (an AVX2 processor), else in a process of its own started with OPENBLAS_CORETYPE=Haswell
-    (OpenBLAS reads it once, when NumPy loads it: a laptop's kernels, on this machine's memory). An
-    OPENBLAS_L2_SIZE in the environment (set for older OpenBLAS builds on some processors) is left out with it,
-    in that process only."""
-    if second_core.openblas_core() == AVX2_KERNELS:
-        return pass_table(n_cached, rounds=rounds)
-    env = {name: value for name, value in os.environ.items() if name not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
-    script = Path(__file__).resolve().parent / "pass_parts.py"
-    with tempfile.TemporaryDirectory() as folder:  # TIMED_SIZE's shapes, as a model folder the process can read
-        (Path(folder) / "hparams.json").write_text(json.dumps(HPARAMS[TIMED_SIZE]), encoding="utf-8")
-        done = subprocess.run([sys.executable, str(script), "--size", folder, "--markdown", "True", "--n_cached",
-                               str(n_cached), "--rounds", str(rounds)], env={**env, "OPENBLAS_CORETYPE": AVX2_KERNELS},
-                              capture_output=True, text=True, check=True)
-    return done.stdout.strip().replace(f"{folder} shapes", f"{TIMED_SIZE} shapes")
-
-
 # ------------------------------------------------------------------------------------------------------------
 # How closely the peers agree: numbers the tests check, quoted from this run
 # ------------------------------------------------------------------------------------------------------------
@@ -280,7 +253,6 @@ SMALL_PARTS = {  # the parts that need no model run: name -> f(forward's measure
     "sampler-timing": lambda forward, tokenizer_dir: sampler_table(),
     "design-timing": lambda forward, tokenizer_dir: design_table(),
     "pass-timing": lambda forward, tokenizer_dir: pass_table(),
-    "avx2-pass-timing": lambda forward, tokenizer_dir: avx2_pass_table(),
     "hf-agreement": lambda forward, tokenizer_dir: hf_agreement_text(),
     "unicode-count": lambda forward, tokenizer_dir: unicode_text(tokenizer_dir),
 }
