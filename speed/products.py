@@ -196,7 +196,8 @@ def _remember(kind, x, w):
             _met_scores[(w.shape[0], w.shape[1])] = w.shape[2]
     elif w.nbytes >= second_core.MIN_BYTES:
         owner = w.base if kind == "head" else w
-        _met[kind][id(owner)] = owner
+        if _met[kind].get(id(owner)) is not owner:  # once: a weak entry made at every product showed in a step
+            _met[kind][id(owner)] = owner
 
 
 def columns(x, w, begin, end, out, how=0):
