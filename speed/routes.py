@@ -51,7 +51,16 @@ def fingerprint():
     blas = getattr(config, "CONFIG", {}).get("Build Dependencies", {}).get("blas", {})
     blas_text = f"{blas.get('name', 'BLAS')} {blas.get('version', '')}".strip()
     core = second_core.openblas_core()
-    model, flags = platform.processor() or platform.machine(), ""
+    model, flags = processor()
+    digest = hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest()[:12] if flags else ""
+    return (f"NumPy {np.__version__}, {blas_text}{', kernels ' + core if core else ''}, {model}"
+            f"{', flags ' + digest if digest else ''}")
+
+
+def processor():
+    """(the processor's name, its instruction sets): the first "model name" and "flags" of /proc/cpuinfo, else
+    (where there is none: not Linux) the name Python knows and no flags."""
+    model, flags = "", []
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
             lines = cpuinfo.read().splitlines()
@@ -59,12 +68,11 @@ def fingerprint():
         lines = []
     for line in lines:
         key, _, value = line.partition(":")
-        if key.strip() == "model name" and value.strip():
+        if key.strip() == "model name" and not model:
             model = value.strip()
         if key.strip() == "flags" and not flags:
-            flags = hashlib.sha256(" ".join(sorted(value.split())).encode()).hexdigest()[:12]
-    return (f"NumPy {np.__version__}, {blas_text}{', kernels ' + core if core else ''}, {model}"
-            f"{', flags ' + flags if flags else ''}")
+            flags = value.split()
+    return model or platform.processor() or platform.machine(), flags
 
 
 def candidates(kind, m):
@@ -84,14 +92,6 @@ def candidates(kind, m):
     return [route for route in products.ROUTES if not (route == "one call" and helper)]
 
 
-def handed_over(route, after_helper):
-    """Before a timed product that comes after the helper's work in a pass (a block's attention projection after
-    attention, whose heads the helper shares; the LM head after the blocks): BLAS's threads ended, as that work
-    leaves them, so that "one call" pays for waking them, as it does in the pass."""
-    if route == "one call" and after_helper:
-        second_core.one_core()
-
-
 def measure(m_max=M_MAX, repeats=REPEATS, rng=None):
     """{kind: {m: {route: seconds}}} for every kind the model has multiplied (products remembers its big matrices
     and its scores' shape), m = 1 .. m_max, each route in turns with the others of its kind and m: the slowest of
@@ -104,14 +104,13 @@ def measure(m_max=M_MAX, repeats=REPEATS, rng=None):
     blocks = [w for w in met if min(w.shape) == n_embd][:SAMPLE_MATRICES]  # in the order a pass multiplies them
     if blocks:
         rows = {w.shape[0]: rng.standard_normal((m_max, w.shape[0]), dtype=np.float32) for w in blocks}
-        work["blocks"] = lambda route, m: [(handed_over(route, i % 4 == 1),
-                                            products.multiply(rows[w.shape[0]][:m], w, route, "blocks"))
-                                           for i, w in enumerate(blocks)]
+        work["blocks"] = lambda route, m: [products.multiply(rows[w.shape[0]][:m], w, route, "blocks")
+                                           for w in blocks]
     heads = sorted(products._met["head"].values(), key=lambda wte: -wte.nbytes)[:1]
     if heads:
         wte = heads[0]  # [n_vocab, n_embd]: the LM head multiplies by wte.T
         row = rng.standard_normal((m_max, wte.shape[1]), dtype=np.float32)
-        work["head"] = lambda route, m: (handed_over(route, True), products.multiply(row[:m], wte.T, route, "head"))
+        work["head"] = lambda route, m: products.multiply(row[:m], wte.T, route, "head")
     if products._met_scores:
         (n_stack, head_dim), n_keys = max(products._met_scores.items(), key=lambda item: item[0][0] * item[0][1])
         shared = 1 if second_core.unavailable() else 2  # each process attends with its half of the heads
