@@ -46,10 +46,24 @@ def test_the_machine_kind_is_the_one_of_the_kernels_openblas_chose(monkeypatch, 
     assert machine.machine_kind() == kind
 
 
-def test_without_openblas_the_processors_avx512f_flag_decides(monkeypatch, tmp_path):
+def test_without_openblas_the_processors_avx512f_flag_decides(monkeypatch):
     monkeypatch.setattr(machine, "openblas_core", lambda: "")
-    real_path = machine.Path
-    for flags, kind in (("fpu sse2 avx2 avx512f avx512bw", "avx512"), ("fpu sse2 avx2 fma", "avx2")):
-        (tmp_path / "cpuinfo").write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
-        monkeypatch.setattr(machine, "Path", lambda name: real_path(tmp_path / "cpuinfo"))
+    for flags, kind in (("fpu sse2 avx2 avx512f avx512bw", "avx512"), ("fpu sse2 avx2 fma", "avx2"), ("", "avx2")):
+        monkeypatch.setattr(machine, "processor", lambda: ("a processor", flags.split()))
         assert machine.machine_kind() == kind
+
+
+def test_the_processor_is_proc_cpuinfos_first_model_name_and_flags(monkeypatch, tmp_path):
+    """speed/routes.processor reads them for the fingerprint, the machine line and the machine kind alike."""
+    import builtins
+
+    from speed import routes
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2\n\n"
+                       "processor\t: 1\nmodel name\t: other\nflags\t\t: fpu\n")
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: real_open(cpuinfo if path == "/proc/cpuinfo" else path,
+                                                                         *a, **k))
+    assert routes.processor() == ("AMD EPYC", ["fpu", "avx2"])
+    assert machine.machine_description().startswith("AMD EPYC, ")

@@ -380,7 +380,8 @@ def run_text(run):
                f"measure again on a quiet machine." if busy else "")
     return (f"`{run['command']}`: {run['weights']}, as an F32 GGUF file; llama-cpp-python {run['llama_cpp']} (llama.cpp "
             f"built from its source distribution), F32 KV cache, flash attention {'on' if run['flash_attn'] else 'off'}; "
-            f"{run['machine']}, {run['blas']}{kind_text(run)}. Decode: {run['n_new']} greedy tokens after {run['n_context']} cached, "
+            f"{run['machine']}, {run['blas']}{kind_text(run)}. Decode: {run['n_new']} greedy tokens after "
+            f"{run['n_context']} cached, "
             f"per token; r(m): an m-position pass after {run['n_context']} cached over a 1-position pass. The minimum "
             f"of {run['repeats']} repeats, both implementations in turns (each after a pause for the other's threads "
             f"to sleep) in one process per thread count; "
@@ -391,8 +392,8 @@ def run_text(run):
 def kind_text(run):
     """', AVX2 kernels, 2026-11-27': the machine kind and the day of a run (tools/machine.machine_kind), or ''
     for a run's data made before they were recorded."""
-    return "".join(f", {text}" for text in (KINDS.get(run.get("kind")) and f"{KINDS[run['kind']]} kernels",
-                                             run.get("date")) if text)
+    parts = [f"{KINDS[run['kind']]} kernels"] if run.get("kind") in KINDS else []
+    return "".join(f", {part}" for part in parts + [run.get("date", "")] if part)
 
 
 def markdown_report(data) -> str:
@@ -402,8 +403,10 @@ def markdown_report(data) -> str:
     run, results = data["run"], data["results"]
     chosen = "; ".join(f"{benchmark_forward.threads_label(res['threads'])}: {res.get('routes') or 'the defaults'}"
                        for res in results)
-    return "\n".join([wrap(run_text(run)), "", wrap(f"This project's routes, chosen in each process before anything "
-                                                     f"was timed (speed/routes.py): {chosen}."), "", benchmark.format_table(speed_rows(results), markdown=True), "",
+    routes_text = (f"This project's routes, chosen in each process before anything was timed (speed/routes.py): "
+                   f"{chosen}.")
+    return "\n".join([wrap(run_text(run)), "", wrap(routes_text), "",
+                      benchmark.format_table(speed_rows(results), markdown=True), "",
                       wrap(goal_text(results)), "", benchmark.format_table(breakdown_rows(results, run["repeats"]),
                                                                            markdown=True), "",
                       wrap(agreement_text(run, results))])

@@ -8,22 +8,16 @@ start and the end of the run, and which kind of machine it is (`machine_kind`: t
 import contextlib
 import os
 import platform
-from pathlib import Path
 
 import numpy as np
 
+from speed.routes import processor
 from speed.second_core import openblas_core
 
 
 def machine_description():
     """'Intel(R) Xeon(R) ... , 2 cores, Linux, Python 3.11.2, NumPy 2.1.0': what the timings depend on."""
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return (f"{cpu}, {os.cpu_count()} cores, {platform.system()}, Python {platform.python_version()}, "
+    return (f"{processor()[0]}, {os.cpu_count()} cores, {platform.system()}, Python {platform.python_version()}, "
             f"NumPy {np.__version__}")
 
 
@@ -61,8 +55,4 @@ def machine_kind():
     core = openblas_core()
     if core:
         return "avx512" if core in AVX512_KERNELS else "avx2"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return "avx512" if "avx512f" in line.split() else "avx2"
-    return "avx2"
+    return "avx512" if "avx512f" in processor()[1] else "avx2"
