@@ -152,7 +152,9 @@ def multiply(x, w, route, kind):
 
     - "panels": the columns split between this process and the helper process where one runs
       (`second_core.for_matrix`), each half multiplied panel by panel (`columns`);
-    - "vectors": the same split, each half as m matrix-vector products in one call;
+    - "vectors": the same split, each half panel by panel, each panel as m matrix-vector products (one call:
+      NumPy's matmul loops over the panels, then the rows, so a panel is read from memory once, then from the
+      core's cache; the m products of a whole half, one after the other, read it m times from memory);
     - "halves": the same split, each half as one BLAS call on its core;
     - "one call": one BLAS call on every core (`second_core.all_cores`), the helper asleep.
 
@@ -203,23 +205,24 @@ def _remember(kind, x, w):
 def columns(x, w, begin, end, out, how=0):
     """out = x @ w[:, begin:end] for out [m, end - begin] and m <= PANEL_ROWS_MAX: columns begin .. end of the
     product, on one core (or on BLAS's threads, where no helper runs), the way HOWS[how] says: panel by panel,
-    as m matrix-vector products, or as one BLAS call."""
+    each panel one small matrix-matrix product ("panels") or m matrix-vector products ("vectors"), or as one
+    BLAS call ("halves")."""
     m, n_in = x.shape
     w_t = w.T[begin:end]  # [n, n_in]: w's columns, each one contiguous row of w.T
     if m == 1:
         np.matmul(w_t, x[0], out=out[0])  # [n, n_in] @ [n_in] -> [n]: BLAS's matrix-vector product
-        return
-    if HOWS[how] == "vectors":
-        for i in range(m):  # each row as the one-row product: the same numbers, row by row
-            np.matmul(w_t, x[i], out=out[i])  # [n, n_in] @ [n_in] -> [n]
         return
     if HOWS[how] == "halves":
         np.matmul(x, w[:, begin:end], out=out)  # [m, n_in] @ [n_in, n] -> [m, n]: BLAS's general kernel
         return
     width = panel_width(n_in, m)
     n_full = (end - begin) // width * width  # the columns in whole panels; the rest (wte.T's last few) after
-    panels = w_t[:n_full].reshape(-1, width, n_in).transpose(0, 2, 1)  # [n_panels, n_in, width]: views
-    product = np.matmul(x, panels)  # [m, n_in] @ [n_panels, n_in, width] -> [n_panels, m, width]
+    panels = w_t[:n_full].reshape(-1, width, n_in)  # [n_panels, width, n_in]: views, each panel's rows contiguous
+    if HOWS[how] == "vectors":  # each panel as m matrix-vector products, while the panel is in the core's cache
+        product = np.matmul(panels[:, None], x[:, :, None])  # [n_panels, 1, width, n_in] @ [m, n_in, 1] -> ...
+        product = product[..., 0]  # [n_panels, m, width, 1] -> [n_panels, m, width]
+    else:  # each panel as one small matrix-matrix product
+        product = np.matmul(x, panels.transpose(0, 2, 1))  # [m, n_in] @ [n_panels, n_in, width] -> [n_panels, m, width]
     out[:, :n_full] = product.transpose(1, 0, 2).reshape(m, n_full)  # panel p holds columns p * width ...
     if n_full < end - begin:
         out[:, n_full:] = (w_t[n_full:] @ x.T).T  # [m, n - n_full]

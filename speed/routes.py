@@ -15,10 +15,12 @@ The choice is made once, at a model's first use on this machine, and kept beside
 ROUTES_FILE in its folder, which later runs read instead of measuring) and with the costs (speed/calibration.py
 writes it into the costs file with r(m)): a run given either takes the same routes, so the same numbers, bit
 for bit. Both keep the `fingerprint` of what decides it: NumPy's version, its BLAS and the kernels it runs, the
-processor's name and its instruction sets. A choice made under another fingerprint is not used: it is made anew.
+processor's name and its instruction sets, and the routes' own code. A choice made under another fingerprint is
+not used: it is made anew.
 """
 
 import hashlib
+import inspect
 import json
 import platform
 import time
@@ -44,17 +46,22 @@ ROUTES_FILE = "routes.json"  # the name of the file, in a model's folder, that k
 MAX_ROUTES_BYTES = 64 << 10  # a file `settle` writes is about 1 KB
 
 
+ROUTE_CODE = (products.multiply, products.columns, products.panel_width, products.scores, products.turned_round)
+
+
 def fingerprint():
     """One line naming what decides which route is fastest: NumPy's version, its BLAS and the kernels it runs
-    (OpenBLAS's core name), the processor's name and a digest of its instruction sets (/proc/cpuinfo's flags)."""
+    (OpenBLAS's core name), the processor's name, a digest of its instruction sets (/proc/cpuinfo's flags), and
+    a digest of the code that multiplies by each route (ROUTE_CODE): a route made faster is measured again."""
     config = getattr(np, "__config__", None)
     blas = getattr(config, "CONFIG", {}).get("Build Dependencies", {}).get("blas", {})
     blas_text = f"{blas.get('name', 'BLAS')} {blas.get('version', '')}".strip()
     core = second_core.openblas_core()
     model, flags = processor()
     digest = hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest()[:12] if flags else ""
+    code = hashlib.sha256("".join(inspect.getsource(function) for function in ROUTE_CODE).encode()).hexdigest()[:12]
     return (f"NumPy {np.__version__}, {blas_text}{', kernels ' + core if core else ''}, {model}"
-            f"{', flags ' + digest if digest else ''}")
+            f"{', flags ' + digest if digest else ''}, routes' code {code}")
 
 
 def processor():

@@ -172,6 +172,19 @@ def test_the_fingerprint_names_numpys_version_its_blas_and_the_processor(monkeyp
     assert routes.fingerprint() != before and "NumPy 9.9.9" in routes.fingerprint()
 
 
+def test_the_fingerprint_changes_with_the_code_of_a_route(monkeypatch):
+    """A route's code rewritten (here `columns`, which every weight-matrix route but one BLAS call runs) changes
+    the fingerprint: a choice measured on the old code is measured again, not trusted."""
+    def columns(x, w, begin, end, out, how=0):  # another body: the product some other way
+        out[...] = x @ w[:, begin:end]
+
+    monkeypatch.setattr(routes, "ROUTE_CODE", (products.multiply, products.columns))
+    before = routes.fingerprint()
+    assert routes.fingerprint() == before  # the same code, the same line
+    monkeypatch.setattr(routes, "ROUTE_CODE", (products.multiply, columns))
+    assert routes.fingerprint() != before
+
+
 def test_calibrate_given_routes_takes_them_before_timing_and_keeps_them_with_this_machines_fingerprint(monkeypatch):
     """calibrate(..., routes=table) takes the routes given after the two untimed passes that fill the cache (no
     measuring: `choose` is not called) and before any timed one, and the costs keep them with the fingerprint of
