@@ -142,7 +142,7 @@ def matmul(x, w):
     kind = kind_of(x, w)
     if kind is None:
         return x @ w  # [m, n_out]
-    _remember(kind, x, w)
+    _remember(kind, w)
     return multiply(x, w, route_of(kind, x.shape[-2]), kind)
 
 
@@ -190,7 +190,7 @@ def multiply(x, w, route, kind):
     return y
 
 
-def _remember(kind, x, w):
+def _remember(kind, w):
     """Note a big product's matrix (or, for the scores, its shape), for speed/routes.py to time the routes on:
     the matrices a model really multiplies, at the sizes it has. Weakly: a freed model is forgotten."""
     if kind == "scores":
