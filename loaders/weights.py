@@ -82,6 +82,17 @@ def read_small_file(path, max_bytes):
     return data
 
 
+def read_small_json(path, max_bytes, where, remedy, **options):
+    """json.loads(options) of the small file at `path` (`read_small_file`), or a ValueError in one line:
+    "cannot read {where}: {why}; {remedy}" (missing, not a regular file, too large, not UTF-8 JSON, nested too
+    deep). The caller then checks every field: this only says the file is JSON."""
+    try:
+        return json.loads(read_small_file(path, max_bytes).decode("utf-8"), **options)
+    except (OSError, ValueError, RecursionError) as error:  # RecursionError: arrays nested 100,000 deep
+        reason = getattr(error, "strerror", None) or str(error)[:200] or type(error).__name__
+        raise ValueError(f"cannot read {where}: {reason}; {remedy}") from None
+
+
 MAX_CONFIG_BYTES = 1 << 20  # config.json and hparams.json: GPT-2's are under 1 KB; a larger one is not a config
 
 

@@ -22,7 +22,7 @@ from lookahead import AUTO_K_MAX
 from speed import routes as product_routes
 from loaders.safe_files import write_atomically
 from loaders.messages import shown
-from loaders.weights import read_small_file
+from loaders.weights import read_small_json
 
 
 # the m whose r(m) is timed; the m between are interpolated. r(m) is no straight line (a product kernel works
@@ -173,12 +173,8 @@ def load_costs(path):
     text; routes as speed/routes.check takes them.
     """
     where = f"the costs file {path}"
-    try:
-        data = json.loads(read_small_file(path, MAX_COSTS_BYTES).decode("utf-8"), parse_constant=_no_constant)
-    except (OSError, ValueError, RecursionError) as error:  # RecursionError: arrays nested 100,000 deep
-        reason = getattr(error, "strerror", None) or str(error)[:200] or type(error).__name__
-        raise ValueError(f"cannot read {where}: {reason}; write one with lookahead.save_costs (main.py --K auto "
-                         f"writes {COSTS_FILE} next to the target model)") from None
+    data = read_small_json(path, MAX_COSTS_BYTES, where, f"write one with lookahead.save_costs (main.py --K auto "
+                           f"writes {COSTS_FILE} next to the target model)", parse_constant=_no_constant)
     if not isinstance(data, dict):
         raise ValueError(f"{where} must hold a JSON object {{\"r_table\": [...], \"c\": ...}}; got a JSON "
                          f"{type(data).__name__}")

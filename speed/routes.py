@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from loaders.safe_files import write_atomically
-from loaders.weights import read_small_file
+from loaders.weights import read_small_json
 from lookahead import AUTO_K_MAX
 from speed import products
 from speed import second_core
@@ -259,11 +259,7 @@ def read_routes(path):
     """{"fingerprint": text, "routes": table} from a file `settle` wrote, each field checked; else a ValueError in
     one line naming the file, the field and what to do."""
     where = f"the routes file {path}"
-    try:
-        data = json.loads(read_small_file(path, MAX_ROUTES_BYTES).decode("utf-8"))
-    except (OSError, ValueError, RecursionError) as error:
-        reason = getattr(error, "strerror", None) or str(error)[:200] or type(error).__name__
-        raise ValueError(f"cannot read {where}: {reason}; delete it and the next run chooses the routes anew") from None
+    data = read_small_json(path, MAX_ROUTES_BYTES, where, "delete it and the next run chooses the routes anew")
     if not (isinstance(data, dict) and isinstance(data.get("fingerprint"), str) and len(data["fingerprint"]) <= 1_000):
         raise ValueError(f"{where} must hold {{\"fingerprint\": text, \"routes\": {{kind: [route, ...]}}}}; delete it "
                          f"and the next run chooses the routes anew")
