@@ -3,8 +3,9 @@
 Read speed/products.py first (the routes, and why a few rows are hard for BLAS). There is no one best way to
 multiply m rows by a weight matrix on every CPU. OpenBLAS's small-matrix kernel, which the panels rely on, exists
 for AVX-512 processors only; on an AVX2 one (most laptops, AMD before Zen 4) a product of a few rows runs the
-general kernel, whose register tile is mostly empty for 2 rows, so there 2 rows cost less as two matrix-vector
-products, and 3 rows as a 4-row product with a zero row. Which is fastest depends on the processor, NumPy's
+general kernel, whose register tile is mostly empty for 2 rows, so there a few rows cost less as one
+matrix-vector product per row, a panel at a time (products.columns), and a larger m can cost less padded with
+zero rows to a size the kernel likes. Which is fastest depends on the processor, NumPy's
 BLAS and the kernels that BLAS picks when it loads, so it is measured where it runs (`choose`): for each kind of
 product a pass makes (products.KINDS: the blocks' matrices, the LM head's wte.T, attention's scores) and each m
 from 1 to M_MAX, every route (products.ROUTES, SCORE_ROUTES) on the matrices the model itself multiplied, in
