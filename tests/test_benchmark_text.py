@@ -57,6 +57,20 @@ def test_an_unknown_text_names_the_ones_there_are():
         benchmark_text.read_texts(["poem"], list)
 
 
+def test_texts_too_long_without_gpt2s_bpe_files_stop_the_run_in_one_line_that_says_where_to_find_them(tmp_path,
+                                                                                                     monkeypatch):
+    """Without the BPE files every text is UTF-8 bytes, about twice its tokens: prose no longer fits in 124M's 1024
+    positions, and the command says so before any work, naming the tokenizer and GPT2_MODELS_DIR (exit code 2)."""
+    monkeypatch.setenv("GPT2_MODELS_DIR", str(tmp_path))  # an empty folder: no 124M/encoder.json
+    with pytest.raises(SystemExit) as ended:
+        benchmark_text.main(texts="prose", repeats=1)
+    assert ended.value.code == 2
+    encode, name = benchmark_text.tokenizer()
+    with pytest.raises(ValueError, match=r"prose: \d+ \+ \d+ tokens, as UTF-8 bytes .* do not fit in n_ctx=1024: set "
+                                         r"GPT2_MODELS_DIR"):
+        benchmark_text.check_fit(benchmark_text.read_texts(["prose"], encode), 1024, name)
+
+
 def test_each_text_is_held_to_the_goal_its_tokens_per_pass_at_k_16_give_it():
     """Made-up runs, no clock. 100 tokens; autoregressive 1 s end to end. prose: 96 passes at K = 16 (1.04 tokens
     per pass, under UNPREDICTABLE), K = auto 1/1.05 = 0.95x: misses 0.97 by 0.02. rewrite on an AVX2 machine:

@@ -96,12 +96,26 @@ class Run:
 # ------------------------------------------------------------------------------------------------------------
 
 
+BPE_NAME = "GPT-2's BPE"
+
+
 def tokenizer(models_dir=None):
     """(encode, description): GPT-2's BPE from models_dir/124M if its files are there, else UTF-8 bytes."""
     models_dir = models_dir or os.environ.get("GPT2_MODELS_DIR", "models")
     if (Path(models_dir) / "124M" / "encoder.json").exists() and (Path(models_dir) / "124M" / "vocab.bpe").exists():
-        return get_encoder("124M", models_dir).encode, "GPT-2's BPE"
+        return get_encoder("124M", models_dir).encode, BPE_NAME
     return (lambda text: list(text.encode("utf-8"))), "UTF-8 bytes (GPT-2's BPE files were not found)"
+
+
+def check_fit(texts, n_ctx, tokenizer_name):
+    """ValueError, in one line, for a text whose prompt and output do not fit in the model's n_ctx positions
+    (as UTF-8 bytes, without GPT-2's BPE files, every text here is about twice as long as in tokens)."""
+    for text in texts:
+        if len(text.prompt) + len(text.output) > n_ctx:
+            remedy = ("set GPT2_MODELS_DIR to a folder holding 124M/encoder.json and 124M/vocab.bpe"
+                      if tokenizer_name != BPE_NAME else "shorten the text")
+            raise ValueError(f"{text.name}: {len(text.prompt)} + {len(text.output)} tokens, as {tokenizer_name}, do "
+                             f"not fit in n_ctx={n_ctx}: {remedy}")
 
 
 def read_texts(names, encode, texts_dir=TEXTS_DIR):
@@ -344,10 +358,7 @@ def run(texts=TEXT_NAMES, Ks=(4, 8, 16, "auto"), size="124M", repeats=3, capped=
         texts = [Text(t.name, t.prompt[-max_tokens:], t.output[:max_tokens]) for t in texts]
     hparams = dict(hparams or benchmark.hparams_of(size))
     params = random_params(hparams, np.random.default_rng(seed))
-    for text in texts:
-        if len(text.prompt) + len(text.output) > hparams["n_ctx"]:
-            raise ValueError(f"{text.name}: {len(text.prompt)} + {len(text.output)} tokens do not fit in n_ctx="
-                             f"{hparams['n_ctx']}")
+    check_fit(texts, hparams["n_ctx"], tokenizer_name)
     if r_table is not None:
         costs = calibration.load_costs(r_table)
     else:
@@ -385,7 +396,8 @@ def main(texts="prose,code,rewrite,quotes,excerpts", Ks="4,8,16,auto", size="124
                                       as_whole_number(calibrate_repeats, "--calibrate_repeats", 1))
         capped, seed = as_bool(capped, "--capped"), as_whole_number(seed, "--seed", 0, MAX_SEED)
         benchmark.hparams_of(as_text(size, "--size"))
-        read_texts(names, lambda text: [])  # each text exists and is readable
+        encode, tokenizer_name = tokenizer()
+        check_fit(read_texts(names, encode), benchmark.hparams_of(size)["n_ctx"], tokenizer_name)  # each fits
         if r_table is not None:
             calibration.load_costs(as_text(r_table, "--r_table"))
         json = check_output_file(json, "--json")
