@@ -2,11 +2,11 @@
 
 Read speed/products.py and tools/benchmark_forward.py first (r(m), and a decoding step part by part). A speculative
 round's verification pass feeds m = K + 1 positions after the cached text; r(m) is its time over a one-position
-pass. With the cache the pass reads every weight once whatever m is, so r(m) should stay near 1 while the
-arithmetic is small. The goals, with about 500 cached tokens, are the machine kind's (GOALS_BY_KIND,
-tools/machine.machine_kind): with OpenBLAS's AVX-512 kernels r(m) <= 1.3 for m <= 4, <= 1.6 at m = 8, <= 2.5
-at m = 16; with its AVX2 kernels, which have no small-matrix kernel and multiply a few rows compute-bound,
-r(2) <= 1.65 (two matrix-vector products cost about 1.7 one-row products bare) and r(3), r(4) <= 1.8. This tool times, for each m, in turns (the best of --rounds):
+pass. With the cache the pass reads every weight once whatever m is, so r(m) should stay near 1 while the arithmetic
+is small. The goals, with about 500 cached tokens, are the machine kind's (GOALS_BY_KIND,
+tools/machine.machine_kind): with OpenBLAS's AVX-512 kernels r(m) <= 1.3 for m <= 4, <= 1.6 at m = 8, <= 2.5 at m =
+16; with its AVX2 kernels, which have no small-matrix kernel and multiply a few rows compute-bound, r(2) <= 1.65 and
+r(3), r(4) <= 1.8. This tool times, for each m, in turns (the best of --rounds):
 
 - the whole pass through the model function (create_model_fn, temperature 0: what calibrate times), after
   --n_cached tokens, the cache rolled back each time;
