@@ -29,8 +29,7 @@ def replace_block(text, name, content, command):
     and its content is indented as they are. A missing mark is a ValueError: the page's prose decides where
     a generated part goes, not this script.
     """
-    pattern = re.compile(rf"^([ \t]*)<!-- {re.escape(name)}: begin[^>]*-->\n.*?^[ \t]*<!-- {re.escape(name)}: end -->",
-                         re.S | re.M)
+    pattern = part_pattern(name)
     if not pattern.search(text):
         raise ValueError(f"the page has no <!-- {name}: begin --> ... <!-- {name}: end --> marks: add them where "
                          f"the part should go")
@@ -38,13 +37,18 @@ def replace_block(text, name, content, command):
     return pattern.sub(lambda match: textwrap.indent(block, match.group(1)), text, count=1)
 
 
+def part_pattern(name):
+    """The regular expression of a part with its marks: group 1 the marks' indent, group 2 what is between them."""
+    return re.compile(rf"^([ \t]*)<!-- {re.escape(name)}: begin[^>]*-->\n(.*?)^[ \t]*<!-- {re.escape(name)}: end -->",
+                      re.S | re.M)
+
+
 def read_part(texts, name):
     """The text between NAME's marks in the first of the pages ({page: text}) that has them, or ''."""
     for text in texts.values():
-        match = re.search(rf"<!-- {re.escape(name)}: begin[^>]*-->\n(.*?)^[ \t]*<!-- {re.escape(name)}: end -->", text,
-                          re.S | re.M)
+        match = part_pattern(name).search(text)
         if match:
-            return match.group(1)
+            return match.group(2)
     return ""
 
 
