@@ -288,6 +288,16 @@ def test_replace_block_indents_a_part_inside_a_list_item_as_its_marks():
         "- item\n\n  <!-- t: begin (cmd) -->\n  | a |\n\n  line\n  <!-- t: end -->\n- next\n")
 
 
+def test_read_part_gives_what_replace_block_wrote_from_the_first_page_that_has_the_marks():
+    """What is between a part's marks, as written (an indented part keeps its indent); '' where no page has it."""
+    from tools.pages import read_part, replace_block
+
+    pages = {"a.md": "no marks here\n", "b.md": "- item\n\n  <!-- t: begin (old) -->\n  old\n  <!-- t: end -->\n"}
+    pages["b.md"] = replace_block(pages["b.md"], "t", "| new |", "cmd")
+    assert read_part(pages, "t") == "  | new |\n"
+    assert read_part(pages, "u") == ""
+
+
 def test_wrapped_prose_never_splits_a_code_span():
     """A line starting with '+ ' from inside `"!" + c` would become a list item."""
     from tools.pages import wrap
