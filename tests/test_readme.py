@@ -209,6 +209,21 @@ def test_make_readme_figures_runs_end_to_end_on_tiny_models(tmp_path, release_12
     assert "$ python main.py --draft_model_size /tmp/random-tiny-draft --target_model_size /tmp/random-tiny-target" in out
 
 
+def test_the_sample_run_alone_is_main_py_on_random_models_marked_as_measured_alone(tmp_path, capsys, release_124M_dir):
+    """`--only sample-run` remakes the README's sample run without the rest of a --random_weights run: the same
+    main.py command on random models of the given shapes, its output, and the note that it was measured alone."""
+    from tools.make_readme_figures import main
+    from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
+
+    tiny = str(write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir))
+    main(only="sample-run", sample_run_sizes=(tiny, tiny), sample_run_tokens=2, dry_run=True)
+    out = capsys.readouterr().out
+    part = out.split("--- sample-run\n")[1]
+    assert part.startswith("```text\n$ python main.py --draft_model_size /tmp/random-tiny-draft "), part[:200]
+    assert "autoregressive sampling" in part and "speculative sampling" in part
+    assert "`python tools/make_readme_figures.py --only sample-run`" in " ".join(part.split())
+
+
 def test_random_models_writes_loadable_folders_of_the_given_shapes_and_never_overwrites_one(
         tmp_path, release_124M_dir):
     """tools/random_models.py writes the sample run's folders: a Hugging Face folder per size that load_model

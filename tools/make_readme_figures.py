@@ -368,8 +368,9 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         grading_submissions: tools/time_grading.py's --submissions (a class of reference submissions through the
             gradebook; 0 leaves its table as it is).
         only: some of the small parts alone, comma-separated (of SMALL_PARTS: lookup-timing, bpe-timing,
-            sampler-timing, design-timing, hf-agreement, unicode-count; or text-benchmark, llama-cpp or
-            grading-time, which take some minutes), each marked as measured alone.
+            sampler-timing, design-timing, hf-agreement, unicode-count; or text-benchmark, llama-cpp,
+            grading-time, which take some minutes, or sample-run: main.py on random weights, as --random_weights
+            runs it), each marked as measured alone.
     """
     started = time.time()
     flags = " --random_weights" if random_weights else ""
@@ -420,7 +421,10 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
             names = as_names(only, "--only")
             alone = {**SMALL_PARTS, "text-benchmark": lambda forward, tokenizer: text_benchmark_block(text_repeats),
                      "llama-cpp": lambda forward, tokenizer: llama_cpp_block(llama_repeats),
-                     "grading-time": lambda forward, tokenizer: grading_block(grading_submissions)}
+                     "grading-time": lambda forward, tokenizer: grading_block(grading_submissions),
+                     "sample-run": lambda forward, tokenizer: sample_run(
+                         seed + SAMPLE_RUN_SEED, tokenizer, sample_run_tokens,
+                         benchmark.as_list(sample_run_sizes, "sample_run_sizes", str))}
             unknown = [name for name in names if name not in alone]
             if unknown:
                 raise ValueError(f"--only takes some of {', '.join(alone)}; got {', '.join(unknown)}")
