@@ -24,6 +24,7 @@ from tools.compare_llama_cpp import (
     agreement_text,
     breakdown_rows,
     check_flags,
+    cores_text,
     disagrees,
     first_difference,
     goal_text,
@@ -197,14 +198,17 @@ def test_first_difference_is_where_two_token_lists_part():
 AGREE = {"prompt_tokens": 11, "n_check": 32, "n_new": 16, "tokenizer_difference": None, "check_difference": None,
          "decode_difference": None, "max_logit_difference": 2.5e-6, "logit_std": 0.55}
 BREAKDOWN = {"sampler step": 0.0350, "model step": 0.0340, "block products": 0.0250, "LM head": 0.0050,
-             "logits_to_probs": 0.0001, "_check_probs + _sample": 0.0002, "sampled": 0.001}
+             "attention": 0.0030, "logits_to_probs": 0.0001, "_check_probs + _sample": 0.0002, "sampled": 0.001}
+BREAKDOWN_2 = {**BREAKDOWN, "sampler step": 0.0230, "model step": 0.0220, "block products": 0.0150, "LM head": 0.0030,
+               "attention": 0.0029}  # two threads: the products shrink, attention hardly, the rest not at all
 
 
 def fake_data():
     """One thread: this project decodes at 36 ms/token against llama.cpp's 30 (1.20x), passes of 30, 60, 75 ms
     (r = 1, 2.00, 2.50) against 24, 30, 36 ms (r = 1, 1.25, 1.50). Two threads: 20 against 25 ms/token (0.80x)."""
     def result(threads, ours, theirs, ours_passes, their_passes):
-        return {"threads": threads, "blas_threads": threads, "agreement": dict(AGREE), "breakdown": dict(BREAKDOWN),
+        return {"threads": threads, "blas_threads": threads, "agreement": dict(AGREE),
+                "breakdown": dict(BREAKDOWN if threads == 1 else BREAKDOWN_2),
                 "decode": {OURS: ours, THEIRS: theirs}, "passes": {OURS: ours_passes, THEIRS: their_passes}}
 
     run = {"command": "python tools/compare_llama_cpp.py", "weights": "random weights of 124M's shapes (seed 0)",
@@ -235,9 +239,22 @@ def test_the_goal_is_met_where_this_projects_step_is_within_5_percent_of_llamas_
 def test_the_breakdown_lists_this_projects_parts_then_llamas_whole_step():
     header, *rows = breakdown_rows(fake_data()["results"], repeats=2)
     assert header == ["ms (best of 2)", "1 thread", "2 threads"]
-    assert rows[0] == [f"{OURS}: block matrix products", "25.00", "25.00"]
-    assert [f"{OURS}: rest of the forward pass", "3.90", "3.90"] in rows  # 34 - 25 - 5 - 0.1
+    assert rows[0] == [f"{OURS}: block matrix products", "25.00", "15.00"]
+    assert [f"{OURS}: attention over the cache", "3.00", "2.90"] in rows
+    assert [f"{OURS}: rest of the forward pass", "0.90", "1.00"] in rows  # 34 - 25 - 5 - 3 - 0.1; 22 - 15 - 3 - 2.9 - 0.1
     assert rows[-1] == [f"{THEIRS}: step through the same sampler (decode, ms/token)", "30.00", "25.00"]
+
+
+def test_the_cores_sentence_gives_each_part_with_one_thread_and_two_and_names_the_part_the_second_core_helps_least():
+    """Block products 25 -> 15 ms (0.60), LM head 5 -> 3 (0.60), attention 3 -> 2.9 (0.97), the rest 0.9 -> 1.0 (1.11):
+    the rest is the part with the highest quotient. With one thread count only there is nothing to compare."""
+    results = fake_data()["results"]
+    assert cores_text(results) == (
+        "What the second core takes off each part of the step, ms with 1 thread → with 2 (their quotient): block "
+        "matrix products 25.00 → 15.00 (0.60), LM head (x @ wte.T) 5.00 → 3.00 (0.60), attention over the cache "
+        "3.00 → 2.90 (0.97), rest of the forward pass 0.90 → 1.00 (1.11). It takes least off the rest of the forward "
+        "pass.")
+    assert cores_text(results[:1]) == "" and "What the second core" in markdown_report(fake_data())
 
 
 def test_the_agreement_sentence_says_what_agreed_or_where_it_parted():

@@ -15,7 +15,7 @@ of the real shapes of each --sizes it prints:
    median of --repeats runs of --n_new tokens, over the floor. For --no_cache_sizes also kv_cache=False
    (picoGPT's way) and picoGPT's setting under NumPy 2 (float64 activations: every product converts a weight
    matrix to float64 first).
-2. A breakdown of one step: the block products, the LM head, the rest of the pass, the sampler's float64
+2. A breakdown of one step: the block products, the LM head, attention, the rest of the pass, the sampler's float64
    work and its own loop, beside the floor.
 3. r(m): an m-position pass over a 1-position pass after --r_context cached tokens, m = 1 .. --r_max.
 4. ms per token against the context length (--context_lengths, for --context_size): the cache adds the keys
@@ -56,7 +56,7 @@ from speed import calibration  # noqa: E402
 from speed import products  # noqa: E402
 from speed import routes  # noqa: E402
 from tools.benchmark import model_name  # noqa: E402
-from gpt2 import random_params  # noqa: E402
+from gpt2 import attention, random_params  # noqa: E402
 from loaders.download import HPARAMS  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
@@ -218,7 +218,7 @@ def measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, 
                 raise SystemExit(f"{result.size}: greedy decoding with and without the cache chose different tokens")
 
     # 2. one step, part by part (bests, timed in turns)
-    result.breakdown = step_breakdown(model, params, cached_ids, n_prompt, breakdown_rounds, rng)
+    result.breakdown = step_breakdown(model, params, cached_ids, n_prompt, breakdown_rounds, rng, hparams["n_head"])
 
     # 3. r(m): an m-position pass after the same r_context tokens (the model rolls its cache back to them)
     tokens = rng.integers(0, hparams["n_vocab"], r_context + r_max).tolist()
@@ -230,18 +230,26 @@ def measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, 
     return result
 
 
-def step_breakdown(model, params, ids, n_prompt, rounds, rng) -> dict:
+def step_breakdown(model, params, ids, n_prompt, rounds, rng, n_head) -> dict:
     """Best seconds of the parts of one greedy decoding step, each timed on its own, in turns.
 
     "sampler step" is autoregressive_sampling of one token, and "model step" the model function's call
     inside it: a 1-position pass after n_prompt + half the decoded tokens (the model keeps them cached, so
     each call recomputes only the last position). "block products" and "LM head" are the same matrix
-    products on random rows, alone; the rest of the forward pass is what the model step spends beyond them
-    and logits_to_probs. Unlike the table's runs (a mean over n_new tokens), these are single steps.
+    products on random rows, alone; "attention" is every layer's attention of one query over as many keys,
+    its heads shared with the helper process as a pass shares them (products.share_heads over a
+    products.kv_buffer, each layer's keys and values its own); the rest of the forward pass is what the model
+    step spends beyond them and logits_to_probs. Unlike the table's runs (a mean over n_new tokens), these are
+    single steps.
     """
     step_ids = ids[: n_prompt + (len(ids) - n_prompt) // 2 + 1]
-    n_embd = params["wte"].shape[1]
+    n_embd, n_layer, n_keys = params["wte"].shape[1], len(params["blocks"]), len(step_ids)
+    head_dim = n_embd // n_head
     rows = {n: rng.standard_normal((1, n), dtype=np.float32) for n in (n_embd, 4 * n_embd)}  # [1, n_in]
+    kv = products.kv_buffer((n_layer, 2, n_head, n_keys, head_dim))  # in the memory a cache's is made in
+    kv[...] = rng.standard_normal(kv.shape, dtype=np.float32)
+    q = rng.standard_normal((n_head, 1, head_dim), dtype=np.float32)  # [n_head, 1, head_dim]
+    mask = np.zeros((1, n_keys), dtype=np.float32)  # [1, n_keys]: the new position sees every key
     matrices = block_matrices(params)
     wte = params["wte"]  # [n_vocab, n_embd]
     logits = rows[n_embd] @ wte.T  # [1, n_vocab]
@@ -256,6 +264,7 @@ def step_breakdown(model, params, ids, n_prompt, rounds, rng) -> dict:
         "model step": lambda: model(step_ids, 1),
         "block products": lambda: [products.matmul(rows[m.shape[0]], m) for m in matrices],  # as gpt2.linear
         "LM head": lambda: products.matmul(rows[n_embd], wte.T),  # as gpt2.gpt2
+        "attention": lambda: [products.share_heads(attention, q, k, v, mask) for k, v in kv],  # as gpt2.mha
         "logits_to_probs": lambda: logits_to_probs(logits, temperature=0),
         "_check_probs + _sample": lambda: _sample(_check_probs(logits_to_probs(logits, 0), 1, n_vocab, "m")[0], rng),
         "sampled": lambda: sampler_work(SAMPLING_SETTINGS),
@@ -328,7 +337,8 @@ def main_table(results, markdown=False) -> str:
 BREAKDOWN = [  # (line, ms of it from a breakdown b and its SizeResult r); "=" lines are sums, not parts
     ("block matrix products", lambda b, r: b["block products"]),
     ("LM head (x @ wte.T)", lambda b, r: b["LM head"]),
-    ("rest of the forward pass", lambda b, r: b["model step"] - b["block products"] - b["LM head"]
+    ("attention over the cache", lambda b, r: b["attention"]),
+    ("rest of the forward pass", lambda b, r: b["model step"] - b["block products"] - b["LM head"] - b["attention"]
      - b["logits_to_probs"]),
     ("logits_to_probs (greedy)", lambda b, r: b["logits_to_probs"]),
     ("= model function step", lambda b, r: b["model step"]),

@@ -29,8 +29,8 @@ One run:
    pause in which the other's worker threads go to sleep (SETTLE_SECONDS); a time is the minimum over the
    repeats and r(m) a ratio of minimums, measured in the same process, this project's products on the routes
    speed/routes.py measured fastest in that process before the first turn (the report names them).
-   - where this project's step goes: tools/benchmark_forward.step_breakdown (the block products alone, the
-     LM head alone, the rest of the pass, the sampler), beside llama.cpp's whole step.
+   - where this project's step goes: tools/benchmark_forward.step_breakdown (block products, LM head, attention,
+     the rest, the sampler), beside llama.cpp's step; what the second core took off each part (`cores_text`).
 3. The tables, in markdown (`markdown_report`), and with --json FILE every timing; tools/make_readme_figures.py
    runs this script with --json and puts `markdown_report` into docs/BENCHMARKS.md.
 
@@ -273,7 +273,7 @@ def measure_here(settings, gguf_path, threads):
     agreement["n_new"] = settings["n_new"]
     agreement["decode_difference"] = first_difference(decoded[OURS], decoded[THEIRS])
     breakdown = benchmark_forward.step_breakdown(ours, params, context + decoded[OURS], n_context,
-                                                 settings["repeats"], rng)
+                                                 settings["repeats"], rng, hparams["n_head"])
     return {"threads": threads, "blas_threads": blas_threads(), "agreement": agreement, "decode": decode,
             "passes": passes, "breakdown": breakdown, "routes": routes.text(chosen)}
 
@@ -371,6 +371,25 @@ def goal_text(results):
     return text + (f"met with {' and '.join(met)}." if met else f"not met with {' or '.join(missed)}.")
 
 
+CORE_PARTS = ("block matrix products", "LM head (x @ wte.T)", "attention over the cache", "rest of the forward pass")
+
+
+def cores_text(results):
+    """What the second core takes off each part of this project's step: each part's ms with 1 thread and with 2
+    (benchmark_forward's breakdown lines), their quotient, and the part it takes least off (the highest quotient):
+    where the step misses llama.cpp's with 2 threads, that part is what the second core leaves to win. "" unless
+    both thread counts were measured."""
+    by_threads = {res["threads"]: res["breakdown"] for res in results}
+    if not {1, 2} <= by_threads.keys():
+        return ""
+    lines = dict(benchmark_forward.BREAKDOWN)
+    ms = {name: [lines[name](by_threads[threads], None) * 1e3 for threads in (1, 2)] for name in CORE_PARTS}
+    least = max(ms, key=lambda name: ms[name][1] / ms[name][0])
+    return ("What the second core takes off each part of the step, ms with 1 thread → with 2 (their quotient): "
+            + ", ".join(f"{name} {one:.2f} → {two:.2f} ({two / one:.2f})" for name, (one, two) in ms.items())
+            + f". It takes least off the {least}.")
+
+
 def run_text(run):
     """Where and how the run was made, in one paragraph; a warning when other jobs shared the cores (a load average
     more than one above the cores: this run's own threads count in it)."""
@@ -409,6 +428,7 @@ def markdown_report(data) -> str:
                       benchmark.format_table(speed_rows(results), markdown=True), "",
                       wrap(goal_text(results)), "", benchmark.format_table(breakdown_rows(results, run["repeats"]),
                                                                            markdown=True), "",
+                      *([wrap(cores_text(results)), ""] if cores_text(results) else []),
                       wrap(agreement_text(run, results))])
 
 
