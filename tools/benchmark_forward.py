@@ -243,8 +243,8 @@ def step_breakdown(model, params, ids, n_prompt, rounds, rng, n_head) -> dict:
     single steps.
     """
     step_ids = ids[: n_prompt + (len(ids) - n_prompt) // 2 + 1]
-    n_embd, n_layer, n_keys = params["wte"].shape[1], len(params["blocks"]), len(step_ids)
-    head_dim = n_embd // n_head
+    n_embd, n_keys = params["wte"].shape[1], len(step_ids)
+    n_layer, head_dim = len(params["blocks"]), n_embd // n_head
     rows = {n: rng.standard_normal((1, n), dtype=np.float32) for n in (n_embd, 4 * n_embd)}  # [1, n_in]
     kv = products.kv_buffer((n_layer, 2, n_head, n_keys, head_dim))  # in the memory a cache's is made in
     kv[...] = rng.standard_normal(kv.shape, dtype=np.float32)
