@@ -235,19 +235,17 @@ def step_breakdown(model, params, ids, n_prompt, rounds, rng, n_head) -> dict:
 
     "sampler step" is autoregressive_sampling of one token, and "model step" the model function's call
     inside it: a 1-position pass after n_prompt + half the decoded tokens (the model keeps them cached, so
-    each call recomputes only the last position). "block products" and "LM head" are the same matrix
-    products on random rows, alone; "attention" is every layer's attention of one query over as many keys,
-    its heads shared with the helper process as a pass shares them (products.share_heads over a
-    products.kv_buffer, each layer's keys and values its own); the rest of the forward pass is what the model
-    step spends beyond them and logits_to_probs. Unlike the table's runs (a mean over n_new tokens), these are
-    single steps.
+    each call recomputes only the last position). "block products", "LM head" and "attention" (one query's,
+    every layer's, over as many keys: products.share_heads on a products.kv_buffer, as a pass) are the same work
+    on random numbers, alone; the rest of the forward pass is what the model step spends beyond them and
+    logits_to_probs. Unlike the table's runs (a mean over n_new tokens), these are single steps.
     """
     step_ids = ids[: n_prompt + (len(ids) - n_prompt) // 2 + 1]
     n_embd, n_keys = params["wte"].shape[1], len(step_ids)
     n_layer, head_dim = len(params["blocks"]), n_embd // n_head
     rows = {n: rng.standard_normal((1, n), dtype=np.float32) for n in (n_embd, 4 * n_embd)}  # [1, n_in]
     kv = products.kv_buffer((n_layer, 2, n_head, n_keys, head_dim))  # in the memory a cache's is made in
-    kv[...] = rng.standard_normal(kv.shape, dtype=np.float32)
+    kv[...] = rng.standard_normal(kv.shape, dtype=np.float32)  # each layer's keys and values its own
     q = rng.standard_normal((n_head, 1, head_dim), dtype=np.float32)  # [n_head, 1, head_dim]
     mask = np.zeros((1, n_keys), dtype=np.float32)  # [1, n_keys]: the new position sees every key
     matrices = block_matrices(params)
