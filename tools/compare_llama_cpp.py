@@ -424,11 +424,12 @@ def markdown_report(data) -> str:
                        for res in results)
     routes_text = (f"This project's routes, chosen in each process before anything was timed (speed/routes.py): "
                    f"{chosen}.")
+    cores = cores_text(results)  # "" with one thread count
     return "\n".join([wrap(run_text(run)), "", wrap(routes_text), "",
                       benchmark.format_table(speed_rows(results), markdown=True), "",
                       wrap(goal_text(results)), "", benchmark.format_table(breakdown_rows(results, run["repeats"]),
                                                                            markdown=True), "",
-                      *([wrap(cores_text(results)), ""] if cores_text(results) else []),
+                      *([wrap(cores), ""] if cores else []),
                       wrap(agreement_text(run, results))])
 
 
