@@ -36,7 +36,8 @@ packs the keys first; the product turned round, (k @ q.T).T, transposes nothing,
 product round for 2 to PANEL_ROWS_MAX rows. And the attention reads the whole KV cache, memory-bound like the
 weights but in products too small to split: `share_heads` gives half of the HEADS to the helper, which maps
 the cache's buffer (`kv_buffer`: a memfd, second_core.shared_empty; both ask for 2 MB pages, which Linux grants
-shared memory only where /sys/kernel/mm/transparent_hugepage/shmem_enabled says "advise").
+shared memory only where /sys/kernel/mm/transparent_hugepage/shmem_enabled says "advise"). A prompt's heads
+too: there the softmax over every query's scores is most of attention's time, and NumPy runs it on one core.
 """
 
 import weakref
@@ -257,11 +258,12 @@ def kv_buffer(shape):
 
 def share_heads(attend, q, k, v, mask):
     """attend(q, k, v, mask) for q [n_head, m, head_dim] and k, v [n_head, n_keys, head_dim], views of a
-    `kv_buffer`: for 1 to PANEL_ROWS_MAX queries, the heads split between this process and the helper process
-    (see the module docstring), each half on one core. Each head is computed by the same function in either
-    process, so sharing changes no bit. Returns [n_head, m, head_dim]."""
-    n_head, m, _ = q.shape
-    share = second_core.for_heads(attend, q, k, v, mask) if 1 <= m <= PANEL_ROWS_MAX and n_head > 1 else None
+    `kv_buffer`: the heads split between this process and the helper process (see the module docstring), each
+    half on one core, BLAS on one thread in each (a prompt's next product gives BLAS its threads back). Each
+    head is computed by the same function in either process, so sharing changes no bit. Returns
+    [n_head, m, head_dim]."""
+    n_head = q.shape[0]
+    share = second_core.for_heads(attend, q, k, v, mask) if n_head > 1 else None
     if share is None:
         return attend(q, k, v, mask)  # [n_head, m, head_dim]
     helper, key, cache = share

@@ -23,8 +23,9 @@ What is shared, and why it is safe:
   a memfd that the child maps through /proc/PARENT/fd/FD; freed in the parent, the child drops its mapping. A
   program's own fork (multiprocessing's workers) gets a private copy of each cache (`_after_fork_in_child`).
 - BLAS runs on one thread in each process (`openblas_function`): OpenBLAS's own threads would compete with the
-  helper for the two cores. A prompt gets them back (`all_cores`); the next shared product ends them
-  (`_end_blas_threads`), or, where OpenBLAS cannot, they sleep within a millisecond (speed/openblas_env.py).
+  helper for the two cores. A prompt's products get them back (`all_cores`); the next shared job (a product,
+  or the prompt's own heads) ends them (`_end_blas_threads`), or, where OpenBLAS cannot, they sleep within a
+  millisecond (speed/openblas_env.py).
 - Memory: pages either side writes after the fork are copied, so a model freed in the parent stays in the
   helper's copy until a new helper replaces it (`for_matrix` makes one for each new set of matrices).
 
@@ -55,6 +56,9 @@ import numpy as np
 SHMEM_HUGE_PAGES = "/sys/kernel/mm/transparent_hugepage/shmem_enabled"  # Linux's rule for shared memory's pages
 SPIN_SECONDS = 0.05  # the helper polls for this long after a job, then sleeps until woken
 MIN_BYTES = 1 << 20  # a smaller matrix (a tiny test model's) is multiplied here: a hand-over would cost more
+# room in the shared rows for a prompt's heads (`for_heads` checks q and the mask of ALL heads against it: 1558M's
+# 25 heads of 1024 queries and a 1024 x 1024 mask are 2.7 M numbers); pages in use only as a job writes them
+HEADS_FLOATS_IN, HEADS_FLOATS_OUT = 3 << 20, 2 << 20
 MEMFD_NAME = "kv-cache"  # the name of a `shared_empty` buffer's memory file, as /proc/PID/fd and maps show it
 
 # the integers of `control`, shared by the two processes; a job is COLUMNS of a product or HEADS of attention
@@ -151,8 +155,9 @@ class Helper:
         n_in = max(w.shape[0] for w in arrays)  # the widest x, and the most columns, of any matrix
         n_out = max(max(w.shape) for w in arrays)  # (a transposed one has its shape the other way)
         self.control = np.frombuffer(mmap.mmap(-1, 8 * 32), dtype=np.int64)
-        self.rows_in = np.frombuffer(mmap.mmap(-1, 4 * rows_max * n_in), dtype=np.float32)  # jobs of <= rows_max rows
-        self.rows_out = np.frombuffer(mmap.mmap(-1, 4 * rows_max * n_out), dtype=np.float32)
+        # the rows of a product of <= rows_max rows, or attention's heads for a prompt's queries (`post_heads`)
+        self.rows_in = np.frombuffer(mmap.mmap(-1, 4 * max(rows_max * n_in, HEADS_FLOATS_IN)), dtype=np.float32)
+        self.rows_out = np.frombuffer(mmap.mmap(-1, 4 * max(rows_max * n_out, HEADS_FLOATS_OUT)), dtype=np.float32)
         self.message = mmap.mmap(-1, 4096)  # why a job failed, as text
         self.known = weakref.WeakValueDictionary(matrices)  # the parent does not keep a model alive for it
         self.posted, self.out_shape, self.parent = 0, None, os.getpid()

@@ -332,6 +332,47 @@ def test_shared_heads_give_the_same_bits_as_attention_alone_for_every_query_coun
             assert helper.posted == posted + 1, f"{m} queries: the helper was not handed the heads"
 
 
+def test_a_prompts_heads_are_shared_too_and_its_next_product_gets_every_core_back(matrices):
+    """A prompt's attention (here 200 queries over 200 keys, causal) is split between the processes as a
+    step's is, bit for bit the same, with BLAS on one thread in each; the prompt's next product (more than
+    PANEL_ROWS_MAX rows) gives BLAS its threads back, as any prompt product does."""
+    w, _ = matrices
+    rng = np.random.default_rng(13)
+    shared(w, rng.standard_normal((2, 768), dtype=np.float32))
+    buffer = a_cache(rng)
+    q = rng.standard_normal((12, 200, 64), dtype=np.float32)
+    k, v = buffer[1, :, :, :200]  # [12, 200, 64] each
+    mask = causal_mask(200, 0)
+    helper = heads_shared(q, k, v, mask)
+    get_threads = second_core.openblas_function("get_num_threads")
+    x = rng.standard_normal((200, 768), dtype=np.float32)
+    products.matmul(x, w)  # a prompt's product: every core
+    assert get_threads() == second_core._blas_threads > 1
+    posted = helper.posted
+    assert np.array_equal(products.share_heads(attention, q, k, v, mask), attention(q, k, v, mask))
+    assert helper.posted == posted + 1, "the prompt's heads were not handed to the helper"
+    assert get_threads() == 1, "BLAS kept its threads beside the helper's heads"
+    products.matmul(x, w)
+    assert get_threads() == second_core._blas_threads
+
+
+def test_heads_too_many_for_the_shared_rows_are_attended_here(matrices, monkeypatch):
+    """q and the mask travel through the helper's shared rows: a job that does not fit them (here: rows made
+    smaller than a 200-query prompt's q and mask need) is computed in this process, with the same result."""
+    w, _ = matrices
+    rng = np.random.default_rng(14)
+    shared(w, rng.standard_normal((2, 768), dtype=np.float32))
+    buffer = a_cache(rng)
+    q = rng.standard_normal((12, 200, 64), dtype=np.float32)
+    k, v = buffer[1, :, :, :200]
+    mask = causal_mask(200, 0)
+    helper = heads_shared(q[:, :2], k[:, :2], v[:, :2], causal_mask(2, 0))
+    monkeypatch.setattr(helper, "rows_in", helper.rows_in[: q.size + mask.size - 1])  # one number short
+    posted = helper.posted
+    assert np.array_equal(products.share_heads(attention, q, k, v, mask), attention(q, k, v, mask))
+    assert helper.posted == posted, "a job too big for the shared rows was posted"
+
+
 def test_the_helper_reads_keys_written_after_it_was_forked(matrices):
     """A cache is written after the helper exists (every pass writes its new keys): the helper maps the
     buffer itself, so it reads what the parent wrote, not a copy made at the fork."""

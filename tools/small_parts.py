@@ -146,6 +146,9 @@ def design_table(repeats=200, product_repeats=10, seed=0):
     shared_kv[...] = rng.standard_normal(cache_shape, dtype=np.float32)
     plain_kv = np.array(shared_kv)  # the same numbers in ordinary memory
     q1, mask1 = rng.standard_normal((n_head, 1, n_embd // n_head), dtype=np.float32), causal_mask(1, 512)
+    n_prompt = 512  # a prompt's attention: each of its queries over the keys up to its own
+    q_prompt = rng.standard_normal((n_head, n_prompt, n_embd // n_head), dtype=np.float32)
+    mask_prompt = causal_mask(n_prompt, 0)  # [n_prompt, n_prompt]
 
     def blas_products(by_size, weights):  # plain BLAS on all cores (the helper process asleep, if there is one)
         return lambda: (second_core.all_cores(), [by_size[m.shape[0]] @ m for m in weights])
@@ -158,6 +161,11 @@ def design_table(repeats=200, product_repeats=10, seed=0):
 
     def attend(kv, share):  # one query's attention over 512 cached keys, in every layer, as a decoding step's
         return lambda: [share(attention, q1, k, v, mask1) for k, v in kv]
+
+    def attend_prompt(kv, share):  # a prompt's attention in every layer (BLAS on all cores first, as after a
+        # prompt's product; share_heads puts it on one thread in each process)
+        return lambda: (second_core.all_cores(),
+                        [share(attention, q_prompt, k[:, :n_prompt], v[:, :n_prompt], mask_prompt) for k, v in kv])
 
     for _ in range(2):  # the first call makes gpt2.attention known; the second, or the first shared product
         # after it, forks a helper that has it
@@ -179,6 +187,10 @@ def design_table(repeats=200, product_repeats=10, seed=0):
          "`products.share_heads` (half of the heads in the helper process, the cache a `products.kv_buffer`)",
          attend(shared_kv, products.share_heads), "every head here, the cache in ordinary memory",
          attend(plain_kv, lambda function, *arguments: function(*arguments)), product_repeats),
+        (f"a {n_prompt}-token prompt's attention, each of the {cache_shape[0]} layers (`gpt2.mha`)",
+         "`products.share_heads` (half of the heads in the helper process, BLAS on one thread in each)",
+         attend_prompt(shared_kv, products.share_heads), "every head here, BLAS on all cores",
+         attend_prompt(plain_kv, lambda function, *arguments: function(*arguments)), product_repeats),
         ("one row through the same products, after it met a float64 scalar", "float32 row",
          blas_products(rows, matrices), "float64 row (every matrix converted each time)",
          blas_products(rows64, matrices), product_repeats),
