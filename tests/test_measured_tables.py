@@ -189,7 +189,7 @@ def check_pass_table(block):
 
 CHECKS = {"forward-table": check_forward_table, "forward-breakdown": check_forward_breakdown,
           "r-table": check_r_table, "context-table": check_context_table, "loading-table": check_loading_table,
-          "design-timing": check_design_table, "peer-speed": check_peer_speed,
+          "peer-speed": check_peer_speed, **{f"design-timing-{kind}": check_design_table for kind in KINDS},
           **{f"pass-timing-{kind}": check_pass_table for kind in KINDS},
           **{f"llama-cpp-{kind}": check_llama_cpp for kind in KINDS}}
 

@@ -352,7 +352,7 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
     kind = machine_kind()  # the per-kind parts are this machine's kind's
     for name in ("forward-run", "forward-table", "forward-breakdown", "forward-summary", "r-table", "context-table",
                  "peer-speed", f"llama-cpp-{kind}", "loading-table", "break-even-table", "lookup-timing", "bpe-timing",
-                 "sampler-timing", "design-timing", f"pass-timing-{kind}", "hf-agreement", "unicode-count",
+                 "sampler-timing", f"design-timing-{kind}", f"pass-timing-{kind}", "hf-agreement", "unicode-count",
                  "grading-time", "machine"):
         assert name in parts, name
     assert "machine-kinds" not in parts  # llama.cpp was skipped: the README's table keeps what it had

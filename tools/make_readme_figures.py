@@ -23,7 +23,7 @@ the plots and the sentences that quote them come from the same run. The parts, i
                   with llama-cpp-python), loading-table (tools/measure_loading.py), the small timings
                   lookup-timing, bpe-timing, sampler-timing, design-timing, pass-timing, and text-benchmark
                   (tools/benchmark_text.py on tools/texts/)
-    per kind      pass-timing, llama-cpp and text-benchmark are kept for each kind of machine
+    per kind      design-timing, pass-timing, llama-cpp and text-benchmark are kept for each kind of machine
                   (tools/machine.machine_kind: OpenBLAS's AVX-512 kernels or its AVX2 ones), as pass-timing-avx512,
                   pass-timing-avx2, ...: a run writes its own kind's and leaves the other's as they were, dated;
                   the README's machine-kinds table is made from both llama-cpp parts whenever one is measured
@@ -282,7 +282,7 @@ def drafter_summary(drafter_rows):
 PAGES = ("README.md", "docs/BENCHMARKS.md")  # the files with generated parts
 
 
-PER_KIND = ("pass-timing", "llama-cpp", "text-benchmark")  # the parts kept for each kind (tools/machine.py)
+PER_KIND = ("design-timing", "pass-timing", "llama-cpp", "text-benchmark")  # kept for each kind (tools/machine.py)
 
 
 def block_name(name):
