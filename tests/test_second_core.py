@@ -337,13 +337,8 @@ def test_a_prompts_heads_are_shared_too_and_its_next_product_gets_every_core_bac
     step's is, bit for bit the same, with BLAS on one thread in each; the prompt's next product (more than
     PANEL_ROWS_MAX rows) gives BLAS its threads back, as any prompt product does."""
     w, _ = matrices
-    rng = np.random.default_rng(13)
-    shared(w, rng.standard_normal((2, 768), dtype=np.float32))
-    buffer = a_cache(rng)
-    q = rng.standard_normal((12, 200, 64), dtype=np.float32)
-    k, v = buffer[1, :, :, :200]  # [12, 200, 64] each
-    mask = causal_mask(200, 0)
-    helper = heads_shared(q, k, v, mask)
+    rng, _, q, k, v, mask = primed(matrices, seed=13, m=200, n_keys=200)
+    helper = second_core._helper
     get_threads = second_core.openblas_function("get_num_threads")
     x = rng.standard_normal((200, 768), dtype=np.float32)
     products.matmul(x, w)  # a prompt's product: every core
@@ -359,14 +354,8 @@ def test_a_prompts_heads_are_shared_too_and_its_next_product_gets_every_core_bac
 def test_heads_too_many_for_the_shared_rows_are_attended_here(matrices, monkeypatch):
     """q and the mask travel through the helper's shared rows: a job that does not fit them (here: rows made
     smaller than a 200-query prompt's q and mask need) is computed in this process, with the same result."""
-    w, _ = matrices
-    rng = np.random.default_rng(14)
-    shared(w, rng.standard_normal((2, 768), dtype=np.float32))
-    buffer = a_cache(rng)
-    q = rng.standard_normal((12, 200, 64), dtype=np.float32)
-    k, v = buffer[1, :, :, :200]
-    mask = causal_mask(200, 0)
-    helper = heads_shared(q[:, :2], k[:, :2], v[:, :2], causal_mask(2, 0))
+    _, _, q, k, v, mask = primed(matrices, seed=14, m=200, n_keys=200)
+    helper = second_core._helper
     monkeypatch.setattr(helper, "rows_in", helper.rows_in[: q.size + mask.size - 1])  # one number short
     posted = helper.posted
     assert np.array_equal(products.share_heads(attention, q, k, v, mask), attention(q, k, v, mask))
