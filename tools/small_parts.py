@@ -159,13 +159,17 @@ def design_table(repeats=200, product_repeats=10, seed=0):
     def panel_products(by_size, weights):  # gpt2.linear's way: half of the panels in the helper process
         return lambda: [products.matmul(by_size[m.shape[0]], m) for m in weights]
 
-    def attend(kv, share):  # one query's attention over 512 cached keys, in every layer, as a decoding step's
-        return lambda: [share(attention, q1, k, v, mask1) for k, v in kv]
+    def attend(kv, share, q=q1, mask=mask1):  # the queries' attention over the keys their mask covers, in every
+        # layer: one query over 512 cached keys as a decoding step's, or a prompt's
+        n_keys = mask.shape[1]
+        return lambda: [share(attention, q, k[:, :n_keys], v[:, :n_keys], mask) for k, v in kv]
 
-    def attend_prompt(kv, share):  # a prompt's attention in every layer (BLAS on all cores first, as after a
-        # prompt's product; share_heads puts it on one thread in each process)
-        return lambda: (second_core.all_cores(),
-                        [share(attention, q_prompt, k[:, :n_prompt], v[:, :n_prompt], mask_prompt) for k, v in kv])
+    def after_a_prompt_product(work):  # BLAS on all cores first, as a prompt's product leaves it (share_heads then
+        # puts it on one thread in each process)
+        return lambda: (second_core.all_cores(), work())
+
+    def here(function, *arguments):  # every head in this process
+        return function(*arguments)
 
     for _ in range(2):  # the first call makes gpt2.attention known; the second, or the first shared product
         # after it, forks a helper that has it
@@ -186,11 +190,12 @@ def design_table(repeats=200, product_repeats=10, seed=0):
         (f"1 query's attention over 512 cached keys, each of the {cache_shape[0]} layers (`gpt2.mha`)",
          "`products.share_heads` (half of the heads in the helper process, the cache a `products.kv_buffer`)",
          attend(shared_kv, products.share_heads), "every head here, the cache in ordinary memory",
-         attend(plain_kv, lambda function, *arguments: function(*arguments)), product_repeats),
+         attend(plain_kv, here), product_repeats),
         (f"a {n_prompt}-token prompt's attention, each of the {cache_shape[0]} layers (`gpt2.mha`)",
          "`products.share_heads` (half of the heads in the helper process, BLAS on one thread in each)",
-         attend_prompt(shared_kv, products.share_heads), "every head here, BLAS on all cores",
-         attend_prompt(plain_kv, lambda function, *arguments: function(*arguments)), product_repeats),
+         after_a_prompt_product(attend(shared_kv, products.share_heads, q_prompt, mask_prompt)),
+         "every head here, BLAS on all cores", after_a_prompt_product(attend(plain_kv, here, q_prompt, mask_prompt)),
+         product_repeats),
         ("one row through the same products, after it met a float64 scalar", "float32 row",
          blas_products(rows, matrices), "float64 row (every matrix converted each time)",
          blas_products(rows64, matrices), product_repeats),
