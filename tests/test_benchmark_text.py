@@ -46,6 +46,22 @@ def test_a_run_on_a_tiny_model_fills_every_row_and_the_table(tmp_path):
     assert "alpha by match 1, 2-3, 4-7, 8-15, 16+" in table and "x (" in table and "by the cost model" in table
 
 
+def test_k_auto_rows_run_right_after_the_autoregressive_run_they_are_compared_with(monkeypatch):
+    """The goals are K = auto's, and a machine's speed drifts over minutes: in each turn the K = auto rows (the
+    longest match, then max_ngram=3) run next to the autoregressive run, the whole-number Ks after them, while
+    the table keeps the order asked for (4, 8, auto). Runs are recorded, not made."""
+    order = []
+    monkeypatch.setattr(benchmark_text, "autoregressive_run", lambda text, new_model: order.append("AR"))
+    monkeypatch.setattr(benchmark_text, "lookup_run",
+                        lambda text, new_model, K, max_ngram, costs: order.append(benchmark_text.row_label(K, max_ngram)))
+    text = benchmark_text.Text("prose", [464], [3797])
+    results = benchmark_text.measure([text], None, TINY, [4, 8, "auto"], 2, costs=None, progress=lambda line: None)
+    turn = ["AR", "lookup, K=auto", "lookup (max_ngram=3), K=auto", "lookup, K=4", "lookup, K=8"]
+    assert order == turn + turn
+    assert list(results["prose"]) == ["autoregressive", "lookup, K=4", "lookup, K=8", "lookup, K=auto",
+                                      "lookup (max_ngram=3), K=auto"]
+
+
 def test_the_modelled_speedup_is_the_tokens_over_the_rounds_costs():
     """Three rounds that proposed 0, 3 and 16 tokens cost r(1) + r(4) + r(17) = 1 + 2 + 3 (the table's last entry
     serving beyond it): 12 tokens in 6 steps is 2x."""

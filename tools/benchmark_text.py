@@ -16,7 +16,9 @@ else byte by byte.
 
 For each text, in turns (so that a burst of load on a shared machine hits every row alike), --repeats times:
 autoregressive decoding, then speculative sampling with prompt lookup (the longest match) for each --Ks (whole
-numbers, and "auto": lookahead.AutoK), and the original lookup (max_ngram=3) with K=auto for comparison. Each
+numbers, and "auto": lookahead.AutoK), and the original lookup (max_ngram=3) with K=auto for comparison. The
+K=auto rows run first, right after the autoregressive run they are compared with: a machine's speed can drift
+by a tenth within minutes, and the goals are K=auto's (the table keeps the order of --Ks). Each
 run gets a fresh model (an empty cache) and is timed in two parts: the prompt pass (prefill: model(prompt, 1))
 and the decoding after it. Before anything is timed, calibration.calibrate measures r(m) on this machine (or
 --r_table reads one); K=auto plans with it. Reported per text and row:
@@ -220,11 +222,12 @@ def measure(texts, params, hparams, Ks, repeats, costs, capped=True, progress=pr
         return create_model_fn(params, hparams, temperature=0)
 
     results = {text.name: {"autoregressive": []} | {row_label(*row): [] for row in rows} for text in texts}
+    in_turn = sorted(rows, key=lambda row: row[0] != "auto")  # K=auto's first, next to their reference (see above)
     for repeat in range(repeats):
         for text in texts:
             progress(f"repeat {repeat + 1} of {repeats}: {text.name}")
             results[text.name]["autoregressive"].append(autoregressive_run(text, new_model))
-            for K, max_ngram in rows:
+            for K, max_ngram in in_turn:
                 results[text.name][row_label(K, max_ngram)].append(lookup_run(text, new_model, K, max_ngram, costs))
         if after_repeat is not None:
             after_repeat(results)
