@@ -52,8 +52,8 @@ def test_k_auto_rows_run_right_after_the_autoregressive_run_they_are_compared_wi
     the table keeps the order asked for (4, 8, auto). Runs are recorded, not made."""
     order = []
     monkeypatch.setattr(benchmark_text, "autoregressive_run", lambda text, new_model: order.append("AR"))
-    monkeypatch.setattr(benchmark_text, "lookup_run",
-                        lambda text, new_model, K, max_ngram, costs: order.append(benchmark_text.row_label(K, max_ngram)))
+    monkeypatch.setattr(benchmark_text, "lookup_run", lambda text, new_model, K, max_ngram, costs:
+                        order.append(benchmark_text.row_label(K, max_ngram)))
     text = benchmark_text.Text("prose", [464], [3797])
     results = benchmark_text.measure([text], None, TINY, [4, 8, "auto"], 2, costs=None, progress=lambda line: None)
     turn = ["AR", "lookup, K=auto", "lookup (max_ngram=3), K=auto", "lookup, K=4", "lookup, K=8"]

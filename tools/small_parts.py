@@ -150,11 +150,15 @@ def design_table(repeats=200, product_repeats=10, seed=0):
     q_prompt = rng.standard_normal((n_head, n_prompt, n_embd // n_head), dtype=np.float32)
     mask_prompt = causal_mask(n_prompt, 0)  # [n_prompt, n_prompt]
 
-    def blas_products(by_size, weights):  # plain BLAS on all cores (the helper process asleep, if there is one)
-        return lambda: (second_core.all_cores(), [by_size[m.shape[0]] @ m for m in weights])
+    def on_all_cores(work):  # BLAS on all cores first (the helper process asleep, if there is one), as a prompt's
+        # product leaves it; a shared job after it (share_heads, products.matmul) puts BLAS on one thread again
+        return lambda: (second_core.all_cores(), work())
+
+    def blas_products(by_size, weights):  # plain BLAS on all cores
+        return on_all_cores(lambda: [by_size[m.shape[0]] @ m for m in weights])
 
     def left_products(by_size, weights):  # one BLAS call on all cores, the big matrix on the left
-        return lambda: (second_core.all_cores(), [(m.T @ by_size[m.shape[0]].T).T for m in weights])
+        return on_all_cores(lambda: [(m.T @ by_size[m.shape[0]].T).T for m in weights])
 
     def panel_products(by_size, weights):  # gpt2.linear's way: half of the panels in the helper process
         return lambda: [products.matmul(by_size[m.shape[0]], m) for m in weights]
@@ -163,10 +167,6 @@ def design_table(repeats=200, product_repeats=10, seed=0):
         # layer: one query over 512 cached keys as a decoding step's, or a prompt's
         n_keys = mask.shape[1]
         return lambda: [share(attention, q, k[:, :n_keys], v[:, :n_keys], mask) for k, v in kv]
-
-    def after_a_prompt_product(work):  # BLAS on all cores first, as a prompt's product leaves it (share_heads then
-        # puts it on one thread in each process)
-        return lambda: (second_core.all_cores(), work())
 
     def here(function, *arguments):  # every head in this process
         return function(*arguments)
@@ -193,8 +193,8 @@ def design_table(repeats=200, product_repeats=10, seed=0):
          attend(plain_kv, here), product_repeats),
         (f"a {n_prompt}-token prompt's attention, each of the {cache_shape[0]} layers (`gpt2.mha`)",
          "`products.share_heads` (half of the heads in the helper process, BLAS on one thread in each)",
-         after_a_prompt_product(attend(shared_kv, products.share_heads, q_prompt, mask_prompt)),
-         "every head here, BLAS on all cores", after_a_prompt_product(attend(plain_kv, here, q_prompt, mask_prompt)),
+         on_all_cores(attend(shared_kv, products.share_heads, q_prompt, mask_prompt)),
+         "every head here, BLAS on all cores", on_all_cores(attend(plain_kv, here, q_prompt, mask_prompt)),
          product_repeats),
         ("one row through the same products, after it met a float64 scalar", "float32 row",
          blas_products(rows, matrices), "float64 row (every matrix converted each time)",
