@@ -21,6 +21,7 @@ import drafters
 import gpt2
 import sampling
 from course.replay import recording
+from loaders.random_weights import random_params
 
 HPARAMS = {"n_vocab": 16, "n_ctx": 12, "n_embd": 8, "n_head": 2, "n_layer": 2}
 TREE_SHAPES = [[], [-1], [-1, 0], [-1, 0, 1], [-1, 0, 1, 2], [-1, -1], [-1, -1, 0], [-1, 0, 0, 1, 2],
@@ -41,7 +42,7 @@ def forward_part(seed=0):
     """The forward scenarios run by the reference on a tiny random GPT-2 drawn with `seed`, every step call
     recorded (see the module docstring)."""
     rng = np.random.default_rng(seed)
-    params = plain(gpt2.random_params(HPARAMS, rng, std=0.3))
+    params = plain(random_params(HPARAMS, rng, std=0.3))
     n_head = HPARAMS["n_head"]
     calls = {"layer_norm": [], "attention": [], "mha": [], "tree_mask": [], "passes": []}
     originals = {

@@ -14,7 +14,7 @@ it CAN spin: it polls a number in memory both processes map, and sees a new job 
 What is shared, and why it is safe:
 - The weights, without a copy: fork gives the child this process's memory as it is. A matrix is handed over
   only if the child has it: alive at the fork and read-only (`_frozen`), so its numbers are still the
-  parent's. The loaders and gpt2.random_params make their weights read-only; anything else is multiplied here.
+  parent's. The loaders and loaders.random_weights.random_params make their weights read-only; anything else is multiplied here.
 - The rows, the child's columns of the result and the job's few integers (`control`): anonymous shared memory.
   The parent writes the job, then its number into control[POSTED]; the child does the job, writes the result,
   then the number into control[DONE]. The other core sees stores in the order they were made only on x86-64

@@ -18,7 +18,7 @@ import pytest
 from tools import benchmark
 from tools.benchmark import pass_times
 from lookahead import break_even_alpha, predicted_speedup, tokens_per_round
-from gpt2 import random_params
+from loaders.random_weights import random_params
 from records import SpeculativeStats
 from model_fn import create_model_fn
 from tools import compare_drafters

@@ -12,7 +12,7 @@ import pytest
 
 from tools import benchmark_forward
 from tools.benchmark_forward import as_picogpt_runs_it, block_matrices, format_table, n_bytes, parse_list, r_of_m
-from gpt2 import random_params
+from loaders.random_weights import random_params
 
 TINY = {"n_vocab": 50, "n_ctx": 64, "n_embd": 8, "n_head": 2, "n_layer": 2}
 

@@ -11,7 +11,7 @@ import pytest
 
 from tools import benchmark_text
 from model_fn import create_model_fn
-from gpt2 import random_params
+from loaders.random_weights import random_params
 from sampling import autoregressive_sampling
 
 TINY = {"n_vocab": 50257, "n_ctx": 128, "n_embd": 8, "n_head": 2, "n_layer": 1}

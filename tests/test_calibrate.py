@@ -14,7 +14,7 @@ import pytest
 
 import drafters
 from speed import calibration
-from gpt2 import random_params
+from loaders.random_weights import random_params
 from model_fn import create_model_fn
 from sampling import speculative_sampling
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from encoder import Encoder, bytes_to_unicode
-from gpt2 import random_params
+from loaders.random_weights import random_params
 from sampling import autoregressive_sampling
 from tools import compare_llama_cpp
 from tools.compare_llama_cpp import (

@@ -122,13 +122,13 @@ def room_graph(graph, modules):
 
 
 def test_the_folders_import_each_other_without_a_circle():
-    """Drawn with each folder as one room, the imports still run one way: speed/ sits below gpt2.py (its product)
-    and loaders/ below utils.py, and none of them reaches back up into a file that uses it."""
+    """Drawn with each folder as one room, the imports still run one way: speed/ plugs into gpt2.py from outside
+    (it imports gpt2, never gpt2 it), loaders/ sits below utils.py, and none reaches back up into a file that uses it."""
     modules = project_modules()
     rooms = room_graph(import_graph(modules), modules)
     cycle = find_cycle({room: others for room, others in rooms.items() if room != "tests"})
     assert cycle is None, "rooms in a circle: " + " -> ".join(cycle)
-    assert "gpt2" not in rooms["speed"] and "utils" not in rooms["loaders"] and "main" not in rooms["command_line"]
+    assert "speed" not in rooms["gpt2"] and "utils" not in rooms["loaders"] and "main" not in rooms["command_line"]
 
 
 def test_the_room_check_sees_a_folder_that_imports_back_the_file_that_uses_it(tmp_path):
@@ -199,14 +199,16 @@ def test_a_file_read_earlier_never_imports_one_read_later(module, later):
     assert later not in reachable, f"{module}.py reaches {later}.py through its imports: {sorted(reachable)}"
 
 
-def test_the_model_needs_only_numpy_and_the_products_it_multiplies_by():
-    """gpt2.py, the first file of the model, imports NumPy and speed/products.py only; products.py imports NumPy,
-    weakref and speed/second_core.py (the helper process), which imports NumPy and the standard library, no file of the
-    project."""
+def test_the_model_imports_nothing_of_the_project_and_speed_plugs_into_it_from_outside():
+    """gpt2.py, the first file of the model, imports NumPy and the standard library only: it can be copied out and
+    played with alone. Speed depends on it, never the other way: speed/plug.py (the seam model_fn.py installs)
+    imports gpt2 and speed/products.py; products.py imports NumPy, weakref and speed/second_core.py (the helper
+    process), which imports NumPy and the standard library, no file of the project."""
     graph = import_graph(project_modules())
-    assert graph["gpt2"] == ["products"] and graph["products"] == ["second_core"] and graph["second_core"] == []
+    assert graph["gpt2"] == [] and imported_names(REPO_ROOT / "gpt2.py") == {"math", "numpy", "typing"}
+    assert sorted(graph["plug"]) == ["gpt2", "products"] and "plug" in graph["model_fn"]
+    assert graph["products"] == ["second_core"] and graph["second_core"] == []
     assert imported_names(REPO_ROOT / "speed" / "products.py") == {"numpy", "second_core", "weakref"}
-    assert imported_names(REPO_ROOT / "gpt2.py") == {"numpy", "products", "typing"}
     assert imported_names(REPO_ROOT / "speed" / "second_core.py") == {"numpy", "ctypes", "functools", "gc", "itertools", "mmap", "os", "typing",
                                                                "platform", "signal", "sys", "threading", "time",
                                                                "warnings", "weakref"}

@@ -14,6 +14,7 @@ import pytest
 import gpt2
 from sampling import _sample
 from model_fn import create_model_fn, logits_to_probs
+from loaders.random_weights import random_params
 
 
 def plain_logits_to_probs(logits, temperature, top_k=None, top_p=None):
@@ -86,7 +87,7 @@ def test_a_model_function_with_a_nan_weight_refuses_to_decode():
     """End to end: one NaN in one weight matrix of a tiny GPT-2 makes every logit NaN, and the model
     function raises the ValueError rather than returning a row the sampler would draw token 0 from."""
     hparams = {"n_vocab": 16, "n_ctx": 8, "n_embd": 8, "n_head": 2, "n_layer": 1}
-    params = gpt2.random_params(hparams, np.random.default_rng(0))
+    params = random_params(hparams, np.random.default_rng(0))
     damaged = params["blocks"][0]["mlp"]["c_fc"]["w"].copy(order="F")  # weights are read-only: a damaged copy
     damaged[3, 5] = np.nan
     params["blocks"][0]["mlp"]["c_fc"]["w"] = damaged

@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 
 from encoder import bytes_to_unicode, get_encoder
-from gpt2 import gpt2, random_params
+from gpt2 import gpt2
+from loaders.random_weights import random_params
 from tools.model_files import write_hf_folder
 from tools.random_models import TINY_HPARAMS, near_params, tiny_params
 

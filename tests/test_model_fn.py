@@ -19,6 +19,7 @@ import pytest
 import gpt2
 from conftest import path_to
 from model_fn import create_model_fn
+from loaders.random_weights import random_params
 
 HPARAMS = {"n_vocab": 64, "n_ctx": 48, "n_embd": 32, "n_head": 4, "n_layer": 2}
 PROMPT = [1, 2, 3, 4, 5]
@@ -28,7 +29,7 @@ TOLERANCE = 1e-6  # max |row - the plain-sequence row|
 def tiny_params(seed=1):
     """Random weights with position embeddings of scale 1, so that the position of a node matters."""
     rng = np.random.default_rng(seed)
-    params = gpt2.random_params(HPARAMS, rng, std=0.3)
+    params = random_params(HPARAMS, rng, std=0.3)
     params["wpe"] = rng.standard_normal(params["wpe"].shape, dtype=np.float32)  # [n_ctx, n_embd]
     return params
 

@@ -274,7 +274,7 @@ def test_the_break_even_table_is_its_recomputation_from_drafters_r_table():
 def test_the_break_even_tables_c_is_the_weight_ratio_k_auto_estimates():
     """n_weights counts what create_model_fn's n_params counts (wte once), so c is AutoK's own c."""
     import lookahead
-    from gpt2 import random_params
+    from loaders.random_weights import random_params
     from loaders.download import HPARAMS
     from tools.make_readme_figures import n_weights
     from model_fn import create_model_fn

@@ -120,7 +120,7 @@ def interrupted(args, cwd, started_when):
 def test_ctrl_c_in_the_middle_of_main_py_is_one_line_interrupted_and_exit_code_130(tmp_path, release_124M_dir):
     """A model with 1,024 positions, decoding without the cache: minutes of work, interrupted once it has begun."""
     hparams = {**TINY_HPARAMS, "n_ctx": 1024}
-    from gpt2 import random_params
+    from loaders.random_weights import random_params
     import numpy as np
 
     folder = write_hf_folder(tmp_path / "long", random_params(hparams, np.random.default_rng(0), std=0.5), hparams,

@@ -3,7 +3,7 @@
 Read sampling.py first: these tests are its specification.
 
 The statistical proof that speculative sampling has the target's distribution is in
-test_speculative_exactness.py; here the models are tiny random GPT-2s (gpt2.random_params) and, for the
+test_speculative_exactness.py; here the models are tiny random GPT-2s (loaders.random_weights.random_params) and, for the
 error cases, hand-built tables.
 """
 
@@ -14,6 +14,7 @@ import gpt2
 from records import AutoregressiveStats, SpeculativeStats
 from sampling import autoregressive_sampling, speculative_sampling
 from model_fn import create_model_fn, logits_to_probs
+from loaders.random_weights import random_params
 
 TARGET_HPARAMS = {"n_vocab": 64, "n_ctx": 64, "n_embd": 32, "n_head": 4, "n_layer": 2}
 DRAFT_HPARAMS = {"n_vocab": 64, "n_ctx": 64, "n_embd": 16, "n_head": 2, "n_layer": 1}  # same vocabulary
@@ -29,7 +30,7 @@ def tiny_gpt2(hparams, seed):
     greedy output change from position to position.
     """
     rng = np.random.default_rng(seed)
-    params = gpt2.random_params(hparams, rng, std=0.3)
+    params = random_params(hparams, rng, std=0.3)
     params["wpe"] = rng.standard_normal(params["wpe"].shape, dtype=np.float32)  # [n_ctx, n_embd]
     return params
 

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(second_core.unavailable() is not None,
 
 
 def read_only(array):
-    """array, read-only: as the loaders and gpt2.random_params give weights."""
+    """array, read-only: as the loaders and loaders.random_weights.random_params give weights."""
     array.flags.writeable = False
     return array
 

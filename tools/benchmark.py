@@ -45,7 +45,7 @@ import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from gpt2 import random_params
+from loaders.random_weights import random_params
 
 from loaders.download import HPARAMS
 from lookahead import AUTO_K_MAX, break_even_alpha, predicted_speedup

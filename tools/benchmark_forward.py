@@ -56,7 +56,8 @@ from speed import calibration  # noqa: E402
 from speed import products  # noqa: E402
 from speed import routes  # noqa: E402
 from tools.benchmark import model_name  # noqa: E402
-from gpt2 import attention, random_params  # noqa: E402
+from speed.plug import routed_attention as attention  # noqa: E402  (what a pass attends with)
+from loaders.random_weights import random_params  # noqa: E402
 from loaders.download import HPARAMS  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402

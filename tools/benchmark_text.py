@@ -54,7 +54,7 @@ from tools import benchmark  # noqa: E402
 import drafters  # noqa: E402
 from speed import calibration  # noqa: E402
 from encoder import get_encoder  # noqa: E402
-from gpt2 import random_params  # noqa: E402
+from loaders.random_weights import random_params  # noqa: E402
 from lookahead import MATCH_BUCKETS, match_bucket  # noqa: E402
 from model_fn import create_model_fn  # noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402

@@ -60,7 +60,8 @@ import numpy as np  # noqa: E402
 from tools import benchmark  # noqa: E402
 from command_line.flags import as_bool, as_text, as_whole_number, check_writable, errors_as_one_line  # noqa: E402
 from command_line.scripts import run_script  # noqa: E402
-from gpt2 import gpt2, random_params  # noqa: E402
+from gpt2 import gpt2  # noqa: E402
+from loaders.random_weights import random_params  # noqa: E402
 from loaders.download import HPARAMS  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import common_prefix_length, create_model_fn, logits_to_probs  # noqa: E402

@@ -38,6 +38,7 @@ from loaders.safe_files import write_atomically  # noqa: E402
 from tools.model_files import flat_params, hf_config, hf_name, write_safetensors, write_tf_checkpoint  # noqa: E402
 from command_line.flags import as_whole_number, errors_as_one_line  # noqa: E402
 from command_line.scripts import as_names, check_output_file, check_output_folder, run_script  # noqa: E402
+from loaders.random_weights import random_params  # noqa: E402
 
 
 def measure(code):
@@ -70,7 +71,7 @@ def measure_size(size, root, repeats):
     (bytes and seconds; fresh_copy: the best time of fresh_copy_code). The files are written under root,
     measured, and deleted."""
     hparams = hparams_of(size)
-    arrays = flat_params(gpt2.random_params(hparams, np.random.default_rng(0)))
+    arrays = flat_params(random_params(hparams, np.random.default_rng(0)))
     weights = write_tf_checkpoint(root / "tf", arrays, hparams)
     hf = root / "hf"
     hf.mkdir(parents=True, exist_ok=True)

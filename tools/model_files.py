@@ -8,7 +8,7 @@ each format's spec, so that a model of any shape can be made without torch or Te
 - OpenAI's checkpoint: hparams.json, checkpoint, model.ckpt.index (a LevelDB table whose values are protobufs
   saying where each tensor's float32 bytes are) and model.ckpt.data-00000-of-00001 (the bytes).
 
-    write_hf_folder(Path("/tmp/tiny"), gpt2.random_params(hparams, rng), hparams, tokenizer_folder())
+    write_hf_folder(Path("/tmp/tiny"), random_params(hparams, rng), hparams, tokenizer_folder())
 
 tools/random_models.py writes the README's sample-run models with it, tools/measure_loading.py the files it
 loads; the tests write the models they load with it (tests/test_main.py, tests/test_load.py), and
@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from loaders import tf_checkpoint
+from loaders.random_weights import random_params
 
 # ------------------------------------------------------------------------------------------------------------
 # Names: picoGPT's nested params, OpenAI's flat names, Hugging Face's names

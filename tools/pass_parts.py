@@ -54,7 +54,9 @@ from speed import second_core  # noqa: E402
 from speed import calibration  # noqa: E402
 from speed import products  # noqa: E402
 from speed import routes  # noqa: E402
-from gpt2 import attention, causal_mask, random_params  # noqa: E402
+from gpt2 import causal_mask  # noqa: E402
+from speed.plug import routed_attention as attention  # noqa: E402  (what a pass attends with)
+from loaders.random_weights import random_params  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
 from tools.benchmark_forward import block_matrices  # noqa: E402

@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tools.benchmark import hparams_of, model_name  # noqa: E402
-from gpt2 import random_params  # noqa: E402
+from loaders.random_weights import random_params  # noqa: E402
 from loaders.messages import shown
 from command_line.flags import MAX_SEED, as_whole_number, errors_as_one_line  # noqa: E402
 from command_line.scripts import as_names, check_output_folder, run_script  # noqa: E402

@@ -17,7 +17,8 @@ import drafters
 from speed import second_core
 from speed import products
 from speed import routes
-from gpt2 import attention, causal_mask, random_params
+from gpt2 import attention, causal_mask
+from loaders.random_weights import random_params
 from loaders.download import HPARAMS
 from records import timed
 from model_fn import logits_to_probs
