@@ -1,5 +1,7 @@
 """How the pass runs fast on this machine: machinery to take on trust, read after the model.
 
+    plug.py          the seam: what model_fn.create_model_fn hands gpt2.py in place of the plain weights, cache
+                     and attention (python main.py --plain runs without it)
     products.py      how a weight matrix is stored (column-major) and multiplied (`matmul`), so that a pass
                      over a few positions costs about what one costs; attention's heads shared with the helper
     second_core.py   the helper process on the second core: a forked copy of the program that multiplies half
@@ -8,6 +10,6 @@
                      call, padded rows): measured in a few seconds when calibrate starts, kept in the costs file
     openblas_env.py  OpenBLAS's setting, made before NumPy loads it, so that its idle threads sleep at once
 
-gpt2.py multiplies through products.matmul; nothing here imports a file of the model. Importing this package
+gpt2.py imports nothing of this: plug.py imports gpt2 and plugs into it from outside. Importing this package
 imports nothing (main.py imports speed.openblas_env before NumPy).
 """

@@ -1,7 +1,7 @@
 """How a weight matrix is stored and multiplied, so that a pass over a few rows costs about what one row costs.
 
-Machinery: read it after gpt2.py, which multiplies every weight matrix through `matmul` below and shares
-attention's heads through `share_heads`. It needs only NumPy, speed/second_core.py (the helper process on the
+Machinery: read it after gpt2.py and speed/plug.py, through which the model multiplies every weight matrix by
+`matmul` below and shares attention's heads through `share_heads`. It needs only NumPy, speed/second_core.py (the helper process on the
 second core) and speed/routes.py's choice. docs/BENCHMARKS.md's design-timing and pass-timing tables measure
 every choice below, on each kind of machine; the figures command remakes them.
 

@@ -26,6 +26,8 @@ def a_file(tmp_path):
 
 
 CASES = [  # (script, flags, what the error line must say); "{file}" is a regular file the test makes
+    ("tools/reading_path.py", ["--lst"], "unknown flag --lst (did you mean --list?)"),
+    ("tools/reading_path.py", ["--budget", "0"], "--budget must be a whole number >= 1; got 0"),
     ("tools/benchmark.py", ["--random_weight"], "unknown flag --random_weight (did you mean --random_weights?)"),
     ("tools/benchmark.py", ["--random_weights", "--Ks", "four"], "--Ks takes whole numbers >= 1"),
     ("tools/benchmark.py", ["--random_weights", "--seed", "-5"], "--seed must be a whole number >= 0; got -5"),

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from command_line.flags import as_whole_number, errors_as_one_line  # noqa: E402
 from command_line.scripts import run_script  # noqa: E402
-from gpt2 import random_params  # noqa: E402
+from loaders.random_weights import random_params  # noqa: E402
 from loaders.messages import shown  # noqa: E402
 from tools.model_files import write_hf_folder  # noqa: E402
 from tools.random_models import near_params  # noqa: E402
