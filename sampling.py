@@ -429,10 +429,10 @@ def _check_proposal(proposal, k, n_vocab, who):
             f"{len(proposal.rows)} rows: a Proposal needs one parent and one row per token (see Proposal)"
         )
     depths = []
-    for i, parent in enumerate(proposal.parents):
-        if not -1 <= parent < i:
+    for index, parent in enumerate(proposal.parents):
+        if not -1 <= parent < index:
             raise ValueError(
-                f"the drafter {who!r} gave token {i} the parent {parent}: a parent must be -1 (x itself) or an "
+                f"the drafter {who!r} gave token {index} the parent {parent}: a parent must be -1 (x itself) or an "
                 f"earlier token's index"
             )
         depths.append(1 if parent == -1 else depths[parent] + 1)

@@ -51,8 +51,8 @@ def as_tree_contract(verify_chain):
     """A `_verify_chain(guesses, p, q, rng)` as a `_verify_tree(q, proposal, rng, depths)` of chains: a chain's
     written token t has the target's row t."""
     def verify(q, proposal, rng, depths):
-        tokens, origins, checks = verify_chain(list(proposal.tokens), proposal.rows, q, rng)
-        return tokens, origins, checks, list(range(len(tokens)))
+        written, origins, checks = verify_chain(list(proposal.tokens), proposal.rows, q, rng)
+        return written, origins, checks, list(range(len(written)))
     return verify
 
 
