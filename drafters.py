@@ -1,146 +1,34 @@
-"""Drafters: where the guesses of a speculative round come from, besides the draft model's own (sampling.py).
+"""Drafters: where the guesses of a speculative round come from, besides the draft model's own (sampling.py),
+and trees of guesses, verified by SpecInfer's rule.
 
-Read sampling.py first: its docstring states the drafter contract (`propose(x, k, rng, n_vocab) -> Proposal`)
-and its ModelDrafter is Chen et al.'s Step 1. Every drafter here keeps that contract, so the same
-`sampling.speculative_stream` verifies all of them, and the proof of exactness in sampling.py covers them all:
+Read sampling.py first: `Proposal`'s docstring states the drafter contract (`propose(x, k, rng, n_vocab) ->
+Proposal`) and its ModelDrafter is Chen et al.'s Step 1. Every drafter here keeps that contract:
 
-    TreeDrafter    a tree of the draft model's top tokens (SpecInfer), scored by the target in one pass;
-                   `tree_speculative_sampling` runs it
     PromptLookup   guesses copied from after the longest earlier match in the text (found by a
                    SuffixAutomaton, kept up to date token by token): no model at all, so a draft step is free
     Staged         the draft model's own guesses, made faster by speculative sampling with prompt lookup
+    TreeDrafter    a tree of the draft model's top tokens (SpecInfer), scored by the target in one pass
 
-A looked-up or top-ranked token was chosen, not sampled, so its row is one-hot (see the contract). How many
-guesses each round asks for is lookahead.py's business (K="auto").
+The chains of guesses (lookup, staged) go through `sampling.speculative_stream` itself, and sampling.py's proof
+covers them. A tree is verified beside it, by `tree_stream` (the "Trees" section, with the proof extended to
+siblings): the same round with SpecInfer's Steps 2-4, which on a one-branch tree are the chain's.
+
+A looked-up or top-ranked token was chosen, not sampled, so its row is one-hot (see the contract). A drafter has
+a `name` (for reports) and may have a `cost`: the time of one draft step as a fraction of one 1-position
+target step (0.0 for a lookup that runs no model), which K="auto" plans with; a drafter that runs a model counts
+its forward passes in `passes` (the statistics read it). How many guesses each round asks for is lookahead.py's
+business.
 """
+
+from dataclasses import dataclass
 
 import numpy as np
 
+import lookahead
 import sampling
 from model_fn import common_prefix_length
+from records import Check, Round
 from sampling import Proposal, chain_parents
-
-
-class TreeDrafter:
-    """A tree of guesses from a draft model: `branching[d]` candidates under each node of depth d.
-
-    tree(draft_model, (2, 2, 1)) proposes the draft's 2 most likely tokens after x, the 2 most likely after
-    each of those, and the most likely after each of the 4: 2 + 4 + 4 = 10 nodes. The draft expands each
-    depth's frontier in ONE call (the frontier is always the last nodes, since nodes are listed depth by depth):
-    depth 1 asks model(x, 1); depth d > 1 asks model(x + nodes, n=len(frontier), parents=parents).
-
-    Why the TOP tokens and not independent samples of p: both keep the round exact (see sampling._verify), but
-    with samples, siblings repeat each other whenever p is peaked (at temperature 0 every sample is the argmax),
-    and a repeated candidate can never be kept after its twin was rejected: its row is wasted. The top tokens
-    are distinct alternatives. A candidate chosen by rank is deterministic, so its row is one-hot: it is kept
-    with probability min(1, q(c)/1) = q(c), and on a rejection q loses c: (q - onehot(c))_+, renormalised.
-    Tokens the draft gives probability 0 are never proposed, so at temperature 0 (one-hot draft rows) every
-    node has one candidate and the tree is the greedy chain.
-    """
-
-    name = "tree"
-
-    def __init__(self, model, branching):
-        self.model = model
-        self.branching = check_tree(branching)
-        self.cost = getattr(model, "cost", None)
-        self.n_vocab = getattr(model, "n_vocab", None)
-        self.passes = 0
-
-    def propose(self, x, k, rng, n_vocab):
-        """The tree cut to its first k depths: Proposal(tokens, parents, one-hot rows). rng is not used."""
-        tokens, parents = [], []
-        frontier = [-1]  # the nodes whose children come next (-1: x itself)
-        for depth, n_children in enumerate(self.branching[:k]):
-            if depth == 0:
-                p = self.model(x, 1)  # [1, n_vocab]: after x
-            elif parents == chain_parents(len(tokens)):  # a chain so far: the plain model-function contract
-                p = self.model(x + tokens, len(frontier))  # [1, n_vocab]
-            else:
-                p = self.model(x + tokens, len(frontier), parents=parents)  # [len(frontier), n_vocab]
-            p = sampling._check_probs(p, len(frontier), n_vocab, "the draft model")
-            self.passes += 1
-            next_frontier = []
-            for node, p_row in zip(frontier, p):
-                for token in top_tokens(p_row, n_children):
-                    tokens.append(token)
-                    parents.append(node)
-                    next_frontier.append(len(tokens) - 1)
-            frontier = next_frontier
-        width = p.shape[1] if tokens else (n_vocab or 0)
-        rows = np.zeros((len(tokens), width))  # [m, n_vocab]
-        rows[np.arange(len(tokens)), tokens] = 1.0  # one-hot: each candidate was chosen, not sampled
-        return Proposal(tokens=tokens, parents=parents, rows=rows)
-
-
-def top_tokens(p_row, n):
-    """The n most likely tokens of p_row [n_vocab] that have probability > 0, most likely first (ties: lower
-    id first, like np.argmax): top_tokens([0.1, 0.5, 0.0, 0.4], 3) == [1, 3, 0]."""
-    order = np.argsort(-p_row, kind="stable")[:n]  # [n]
-    return [int(token) for token in order if p_row[token] > 0]
-
-
-def check_tree(branching):
-    """The branching as a tuple of whole numbers >= 1, or a ValueError saying what is wrong."""
-    try:
-        branching = tuple(branching)
-    except TypeError:
-        raise ValueError(f"a tree is a tuple of branchings per depth, like (2, 2, 1); got {branching!r}") from None
-    if not branching:
-        raise ValueError("a tree needs at least one depth, like (2, 2, 1) or (1,) for a one-token chain")
-    if any(isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1 for b in branching):
-        raise ValueError(f"each branching of a tree must be a whole number >= 1; got {branching}")
-    return tuple(int(b) for b in branching)
-
-
-def tree(draft_model, branching):
-    """A TreeDrafter: the draft's top tokens, `branching[d]` under each node of depth d (see TreeDrafter)."""
-    return TreeDrafter(draft_model, branching)
-
-
-def tree_size(branching):
-    """Nodes of a tree: tree_size((2, 2, 1)) == 2 + 2*2 + 2*2*1 == 10."""
-    return int(sum(np.cumprod(branching)))
-
-
-def tree_speculative_stream(x, draft, target_model, N, tree, rng, stop_token=None, stats=None):
-    """`speculative_stream` with a tree of guesses: `tree` gives the branching per depth (see TreeDrafter).
-
-    (2, 2, 1) proposes 2 candidates after x, 2 under each, 1 under each of those: 10 nodes, scored by the
-    target in one pass. (1,) * K is the chain of speculative_stream with K: one code path.
-    """
-    tree = check_tree(tree)
-    x = sampling._check_prompt(x, N, rng, [target_model, draft])  # first, so that a bad prompt or N is named as such
-    check_tree_fits(x, N, tree, draft, target_model)
-    return sampling.speculative_stream(x, TreeDrafter(draft, tree), target_model, N, len(tree), rng, stop_token, stats)
-
-
-def check_tree_fits(x, N, tree, draft_model, target_model):
-    """A ValueError, before any model runs, if some round of the tree sampler would not fit in a model's context.
-
-    A round that starts with L tokens has k = min(len(tree), T - L - 1) depths (T = len(x) + N): the target
-    reads L + tree_size(tree[:k]) tokens, the draft L + tree_size(tree[:k - 1]) (it never expands the last
-    depth). Every L from len(x) to T - 1 can occur (rounds that write one token each). Example: a prompt of 50
-    tokens, N = 10, n_ctx = 64 and the tree (3, 3, 3) of 39 nodes: the first round needs 50 + 39 = 89
-    positions, an error.
-    """
-    T = len(x) + N
-    nodes = [tree_size(tree[:k]) for k in range(len(tree) + 1)]  # nodes[k]: the tree cut to k depths
-    for model, own_depths in ((target_model, 0), (draft_model, -1)):
-        n_ctx = getattr(model, "n_ctx", None)
-        for L in range(len(x), T) if n_ctx is not None else ():
-            k = max(0, min(len(tree), T - L - 1) + own_depths)
-            if L + nodes[k] > n_ctx:
-                raise ValueError(
-                    f"the tree {tree} does not fit in the context: a round after {L} tokens (prompt {len(x)}, "
-                    f"N={N}) sends {nodes[k]} tree nodes, and {L} + {nodes[k]} > n_ctx={n_ctx} positions; use a "
-                    f"smaller tree, a shorter prompt or fewer tokens"
-                )
-
-
-def tree_speculative_sampling(x, draft, target_model, N, tree, rng, stop_token=None, stats=None):
-    """x followed by N new tokens sampled by `tree_speculative_stream`, as a list of ints."""
-    return sampling._prompt_and_tokens(x, tree_speculative_stream(x, draft, target_model, N, tree, rng, stop_token, stats))
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -331,6 +219,15 @@ class SuffixAutomaton:
                 values.pop()
 
 
+@dataclass
+class LookupProposal(Proposal):
+    """A Proposal of looked-up guesses, with the match they follow. match_length: how many of x's last tokens
+    matched where the guesses were copied from (0: not a lookup); K="auto" trusts a long match more than a
+    short one (lookahead.AutoK)."""
+
+    match_length: int = 0
+
+
 class PromptLookup:
     """Prompt lookup decoding (Saxena 2023; Hugging Face's `prompt_lookup_num_tokens`; llama.cpp's lookup),
     with the longest match (as "SAM Decoding", Hu et al. 2024, finds it).
@@ -338,7 +235,7 @@ class PromptLookup:
     Find the longest suffix of x that occurred earlier in x (prompt and generated tokens alike), take its most
     recent earlier occurrence, and propose the tokens that followed it there, up to k. No model runs: cost 0.
     A looked-up token is not drawn from a distribution, so its row is one-hot, and the round stays exact
-    (sampling._verify: kept with probability q(token)). No match: an empty proposal, and the round is a plain
+    (kept with probability q(token): sampling.py's proof). No match: an empty proposal, and the round is a plain
     target step. The proposal carries the match's length (Proposal.match_length), and `match_length(x)` tells
     it before proposing: K="auto" trusts a long match more than a short one (lookahead.AutoK).
 
@@ -404,7 +301,7 @@ class PromptLookup:
         rows = np.zeros((len(tokens), n_vocab))  # [m, n_vocab]
         rows[np.arange(len(tokens)), tokens] = 1.0  # deterministic: one-hot
         n = self.index.match[0] if tokens else 0
-        return Proposal(tokens=tokens, parents=chain_parents(len(tokens)), rows=rows, match_length=n)
+        return LookupProposal(tokens=tokens, parents=chain_parents(len(tokens)), rows=rows, match_length=n)
 
 
 def prompt_lookup(max_ngram=None, min_ngram=1):
@@ -456,3 +353,254 @@ def staged(draft_model, max_ngram=None):
     return Staged(draft_model, max_ngram)
 
 
+# ------------------------------------------------------------------------------------------------------------
+# Trees: several candidates per position, verified by SpecInfer's rule (the chain's round, extended to siblings)
+# ------------------------------------------------------------------------------------------------------------
+
+
+class TreeDrafter:
+    """A tree of guesses from a draft model: `branching[d]` candidates under each node of depth d.
+
+    tree(draft_model, (2, 2, 1)) proposes the draft's 2 most likely tokens after x, the 2 most likely after
+    each of those, and the most likely after each of the 4: 2 + 4 + 4 = 10 nodes. The draft expands each
+    depth's frontier in ONE call (the frontier is always the last nodes, since nodes are listed depth by depth):
+    depth 1 asks model(x, 1); depth d > 1 asks model(x + nodes, n=len(frontier), parents=parents).
+
+    Why the TOP tokens and not independent samples of p: both keep the round exact (see `tree_stream`), but
+    with samples, siblings repeat each other whenever p is peaked (at temperature 0 every sample is the argmax),
+    and a repeated candidate can never be kept after its twin was rejected: its row is wasted. The top tokens
+    are distinct alternatives. A candidate chosen by rank is deterministic, so its row is one-hot: it is kept
+    with probability min(1, q(c)/1) = q(c), and on a rejection q loses c: (q - onehot(c))_+, renormalised.
+    Tokens the draft gives probability 0 are never proposed, so at temperature 0 (one-hot draft rows) every
+    node has one candidate and the tree is the greedy chain.
+    """
+
+    name = "tree"
+
+    def __init__(self, model, branching):
+        self.model = model
+        self.branching = check_tree(branching)
+        self.cost = getattr(model, "cost", None)
+        self.n_vocab = getattr(model, "n_vocab", None)
+        self.passes = 0
+
+    def propose(self, x, k, rng, n_vocab):
+        """The tree cut to its first k depths: Proposal(tokens, parents, one-hot rows). rng is not used."""
+        tokens, parents = [], []
+        frontier = [-1]  # the nodes whose children come next (-1: x itself)
+        for depth, n_children in enumerate(self.branching[:k]):
+            if depth == 0:
+                p = self.model(x, 1)  # [1, n_vocab]: after x
+            elif parents == chain_parents(len(tokens)):  # a chain so far: the plain model-function contract
+                p = self.model(x + tokens, len(frontier))  # [1, n_vocab]
+            else:
+                p = self.model(x + tokens, len(frontier), parents=parents)  # [len(frontier), n_vocab]
+            p = sampling._check_probs(p, len(frontier), n_vocab, "the draft model")
+            self.passes += 1
+            next_frontier = []
+            for node, p_row in zip(frontier, p):
+                for token in top_tokens(p_row, n_children):
+                    tokens.append(token)
+                    parents.append(node)
+                    next_frontier.append(len(tokens) - 1)
+            frontier = next_frontier
+        width = p.shape[1] if tokens else (n_vocab or 0)
+        rows = np.zeros((len(tokens), width))  # [m, n_vocab]
+        rows[np.arange(len(tokens)), tokens] = 1.0  # one-hot: each candidate was chosen, not sampled
+        return Proposal(tokens=tokens, parents=parents, rows=rows)
+
+
+def top_tokens(p_row, n):
+    """The n most likely tokens of p_row [n_vocab] that have probability > 0, most likely first (ties: lower
+    id first, like np.argmax): top_tokens([0.1, 0.5, 0.0, 0.4], 3) == [1, 3, 0]."""
+    order = np.argsort(-p_row, kind="stable")[:n]  # [n]
+    return [int(token) for token in order if p_row[token] > 0]
+
+
+def check_tree(branching):
+    """The branching as a tuple of whole numbers >= 1, or a ValueError saying what is wrong."""
+    try:
+        branching = tuple(branching)
+    except TypeError:
+        raise ValueError(f"a tree is a tuple of branchings per depth, like (2, 2, 1); got {branching!r}") from None
+    if not branching:
+        raise ValueError("a tree needs at least one depth, like (2, 2, 1) or (1,) for a one-token chain")
+    if any(isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1 for b in branching):
+        raise ValueError(f"each branching of a tree must be a whole number >= 1; got {branching}")
+    return tuple(int(b) for b in branching)
+
+
+def tree(draft_model, branching):
+    """A TreeDrafter: the draft's top tokens, `branching[d]` under each node of depth d (see TreeDrafter)."""
+    return TreeDrafter(draft_model, branching)
+
+
+def tree_size(branching):
+    """Nodes of a tree: tree_size((2, 2, 1)) == 2 + 2*2 + 2*2*1 == 10."""
+    return int(sum(np.cumprod(branching)))
+
+
+def tree_speculative_stream(x, draft, target_model, N, tree, rng, stop_token=None, stats=None):
+    """`tree_stream` with a TreeDrafter: `tree` gives the branching per depth (see TreeDrafter).
+
+    (2, 2, 1) proposes 2 candidates after x, 2 under each, 1 under each of those: 10 nodes, scored by the
+    target in one pass. (1,) * K is a chain of K of the draft's top tokens.
+    """
+    tree = check_tree(tree)
+    x = sampling._check_prompt(x, N, rng, [target_model, draft])  # first, so that a bad prompt or N is named as such
+    check_tree_fits(x, N, tree, draft, target_model)
+    return tree_stream(x, TreeDrafter(draft, tree), target_model, N, len(tree), rng, stop_token, stats)
+
+
+def check_tree_fits(x, N, tree, draft_model, target_model):
+    """A ValueError, before any model runs, if some round of the tree sampler would not fit in a model's context.
+
+    A round that starts with L tokens has k = min(len(tree), T - L - 1) depths (T = len(x) + N): the target
+    reads L + tree_size(tree[:k]) tokens, the draft L + tree_size(tree[:k - 1]) (it never expands the last
+    depth). Every L from len(x) to T - 1 can occur (rounds that write one token each). Example: a prompt of 50
+    tokens, N = 10, n_ctx = 64 and the tree (3, 3, 3) of 39 nodes: the first round needs 50 + 39 = 89
+    positions, an error.
+    """
+    T = len(x) + N
+    nodes = [tree_size(tree[:k]) for k in range(len(tree) + 1)]  # nodes[k]: the tree cut to k depths
+    for model, own_depths in ((target_model, 0), (draft_model, -1)):
+        n_ctx = getattr(model, "n_ctx", None)
+        for L in range(len(x), T) if n_ctx is not None else ():
+            k = max(0, min(len(tree), T - L - 1) + own_depths)
+            if L + nodes[k] > n_ctx:
+                raise ValueError(
+                    f"the tree {tree} does not fit in the context: a round after {L} tokens (prompt {len(x)}, "
+                    f"N={N}) sends {nodes[k]} tree nodes, and {L} + {nodes[k]} > n_ctx={n_ctx} positions; use a "
+                    f"smaller tree, a shorter prompt or fewer tokens"
+                )
+
+
+def tree_speculative_sampling(x, draft, target_model, N, tree, rng, stop_token=None, stats=None):
+    """x followed by N new tokens sampled by `tree_speculative_stream`, as a list of ints."""
+    return sampling._prompt_and_tokens(x, tree_speculative_stream(x, draft, target_model, N, tree, rng, stop_token, stats))
+
+
+def tree_stream(x, draft, target_model, N, K, rng, stop_token=None, stats=None):
+    """`sampling.speculative_stream` for a drafter whose proposals may be trees: one `Round` per round.
+
+    The same round, with Step 2 asking the target about every node (`_score_tree`) and Steps 3-4 walking the
+    tree by SpecInfer's rule (`_verify_tree`, Miao et al. 2023). On a chain (one child per node) it writes the
+    chain round's tokens with the same draws: tests/test_tree_sampling.py runs both with one seed.
+
+    Why this is exact: sampling.py's identity q = min(p, q) + (q - p)_+, applied once per sibling. Fix a node
+    whose target row is q, with candidates c_1 .. c_s, candidate c_j drawn from its row p_j. Let q_1 = q and
+    q_{j+1} = normalise((q_j - p_j)_+), the row the next candidate is tried against after c_j is rejected, and
+    beta_j = sum_x min(p_j(x), q_j(x)).
+    Claim: "try c_j against q_j, c_{j+1} against q_{j+1}, ..., else draw from q_{s+1}" writes a token
+    distributed as q_j. For j = s + 1 it is a draw from q_{s+1} itself. For j <= s, by the claim for j + 1:
+
+        P(x) = p_j(x) min(1, q_j(x)/p_j(x)) + P(c_j rejected) P(x written from c_{j+1} on | c_j rejected)
+             = min(p_j(x), q_j(x))          + (1 - beta_j) (q_j(x) - p_j(x))_+ / (1 - beta_j)  =  q_j(x)
+
+    by the identity. Two things make the second line true:
+    - the residual update: the candidates after c_j must be tried against q_{j+1}, the part of q_j that
+      keeping c_j could not hand out. Trying them against q_j again gives tokens that c_j already offered a
+      second chance (the tests' wrong rule (a) does that and fails).
+    - independent siblings: "P(x written from c_{j+1} on | c_j rejected) = q_{j+1}(x)" needs c_{j+1}, .., c_s
+      and their uniforms to be independent of c_j and u_j, so that knowing c_j was rejected says nothing about
+      them. Siblings drawn independently from p (with replacement), or fixed in advance, qualify; a sibling
+      whose draw depends on an earlier sibling (chosen after seeing whether c_j was kept, say) is not covered.
+    So the token written at this depth has distribution q (j = 1). If it is a kept candidate c, the round
+    goes on under c, whose children were drawn from the draft given the path to c only; the same argument
+    one depth down writes the next token from the target's row after the path: by induction every written
+    token has the target's distribution given the tokens before it, as in the chain's proof. A kept leaf's
+    free token and a node without candidates are plain draws from q.
+    Deterministic candidates (TreeDrafter's top tokens, a looked-up token) are draws from one-hot rows
+    p_j = onehot(c_j) (constants: independent of everything): c_j is kept with probability
+    min(1, q_j(c_j)/1) = q_j(c_j), and normalise((q_j - onehot(c_j))_+) is q_j with c_j removed, renormalised.
+    One candidate per node (a chain) makes this exactly Chen et al.'s Steps 3-4.
+    """
+    drafter = sampling.as_drafter(draft)
+    policy = lookahead.policy(K, drafter, target_model, N)
+    n_vocab = sampling._shared_vocabulary_size(drafter, target_model)
+    x = sampling._check_prompt(x, N, rng, [target_model, getattr(drafter, "model", None)])
+    T = len(x) + N
+    index = 0
+    while len(x) < T:
+        index += 1
+        k = min(policy.choose(x), T - len(x) - 1)
+        draft_passes = getattr(drafter, "passes", 0)
+        # Step 1: the drafter proposes a chain or a tree of at most k tokens after x
+        proposal = drafter.propose(x, k, rng, n_vocab) if k > 0 else Proposal.empty(n_vocab)
+        depths = sampling._check_proposal(proposal, k, n_vocab, getattr(drafter, "name", type(drafter).__name__))
+        if n_vocab is None and len(proposal.tokens):
+            n_vocab = proposal.rows.shape[1]  # the drafter showed its vocabulary size; the target must match it
+        # Step 2: ONE target pass: q[0] after x, q[i + 1] after the path from x to token i
+        q = _score_tree(target_model, x, proposal, n_vocab)  # [m + 1, n_vocab]
+        # Steps 3 and 4: keep candidates by min(1, q/p), descending the tree; a residual or a bonus token ends it
+        tokens, origins, checks, rows = _verify_tree(q, proposal, rng, depths)
+        if stop_token in tokens:  # end right after the stop token, as autoregressive sampling does
+            cut = tokens.index(stop_token) + 1
+            tokens, origins, rows = tokens[:cut], origins[:cut], rows[:cut]
+            T = len(x) + len(tokens)
+        x.extend(tokens)
+        round_ = Round(index, k, proposal, checks, tokens, origins, target_rows=q[rows])
+        if stats is not None:
+            stats.count(round_, getattr(drafter, "passes", 0) - draft_passes)
+        policy.record(round_)
+        yield round_
+
+
+def _score_tree(target_model, x, proposal, n_vocab):
+    """Step 2: the target's m + 1 distributions after x and after the path to each proposed token, in ONE call.
+
+    A chain is asked for without `parents`, so a model function that knows no trees still serves as a target.
+    """
+    m = len(proposal.tokens)
+    if proposal.parents == chain_parents(m):  # a chain: the plain contract
+        probs = target_model(x + proposal.tokens, m + 1)  # [m + 1, n_vocab]
+    else:
+        probs = target_model(x + proposal.tokens, m + 1, parents=proposal.parents)  # [m + 1, n_vocab]
+    return sampling._check_probs(probs, m + 1, n_vocab, "the target model")
+
+
+def _verify_tree(q, proposal, rng, depths):
+    """Steps 3 and 4 over a tree (or a chain): SpecInfer's multi-candidate speculative sampling (Miao et al. 2023).
+
+    Start at x. Try the children of the current node in turn: candidate c, drawn from the row p_c, is kept
+    with probability min(1, q(c)/p_c(c)) (`sampling._accept`); on a rejection the target's row becomes the
+    residual normalise((q - p_c)_+) (`sampling._residual`) before the next candidate is tried. If one is kept,
+    descend under it and go on; if all are rejected, draw a token from the last residual and stop ("residual");
+    at a node with no children (a kept leaf, or x itself when nothing was proposed), draw Step 4's free token
+    from the target's row ("bonus"). With one child per node this is exactly sampling._verify_chain.
+    depths[i] is token i's depth (1 for a child of x), which its Check records.
+
+    Why this is exact: `tree_stream`'s docstring (the tree tests check it).
+
+    Returns (tokens, origins, checks, rows): the written tokens, their origins, the Checks made, and for each
+    written token the index of its target row in q (0 for x, i + 1 for token i).
+    """
+    children = {}  # node index (-1 for x) -> its children, in proposal order
+    for i, parent in enumerate(proposal.parents):
+        children.setdefault(parent, []).append(i)
+
+    tokens, origins, checks, rows = [], [], [], []
+    node = -1
+    while True:
+        q_row = q[node + 1]  # [n_vocab]: the target's distribution after the path to `node`
+        rows.append(node + 1)
+        candidates = children.get(node, [])
+        if not candidates:  # Step 4: every guess on the path was kept (or none was proposed)
+            tokens.append(sampling._sample(q_row, rng))
+            origins.append("bonus")
+            return tokens, origins, checks, rows
+        residual = q_row
+        for c in candidates:  # Step 3, for each candidate in turn
+            token, p_row = proposal.tokens[c], proposal.rows[c]
+            kept, u = sampling._accept(residual, p_row, token, rng)
+            checks.append(Check(depths[c], token, float(p_row[token]), float(residual[token]), u, kept))
+            if kept:
+                break
+            residual = sampling._residual(residual, p_row)
+        else:  # every candidate was rejected: a token from the last residual ends the round
+            tokens.append(sampling._sample(residual, rng))
+            origins.append("residual")
+            return tokens, origins, checks, rows
+        tokens.append(token)
+        origins.append("draft")
+        node = c

@@ -1,7 +1,9 @@
 """How many guesses a round should propose: the cost model of a round, and the K policies that plan with it.
 
-Read sampling.py first (a round, its Steps 1-4); drafters.py after (where guesses come from). sampling.py asks a
-policy here for each round's k when K is "auto" or "hf"; tools/benchmark.py prints the same formulas as tables.
+Read sampling.py first (a round, its Steps 1-4); drafters.py after (where guesses come from). sampling.py asks
+`policy(K, ...)` here for the object whose `choose(x)` gives each round's k and whose `record(round_)` learns from
+the round: K itself (FixedK), K="auto" (AutoK) or K="hf" (HFSchedule). tools/benchmark.py prints the same
+formulas as tables.
 
 Cost of a round (with the KV cache of `create_model_fn`)
 ---------------------------------------------------------
@@ -61,6 +63,35 @@ def break_even_alpha(K, c, r=1.0):
 
 
 # ------------------------------------------------------------------------------------------------------------
+# The K policies: where a round's k comes from (sampling.speculative_stream asks `policy(K, ...)`)
+# ------------------------------------------------------------------------------------------------------------
+
+
+def policy(K, drafter, target_model, N):
+    """The K policy of a run of N tokens: FixedK(K) for a whole number K >= 1; AutoK for "auto", HFSchedule for
+    "hf" (both at most min(AUTO_K_MAX, N - 1) deep). A ValueError for any other K."""
+    if isinstance(K, str) and K in ("auto", "hf"):
+        policy_class = AutoK if K == "auto" else HFSchedule
+        return policy_class(drafter, target_model, k_max=max(1, min(AUTO_K_MAX, N - 1)))
+    if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
+        raise ValueError(f'the lookahead K must be a whole number >= 1, "auto" or "hf"; got {K!r}')
+    return FixedK(K)
+
+
+class FixedK:
+    """K as given: every round proposes k = K guesses (fewer only when fewer tokens remain)."""
+
+    def __init__(self, K):
+        self.k = int(K)
+
+    def choose(self, x=None):
+        return self.k
+
+    def record(self, round_):
+        pass
+
+
+# ------------------------------------------------------------------------------------------------------------
 # K="auto": each round's lookahead from the cost model and the acceptance seen so far
 # ------------------------------------------------------------------------------------------------------------
 
@@ -112,7 +143,8 @@ class AutoK:
       a long run, and a short one, once the text has shown that short matches are rarely followed, declines.
     - Any other drafter (a draft model): by draft position alone, a_i = (kept_i + 1) / (checked_i + 2) (a
       Beta(1, 1) prior), the counts multiplied by DECAY after every round.
-    - c: the drafter's `cost` if it gives one (lookup: 0), else the ratio of the draft's and the target's
+    - c: the drafter's `cost` (or its model's) if it gives one (lookup: 0; a drafter's `cost` is the time of
+      one draft step as a fraction of one 1-position target step), else the ratio of the draft's and the target's
       weights (`n_params`; a decoding step is memory-bound, so its time goes with the bytes it reads), else 1/2.
     - r(m): `target_model.r_table` if set (r_table[m - 1] = r(m); speed/calibration.py's `calibrate` measures one on this machine),
       else R_TABLE above.
@@ -218,8 +250,11 @@ class HFSchedule:
 
 
 def draft_cost(drafter, target_model):
-    """c: the drafter's `cost` if known, else the draft's weights over the target's (n_params), else 1/2."""
+    """c: the drafter's `cost` (or its model's) if known, else the draft's weights over the target's (n_params),
+    else 1/2."""
     cost = getattr(drafter, "cost", None)
+    if cost is None:
+        cost = getattr(getattr(drafter, "model", None), "cost", None)
     if cost is not None:
         return float(cost)
     draft_params = getattr(getattr(drafter, "model", drafter), "n_params", None)  # a drafter's model, or a model function

@@ -9,7 +9,7 @@ but the standard library.
 """
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -88,11 +88,10 @@ class SpeculativeStats:
     drafted_at[i], checked_at[i], accepted_at[i]: the same, for draft position (depth) i + 1 of a round.
     draft_passes:    forward passes of the draft model (0 for a drafter that runs no model, like lookup).
     target_passes:   forward passes of the target (one per round).
-    ks:              each round's lookahead k, in order (K="auto" chooses it round by round).
-    nodes:           proposed tokens sent to the target, in all (for a chain, the same as drafted).
-    matched_rounds:  rounds whose proposal was not empty (for prompt lookup: the rounds that found a match).
-    accepted_depths: for each round, how many guesses of its path were kept (0 .. k).
     round_log:       every Round, without its probability rows (they would take megabytes per round).
+    Read from round_log: ks, each round's lookahead k (K="auto" chooses it round by round); nodes, proposed
+    tokens sent to the target (the same as drafted); matched_rounds, rounds whose proposal was not empty (for
+    prompt lookup: the rounds that found a match); accepted_depths, how many guesses of each round were kept.
 
     acceptance_rate = accepted / checked is the empirical alpha of Leviathan et al.: the chance that a
     guess is kept. acceptance_rate_at[i] is the same for draft position i + 1 (given positions 1 .. i were
@@ -100,9 +99,7 @@ class SpeculativeStats:
     tokens_per_target_pass = tokens / target_passes (autoregressive sampling has 1.0).
     """
 
-    rounds: int = 0
     tokens: int = 0
-    drafted: int = 0
     checked: int = 0
     accepted: int = 0
     drafted_at: list = field(default_factory=list)
@@ -110,11 +107,26 @@ class SpeculativeStats:
     accepted_at: list = field(default_factory=list)
     draft_passes: int = 0
     target_passes: int = 0
-    ks: list = field(default_factory=list)
-    nodes: int = 0
-    matched_rounds: int = 0
-    accepted_depths: list = field(default_factory=list)
     round_log: list = field(default_factory=list)
+
+    def count(self, round_, draft_passes):
+        """Add one Round, and the draft passes it took, to the counts."""
+        depths = []  # depths[i]: guess i's draft position, one more than its parent's (1 right after x)
+        for parent in round_.proposal.parents:
+            depths.append(1 if parent < 0 else depths[parent] + 1)
+        for counts in (self.drafted_at, self.checked_at, self.accepted_at):  # one counter per draft position
+            counts += [0] * (max(depths, default=0) - len(counts))
+        for depth in depths:
+            self.drafted_at[depth - 1] += 1
+        for check in round_.checks:
+            self.checked_at[check.depth - 1] += 1
+            self.accepted_at[check.depth - 1] += check.kept
+        self.tokens += len(round_.tokens)
+        self.checked += len(round_.checks)
+        self.accepted += sum(check.kept for check in round_.checks)
+        self.draft_passes += draft_passes
+        self.target_passes += 1
+        self.round_log.append(replace(round_, target_rows=None, proposal=replace(round_.proposal, rows=None)))
 
     @property
     def acceptance_rate(self):
@@ -127,6 +139,30 @@ class SpeculativeStats:
     @property
     def tokens_per_target_pass(self):
         return self.tokens / self.target_passes if self.target_passes else 0.0
+
+    @property
+    def rounds(self):
+        return self.target_passes  # one target pass per round
+
+    @property
+    def drafted(self):
+        return sum(self.drafted_at)
+
+    @property
+    def ks(self):
+        return [round_.k for round_ in self.round_log]
+
+    @property
+    def nodes(self):
+        return self.drafted
+
+    @property
+    def matched_rounds(self):
+        return sum(len(round_.proposal.tokens) > 0 for round_ in self.round_log)
+
+    @property
+    def accepted_depths(self):
+        return [sum(check.kept for check in round_.checks) for round_ in self.round_log]
 
     @property
     def mean_k(self):

@@ -1,9 +1,9 @@
 """Autoregressive and speculative sampling, both written against one model-function contract.
 
 Read model_fn.py first (what a model function is), and skim records.py (what a run records: each Round, and
-the statistics); lookahead.py (how many guesses a round makes) and drafters.py (where else guesses come from)
-build on this file. It is longer than the others because it holds Chen et al.'s
-Algorithm 2 whole, each step beside the proof that relies on it: splitting it would split the proof.
+the statistics). This file is Chen et al.'s Algorithm 2 for a chain of guesses, each step beside the proof that
+relies on it; what extends it (other drafters, trees of guesses, K policies) lives beside it, in drafters.py and
+lookahead.py, and plugs in at the points named at the end of this docstring.
 
 The idea
 --------
@@ -27,8 +27,8 @@ Notation: Chen et al.'s letters (as in jaymody/speculative-sampling)
     K     lookahead: tokens drafted per round                  (Leviathan et al.: gamma)
 The letters p and q are SWAPPED between the two papers; this file uses Chen et al.'s throughout.
 
-Chen et al.'s Algorithm 2; its step numbers tag the code: `speculative_stream` (a round), `_score` (Step 2),
-`_verify` (Steps 3-4), `_accept` and `_residual` (Step 3)
+Chen et al.'s Algorithm 2; its step numbers tag the code: `speculative_stream` (a round: Steps 1 and 2),
+`_verify_chain` (Steps 3-4), `_accept` and `_residual` (Step 3)
 -------------------------------------------------------------------------------------------------------------
     Given lookahead K and minimum target sequence length T.
     Given auto-regressive target model q(.|.), and auto-regressive draft model p(.|.),
@@ -80,10 +80,10 @@ The proof rests on one identity, true for any two distributions q and p and ever
 1 = beta + sum_x (q(x) - p(x))_+, where beta = sum_x min(p(x), q(x)).
 
 Take one position, with target distribution q and draft distribution p over the vocabulary. The draft
-proposes x~ ~ p and it is kept with probability min(1, q(x~)/p(x~)). So x is proposed and kept with
-probability p(x) min(1, q(x)/p(x)) = min(p(x), q(x)); some proposal is kept with probability beta; a rejection
-happens with probability 1 - beta = sum_x (q(x) - p(x))_+, and then the token is drawn from
-normalise((q - p)_+) = (q - p)_+ / (1 - beta). So the token written is x with probability
+proposes x~ ~ p and it is kept with probability min(1, q(x~)/p(x~)) (`_accept`). So x is proposed and kept
+with probability p(x) min(1, q(x)/p(x)) = min(p(x), q(x)); some proposal is kept with probability beta; a
+rejection happens with probability 1 - beta = sum_x (q(x) - p(x))_+, and then the token is drawn from
+normalise((q - p)_+) = (q - p)_+ / (1 - beta) (`_residual`). So the token written is x with probability
 
     P(x) = min(p(x), q(x)) + (1 - beta) (q(x) - p(x))_+ / (1 - beta)
          = min(p(x), q(x)) + (q(x) - p(x))_+
@@ -95,53 +95,28 @@ a rejection are thrown away), and the free extra token of Step 4 is drawn from q
 token has the target's conditional distribution, so the whole sequence does. Nothing in the proof needs p to
 be close to q: a bad draft costs speed (more rejections), never correctness; the draft may even give
 probability to tokens the target never produces (they are always rejected, because q = 0 there) and
-probability 0 to tokens the target can produce (the residual (q - p)_+ supplies them).
-
-Trees (SpecInfer's rule, `_verify`): the same identity, applied once per sibling. Fix a node whose target
-row is q, with candidates c_1 .. c_s, candidate c_j drawn from its row p_j. Let q_1 = q and
-q_{j+1} = normalise((q_j - p_j)_+), the row the next candidate is tried against after c_j is rejected, and
-beta_j = sum_x min(p_j(x), q_j(x)).
-Claim: "try c_j against q_j, c_{j+1} against q_{j+1}, ..., else draw from q_{s+1}" writes a token
-distributed as q_j. For j = s + 1 it is a draw from q_{s+1} itself. For j <= s, by the claim for j + 1:
-
-    P(x) = p_j(x) min(1, q_j(x)/p_j(x)) + P(c_j rejected) P(x written from c_{j+1} on | c_j rejected)
-         = min(p_j(x), q_j(x))          + (1 - beta_j) (q_j(x) - p_j(x))_+ / (1 - beta_j)  =  q_j(x)
-
-by the identity q = min(p, q) + (q - p)_+ above. Two things make the second line true:
-- the residual update: the candidates after c_j must be tried against q_{j+1}, the part of q_j that
-  keeping c_j could not hand out. Trying them against q_j again gives tokens that c_j already offered a
-  second chance (the tests' wrong rule (a) does that and fails).
-- independent siblings: "P(x written from c_{j+1} on | c_j rejected) = q_{j+1}(x)" needs c_{j+1}, .., c_s
-  and their uniforms to be independent of c_j and u_j, so that knowing c_j was rejected says nothing about
-  them. Siblings drawn independently from p (with replacement), or fixed in advance, qualify; a sibling
-  whose draw depends on an earlier sibling (chosen after seeing whether c_j was kept, say) is not covered.
-So the token written at this depth has distribution q (j = 1). If it is a kept candidate c, the round
-goes on under c, whose children were drawn from the draft given the path to c only; the same argument
-one depth down writes the next token from the target's row after the path: by induction every written
-token has the target's distribution given the tokens before it, as in the chain's proof. A kept leaf's
-free token and a node without candidates are plain draws from q.
-Deterministic candidates (drafters.tree's top tokens, a looked-up token) are draws from one-hot rows
-p_j = onehot(c_j) (constants: independent of everything): c_j is kept with probability
-min(1, q_j(c_j)/1) = q_j(c_j), and normalise((q_j - onehot(c_j))_+) is q_j with c_j removed, renormalised.
-One candidate per node (a chain) makes this exactly Chen et al.'s Steps 3-4.
+probability 0 to tokens the target can produce (the residual (q - p)_+ supplies them). A guess that was chosen
+rather than drawn is a draw from a one-hot row p = onehot(guess): kept with probability q(guess).
 
 The model-function contract
 ---------------------------
 Both samplers see a model only as a function `model(x, n=1) -> probs [n, n_vocab]`: the next-token
-distributions after each of the last n prefixes of x (and, for trees, `model(x, n, parents)`). model_fn.py
-states the contract in full and builds one from GPT-2 weights; the tests build others from Markov tables.
+distributions after each of the last n prefixes of x. model_fn.py states the contract in full and builds one
+from GPT-2 weights; the tests build others from Markov tables. Sampling uses inverse-CDF draws with one
+`rng.random()` per token, and accept/reject uses one `rng.random()` per guess, so the same
+`np.random.Generator` seed always gives the same tokens.
 
-The drafter contract
---------------------
-Speculative sampling needs, each round, a few proposed tokens after x and, for each, the distribution it was
-drawn from: `drafter.propose(x, k, rng, n_vocab) -> Proposal`. `Proposal`'s docstring states the contract with
-a worked example; `as_drafter` makes a model function one (Chen et al.'s Step 1), and drafters.py has the rest.
-
-Sampling uses inverse-CDF draws with one `rng.random()` per token, and accept/reject uses one `rng.random()`
-per draft token, so the same `np.random.Generator` seed always gives the same tokens.
+Beside the core: where the extensions plug in
+---------------------------------------------
+- Step 1 asks a drafter: `drafter.propose(x, k, rng, n_vocab) -> Proposal` (the drafter contract, in
+  `Proposal`'s docstring). A draft model is one (`as_drafter`); drafters.py has others (guesses looked up in
+  the text itself, a draft drafted in turn).
+- Each round's k comes from `policy.choose(x)`: K itself, or a K policy of lookahead.py (K="auto", "hf").
+- A drafter may propose a tree of guesses instead of a chain: drafters.py's "Trees" section verifies those,
+  with the proof above extended to siblings (`tree_stream`); on a one-branch tree it writes this file's tokens.
+The input checks (prompt, N, rng, probabilities, proposals) are the last section of this file: skip them.
 """
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -156,26 +131,18 @@ from records import Check, Round
 
 @dataclass
 class Proposal:
-    """What a drafter proposes for one round: m tokens, their parents, their rows. The drafter contract:
+    """What a drafter proposes for one round: m guesses and the rows they were drawn from. The drafter contract:
 
-    Speculative sampling needs, each round, a few proposed tokens after the sequence x so far,
-    and for each proposed token the distribution it was drawn from. A drafter gives exactly that:
+    Speculative sampling needs, each round, a few guessed tokens after the sequence x so far, and for each
+    guess the distribution it was drawn from. A drafter gives exactly that:
 
-        proposal = drafter.propose(x, k, rng, n_vocab)     # a Proposal, at most k deep
+        proposal = drafter.propose(x, k, rng, n_vocab)     # a Proposal of at most k guesses
 
-        Proposal.tokens   the m proposed tokens, in order (m <= k for a chain; m = 0 is allowed)
-        Proposal.parents  parents[i] is the index of token i's parent among the proposed tokens, or -1 when
-                          token i follows x directly: a chain is [-1, 0, 1, ..., m - 2]; a tree has siblings
-        Proposal.rows     [m, n_vocab]: rows[i] is the distribution tokens[i] was drawn from, given x and the path
-                          to its parent. A deterministic proposal (a token looked up, not sampled) has a one-hot
-                          row: it was "drawn" from a distribution that is certain of it.
-        Proposal.match_length   optional (default 0): for guesses copied from earlier in x (prompt lookup), how
-                          many of x's last tokens matched where they were copied from. K="auto" trusts a long
-                          match more than a short one; such a drafter also has `match_length(x)`, which tells the
-                          length before proposing (lookahead.AutoK asks it when choosing the round's k).
-
-    A round with no proposal (k = 0, or m = 0) is a plain target step: one target position, one token.
-    Siblings (tokens with the same parent) must be drawn independently of each other given that parent.
+        Proposal.tokens   the m guesses, in order (m <= k; m = 0 is allowed: the round is a plain target step)
+        Proposal.parents  chain_parents(m) = [-1, 0, 1, ..., m - 2]: each guess follows the one before it
+                          (-1: the first follows x itself). drafters.py's trees use other parents.
+        Proposal.rows     [m, n_vocab]: rows[t] is the distribution p that tokens[t] was drawn from, given x
+                          and the guesses before it. A guess chosen rather than drawn has a one-hot row.
 
     Worked example: x = [5, 7], k = 2, a vocabulary of 4 tokens. A draft model whose distribution after [5, 7] is
     [0.1, 0.6, 0.2, 0.1] draws token 1; after [5, 7, 1] its distribution is [0.0, 0.0, 0.5, 0.5] and it draws 3:
@@ -183,29 +150,16 @@ class Proposal:
         Proposal(tokens=[1, 3], parents=[-1, 0],
                  rows=[[0.1, 0.6, 0.2, 0.1],
                        [0.0, 0.0, 0.5, 0.5]])
-
-    A prompt-lookup drafter that finds "7 1 3" earlier in x proposes the same tokens with one-hot rows
-    [[0, 1, 0, 0], [0, 0, 0, 1]].
-
-    Every drafter also has a `name` (for reports) and a `cost`: the time of one draft step as a fraction of one
-    1-position target step (0.0 for a lookup that runs no model; None when unknown). A drafter that runs a model
-    counts its forward passes in `passes` (the samplers' statistics read it; 0 or absent for none).
-
-    A model function (model_fn.py's contract, `model(x, n) -> probs [n, n_vocab]`) is a drafter too: `as_drafter`
-    wraps it as Chen et al.'s Step 1, k tokens sampled one by one. So wherever a drafter is accepted, a model
-    function is.
-    drafters.py has the other drafters (prompt lookup, staged drafting, trees).
     """
 
-    tokens: list  # [m] token ids, parents first
-    parents: list  # [m] index of each token's parent among `tokens`, or -1 for a child of x
+    tokens: list  # [m] token ids
+    parents: list  # [m] chain_parents(m) for a chain
     rows: np.ndarray  # [m, n_vocab] float64: the distribution each token was drawn from
-    match_length: int = 0  # prompt lookup: how many of x's last tokens the guesses follow (0: not a lookup)
 
     @staticmethod
     def empty(n_vocab):
-        """The proposal of a drafter that declines: no tokens, so the round is a plain target step."""
-        return Proposal(tokens=[], parents=[], rows=np.zeros((0, n_vocab)))
+        """The proposal of a round that guesses nothing: the round is a plain target step."""
+        return Proposal(tokens=[], parents=[], rows=np.zeros((0, n_vocab or 0)))
 
 
 def chain_parents(m):
@@ -214,27 +168,29 @@ def chain_parents(m):
 
 
 class ModelDrafter:
-    """A model function as a drafter: Chen et al.'s Step 1, k tokens sampled one by one from the draft."""
+    """A model function as a drafter: Chen et al.'s Step 1, k tokens sampled one by one from the draft.
+
+    `passes` counts the draft's forward passes (the statistics read it, round by round).
+    """
 
     name = "model"
 
     def __init__(self, model):
         self.model = model
-        self.cost = getattr(model, "cost", None)
         self.n_vocab = getattr(model, "n_vocab", None)
-        self.passes = 0  # forward passes of the draft model so far (the samplers count them per round)
+        self.passes = 0
 
     def propose(self, x, k, rng, n_vocab):
-        """k tokens, each drawn from the draft's distribution after x and the tokens drawn before it."""
-        tokens, rows = [], []
+        """Step 1: k tokens, each drawn from the draft's distribution after x and the tokens drawn before it."""
+        tokens, p = [], []
         for _ in range(k):
             p_next = _check_probs(self.model(x + tokens, 1), 1, n_vocab, "the draft model")[0]  # [n_vocab]
             self.passes += 1
             tokens.append(_sample(p_next, rng))
-            rows.append(p_next)
+            p.append(p_next)
         if not tokens:
-            return Proposal.empty(n_vocab or 0)
-        return Proposal(tokens=tokens, parents=chain_parents(len(tokens)), rows=np.array(rows))  # rows [k, n_vocab]
+            return Proposal.empty(n_vocab)
+        return Proposal(tokens=tokens, parents=chain_parents(k), rows=np.array(p))  # rows [k, n_vocab]
 
 
 def as_drafter(draft):
@@ -245,7 +201,7 @@ def as_drafter(draft):
         return ModelDrafter(draft)
     raise ValueError(
         f"the draft must be a model function `model(x, n) -> probs` or a drafter with a `propose` method "
-        f"(see the drafter contract in sampling.py's docstring); got {type(draft).__name__}"
+        f"(see the drafter contract in sampling.Proposal's docstring); got {type(draft).__name__}"
     )
 
 
@@ -283,20 +239,14 @@ def speculative_stream(x, draft, target_model, N, K, rng, stop_token=None, stats
     """Yield one `Round` per round of speculative sampling (Chen et al.'s Algorithm 2) until N tokens are written.
 
     The tokens are distributed exactly as `autoregressive_sampling(x, target_model, N, ...)`'s (see the
-    module docstring). draft: a model function or a drafter (drafters.py) over the target's vocabulary.
-    K: lookahead, the deepest a round's proposal may go (a whole number >= 1); or "auto": lookahead.AutoK picks
-    each round's k (0 allowed: a plain step) from the cost model and the rounds before it; or "hf": Hugging
-    Face's schedule (lookahead.HFSchedule), for comparison. The last round proposes less if fewer tokens remain, so
-    exactly N come out. rng: a np.random.Generator; the same seed gives the same tokens. stop_token: end right
-    after this token (it is included; the rest of its round is dropped). stats: a `SpeculativeStats` to fill in.
+    module docstring). draft: the draft model function, or a drafter (see `Proposal`) over the target's
+    vocabulary. K: the lookahead, guesses per round (a whole number >= 1; lookahead.py adds "auto" and "hf").
+    The last round guesses fewer if fewer tokens remain, so exactly N come out. rng: a np.random.Generator; the
+    same seed gives the same tokens. stop_token: end right after this token (it is included; the rest of its
+    round is dropped). stats: a `SpeculativeStats` to fill in.
     """
     drafter = as_drafter(draft)
-    policy = None
-    if K in ("auto", "hf"):  # a policy picks each round's k: the cost model's (AutoK) or Hugging Face's schedule
-        policy_class = lookahead.AutoK if K == "auto" else lookahead.HFSchedule
-        policy = policy_class(drafter, target_model, k_max=max(1, min(lookahead.AUTO_K_MAX, N - 1)))
-    elif isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
-        raise ValueError(f'the lookahead K must be a whole number >= 1, "auto" or "hf"; got {K!r}')
+    policy = lookahead.policy(K, drafter, target_model, N)  # each round's k: K itself, or a K policy's choice
     n_vocab = _shared_vocabulary_size(drafter, target_model)  # None if neither says
     x = _check_prompt(x, N, rng, [target_model, getattr(drafter, "model", None)])
 
@@ -304,32 +254,29 @@ def speculative_stream(x, draft, target_model, N, K, rng, stop_token=None, stats
     index = 0
     while len(x) < T:  # Chen: while n < T
         index += 1
-        k = min(policy.choose(x) if policy else K, T - len(x) - 1)  # writes <= k + 1 tokens, never past T
-        draft_passes_before = getattr(drafter, "passes", 0)
+        k = min(policy.choose(x), T - len(x) - 1)  # a round writes <= k + 1 tokens: never past T
+        draft_passes = getattr(drafter, "passes", 0)
 
-        # Step 1: the drafter proposes a chain (or a tree) of at most k tokens after x
-        proposal = drafter.propose(x, k, rng, n_vocab) if k > 0 else Proposal.empty(n_vocab or 0)
-        depths = _check_proposal(proposal, k, n_vocab, getattr(drafter, "name", type(drafter).__name__))
-        if n_vocab is None and len(proposal.tokens):
-            n_vocab = proposal.rows.shape[1]  # the drafter showed its vocabulary size; the target must match it
+        # Step 1: the drafter guesses up to k tokens after x, each drawn from its row of p
+        proposal = drafter.propose(x, k, rng, n_vocab) if k > 0 else Proposal.empty(n_vocab)
+        n_vocab = _check_chain(proposal, k, n_vocab, drafter)
+        guesses, p = proposal.tokens, proposal.rows  # [m], [m, n_vocab]
 
-        # Step 2: ONE pass of the target scores x and every proposed token: q[0] after x, q[i + 1] after the
-        # path from x to token i
-        q = _score(target_model, x, proposal, n_vocab)  # [m + 1, n_vocab]
+        # Step 2: ONE target call gives q[t], the target's distribution after x + guesses[:t], t = 0 .. m
+        q = _check_probs(target_model(x + guesses, len(guesses) + 1), len(guesses) + 1, n_vocab, "the target model")
 
-        # Steps 3 and 4: keep guesses by min(1, q/p), descending the tree; a residual or a bonus token ends it
-        tokens, origins, checks, rows = _verify(q, proposal, rng, depths)
+        # Steps 3 and 4: keep each guess with probability min(1, q/p); a residual or a bonus token ends the round
+        tokens, origins, checks = _verify_chain(guesses, p, q, rng)
 
         if stop_token in tokens:  # end right after the stop token, as autoregressive sampling does
             cut = tokens.index(stop_token) + 1
-            tokens, origins, rows = tokens[:cut], origins[:cut], rows[:cut]
+            tokens, origins = tokens[:cut], origins[:cut]
             T = len(x) + len(tokens)
         x.extend(tokens)
-        round_ = Round(index, k, proposal, checks, tokens, origins, target_rows=q[rows])
+        round_ = Round(index, k, proposal, checks, tokens, origins, target_rows=q[: len(tokens)])
         if stats is not None:
-            _count_round(stats, round_, depths, getattr(drafter, "passes", 0) - draft_passes_before)
-        if policy is not None:
-            policy.record(round_)
+            stats.count(round_, getattr(drafter, "passes", 0) - draft_passes)
+        policy.record(round_)
         yield round_
 
 
@@ -347,67 +294,33 @@ def _prompt_and_tokens(x, rounds):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# The steps of a round, as small functions (the tests swap in wrong versions to show that they notice)
+# Steps 3 and 4, and the draws (the tests swap in wrong versions to show that they notice)
 # ------------------------------------------------------------------------------------------------------------
 
 
-def _score(target_model, x, proposal, n_vocab):
-    """Step 2: the target's m + 1 distributions after x and after the path to each proposed token, in ONE call.
+def _verify_chain(guesses, p, q, rng):
+    """Steps 3 and 4 over a chain of m guesses: which are kept, and the token that ends the round.
 
-    A chain is asked for without `parents`, so a model function that knows no trees still serves as a target.
+    guesses [m] were drawn from the rows p [m, n_vocab]; q [m + 1, n_vocab] are the target's rows (q[t]: after
+    x + guesses[:t]). For t = 0 .. m - 1: keep guesses[t] with probability min(1, q[t]/p[t]) (`_accept`); on
+    the first rejection, draw the round's last token from the residual normalise((q[t] - p[t])_+) (`_residual`)
+    and stop. If every guess was kept, Step 4 draws a bonus token from q[m]. One rng.random() per guess tried,
+    then one for the token drawn. Returns (tokens, origins, checks): the tokens written, where each came from
+    ("draft", "residual" or "bonus"), and one records.Check per guess tried.
     """
-    m = len(proposal.tokens)
-    if proposal.parents == list(range(-1, m - 1)):  # a chain: the plain contract
-        probs = target_model(x + proposal.tokens, m + 1)  # [m + 1, n_vocab]
-    else:
-        probs = target_model(x + proposal.tokens, m + 1, parents=proposal.parents)  # [m + 1, n_vocab]
-    return _check_probs(probs, m + 1, n_vocab, "the target model")
-
-
-def _verify(q, proposal, rng, depths):
-    """Steps 3 and 4 over a chain or a tree: SpecInfer's multi-candidate speculative sampling (Miao et al. 2023).
-
-    Start at x. Try the children of the current node in turn: candidate c, drawn from the row p_c, is kept
-    with probability min(1, q(c)/p_c(c)); on a rejection the target's row becomes the residual
-    normalise((q - p_c)_+) before the next candidate is tried. If one is kept, descend under it and go on; if all are
-    rejected, draw a token from the last residual and stop ("residual"); at a node with no children (a kept
-    leaf, or x itself when nothing was proposed), draw Step 4's free token from the target's row ("bonus").
-    With one child per node this is exactly Chen et al.'s Steps 3-4.
-
-    Why this is exact: the module docstring's proof, for trees (the tree tests check it).
-
-    Returns (tokens, origins, checks, rows): the written tokens, their origins, the Checks made, and for each
-    written token the index of its target row in q (0 for x, i + 1 for token i).
-    """
-    children = {}  # node index (-1 for x) -> its children, in proposal order
-    for i, parent in enumerate(proposal.parents):
-        children.setdefault(parent, []).append(i)
-
-    tokens, origins, checks, rows = [], [], [], []
-    node = -1
-    while True:
-        q_row = q[node + 1]  # [n_vocab]: the target's distribution after the path to `node`
-        rows.append(node + 1)
-        candidates = children.get(node, [])
-        if not candidates:  # Step 4: every guess on the path was kept (or none was proposed)
-            tokens.append(_sample(q_row, rng))
-            origins.append("bonus")
-            return tokens, origins, checks, rows
-        residual = q_row
-        for c in candidates:  # Step 3, for each candidate in turn
-            token, p_row = proposal.tokens[c], proposal.rows[c]
-            kept, u = _accept(residual, p_row, token, rng)
-            checks.append(Check(depths[c], token, float(p_row[token]), float(residual[token]), u, kept))
-            if kept:
-                break
-            residual = _residual(residual, p_row)
-        else:  # every candidate was rejected: a token from the last residual ends the round
-            tokens.append(_sample(residual, rng))
+    tokens, origins, checks = [], [], []
+    for t in range(len(guesses)):  # Step 3
+        kept, u = _accept(q[t], p[t], guesses[t], rng)
+        checks.append(Check(t + 1, guesses[t], float(p[t][guesses[t]]), float(q[t][guesses[t]]), u, kept))
+        if not kept:  # rejected: a token from the residual ends the round
+            tokens.append(_sample(_residual(q[t], p[t]), rng))
             origins.append("residual")
-            return tokens, origins, checks, rows
-        tokens.append(token)
+            return tokens, origins, checks
+        tokens.append(guesses[t])
         origins.append("draft")
-        node = c
+    tokens.append(_sample(q[len(guesses)], rng))  # Step 4: every guess was kept, so a bonus token from q[m]
+    origins.append("bonus")
+    return tokens, origins, checks
 
 
 def _accept(q_row, p_row, token, rng):
@@ -431,96 +344,22 @@ def _residual(q_row, p_row):
     return residual / total if total > 0 else q_row
 
 
+def _sample(probs, rng):
+    """One token id drawn from `probs` [n_vocab] by inverse CDF, with a single rng.random().
 
-def _sample(probs, rng, block_size=1024):
-    """One token id drawn from `probs` [n_vocab] by inverse CDF with a single rng.random().
-
-    The token is the first whose cumulative probability exceeds u = rng.random() * total. A token of
-    probability 0 is never drawn (the cumulative sum does not step up at it).
-
-    A cumulative sum over all 50257 tokens is a sequential loop, timed in docs/BENCHMARKS.md's
-    "Speed of the forward pass", so the search has two levels: the sums of blocks of block_size tokens (a
-    vectorised sum), the block where their cumulative sum passes u, then a cumulative sum inside that block only.
-    Example with block_size = 2 and probs [0.1, 0.2, 0.3, 0.4]: block sums [0.3, 0.7], cumulative
-    [0.3, 1.0]; u = 0.5 falls in block 1 (0.3 <= u < 1.0), 0.2 into it, where the cumulative sums are
-    [0.3, 0.7]: token 2, as a search of the whole cumulative sum [0.1, 0.3, 0.6, 1.0] finds. (The two can
-    differ only when u is within rounding, ~1e-16, of a step.)
+    The token is the first whose cumulative probability exceeds u = rng.random() * total (the total is 1 up to
+    rounding). Example: probs [0.1, 0.2, 0.3, 0.4] have the cumulative sums [0.1, 0.3, 0.6, 1.0]; u = 0.5 gives
+    token 2. A token of probability 0 is never drawn (the cumulative sum does not step up at it).
     """
-    block_starts = np.arange(0, len(probs), block_size)  # [n_blocks]
-    block_sums = np.add.reduceat(probs, block_starts)  # [n_blocks]
-    block_cdf = np.cumsum(block_sums)  # [n_blocks]
-    u = rng.random() * block_cdf[-1]  # uniform on [0, total)
-    block = int(np.searchsorted(block_cdf, u, side="right"))  # the first block whose cdf is > u: its sum is > 0
-    if block == len(block_cdf):  # u rounded up to the total: the last block that holds any probability
-        block = int(np.flatnonzero(block_sums)[-1])
-    in_block = probs[block_starts[block] : block_starts[block] + block_size]  # [<= block_size]
-    u_in_block = u - (block_cdf[block - 1] if block > 0 else 0.0)  # >= 0
-    token = int(np.searchsorted(np.cumsum(in_block), u_in_block, side="right"))
-    if token == len(in_block):  # the block's own cumulative sum rounded below u: its last token of probability > 0
-        token = int(np.flatnonzero(in_block)[-1])
-    return int(block_starts[block]) + token
-
-
-def _count_round(stats, round_, depths, draft_passes):
-    """Add one Round to a SpeculativeStats. depths[i] is the depth of proposed token i (1 for a child of x)."""
-    k_deepest = max(depths, default=0)
-    for counts in (stats.drafted_at, stats.checked_at, stats.accepted_at):  # one counter per draft position
-        counts += [0] * (k_deepest - len(counts))
-    for depth in depths:
-        stats.drafted_at[depth - 1] += 1
-    for check in round_.checks:
-        stats.checked_at[check.depth - 1] += 1
-        stats.accepted_at[check.depth - 1] += int(check.kept)
-    n_kept = sum(check.kept for check in round_.checks)
-    stats.rounds += 1
-    stats.tokens += len(round_.tokens)
-    stats.drafted += len(depths)
-    stats.checked += len(round_.checks)
-    stats.accepted += n_kept
-    stats.draft_passes += draft_passes
-    stats.target_passes += 1
-    stats.ks.append(round_.k)
-    stats.nodes += len(depths)
-    stats.matched_rounds += int(len(depths) > 0)
-    stats.accepted_depths.append(n_kept)
-    stats.round_log.append(dataclasses.replace(round_, target_rows=None, proposal=_without_rows(round_.proposal)))
-
-
-def _without_rows(proposal):
-    """The proposal with its [m, n_vocab] rows dropped (None), for the round log."""
-    return dataclasses.replace(proposal, rows=None)
-
-
-def _check_proposal(proposal, k, n_vocab, who):
-    """The depth of each proposed token (1 for a child of x), after checking the proposal is well formed.
-
-    A ValueError naming the drafter for: tokens, parents and rows of different lengths, a parent that does
-    not come before its child, a proposal deeper than k, or rows that are not [m, n_vocab] distributions.
-    """
-    m = len(proposal.tokens)
-    if len(proposal.parents) != m or (m and len(proposal.rows) != m):
-        raise ValueError(
-            f"the drafter {who!r} proposed {m} tokens with {len(proposal.parents)} parents and "
-            f"{len(proposal.rows)} rows: a Proposal needs one parent and one row per token (see Proposal)"
-        )
-    depths = []
-    for i, parent in enumerate(proposal.parents):
-        if not -1 <= parent < i:
-            raise ValueError(
-                f"the drafter {who!r} gave token {i} the parent {parent}: a parent must be -1 (x itself) or an "
-                f"earlier token's index"
-            )
-        depths.append(1 if parent == -1 else depths[parent] + 1)
-    if max(depths, default=0) > k:
-        raise ValueError(f"the drafter {who!r} proposed {max(depths)} tokens deep, more than this round's k={k}")
-    if m:
-        _check_probs(proposal.rows, m, n_vocab, f"the drafter {who!r}")
-    return depths
-
+    cdf = np.cumsum(probs)  # [n_vocab]
+    token = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))  # the first token whose cdf is > u
+    if token == len(cdf):  # u rounded up to the total: the last token of probability > 0
+        token = int(np.flatnonzero(probs)[-1])
+    return token
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Input checks: bad input gets one clear ValueError
+# Input checks: bad input gets one clear ValueError. Nothing above depends on how they are written: skip them.
 # ------------------------------------------------------------------------------------------------------------
 
 
@@ -575,3 +414,43 @@ def _check_probs(probs, n_rows, n_vocab, who):
     if not np.abs(row_sums - 1).max() <= 1e-3:  # NaN-safe the same way (an inf probability sums to inf)
         raise ValueError(f"{who} returned rows that do not sum to 1 (within 1e-3): row sums {row_sums}")
     return probs
+
+
+def _check_proposal(proposal, k, n_vocab, who):
+    """The depth of each proposed token (1 for a child of x), after checking the proposal is well formed.
+
+    A ValueError naming the drafter for: tokens, parents and rows of different lengths, a parent that does
+    not come before its child, a proposal deeper than k, or rows that are not [m, n_vocab] distributions.
+    """
+    m = len(proposal.tokens)
+    if len(proposal.parents) != m or (m and len(proposal.rows) != m):
+        raise ValueError(
+            f"the drafter {who!r} proposed {m} tokens with {len(proposal.parents)} parents and "
+            f"{len(proposal.rows)} rows: a Proposal needs one parent and one row per token (see Proposal)"
+        )
+    depths = []
+    for index, parent in enumerate(proposal.parents):
+        if not -1 <= parent < index:
+            raise ValueError(
+                f"the drafter {who!r} gave token {index} the parent {parent}: a parent must be -1 (x itself) or an "
+                f"earlier token's index"
+            )
+        depths.append(1 if parent == -1 else depths[parent] + 1)
+    if max(depths, default=0) > k:
+        raise ValueError(f"the drafter {who!r} proposed {max(depths)} tokens deep, more than this round's k={k}")
+    if m:
+        _check_probs(proposal.rows, m, n_vocab, f"the drafter {who!r}")
+    return depths
+
+
+def _check_chain(proposal, k, n_vocab, drafter):
+    """The vocabulary size (n_vocab, or the width of the proposal's rows when n_vocab is None), after checking
+    the proposal (`_check_proposal`) and that it is a chain: a tree of guesses goes to drafters.tree_stream."""
+    who = getattr(drafter, "name", type(drafter).__name__)
+    _check_proposal(proposal, k, n_vocab, who)
+    if proposal.parents != chain_parents(len(proposal.tokens)):
+        raise ValueError(
+            f"the drafter {who!r} proposed a tree (parents {proposal.parents}): speculative_stream verifies a "
+            f"chain of guesses; verify a tree with drafters.tree_stream, which takes the same arguments"
+        )
+    return proposal.rows.shape[1] if n_vocab is None and len(proposal.tokens) else n_vocab

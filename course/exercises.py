@@ -10,7 +10,7 @@ files it names.
 A student copy is the repository's files as the teacher's working tree has them (git's tracked and not
 ignored files, uncommitted edits included; no history comes along), with every exercise function's body replaced by `raise NotImplementedError("Step N: ...")` (its
 signature and docstring kept; the source text is edited in place, found with `ast`, so comments and
-formatting elsewhere survive) and without TEACHER_ONLY, the files that hold an answer (a second `_verify`,
+formatting elsewhere survive) and without TEACHER_ONLY, the files that hold an answer (a second verifier,
 a full-scan lookup, the checks' own wrong versions one slip from the right one).
 
 Grading a step for a learner (`classroom.py grade N`) runs `python -m pytest -m stepN` on the step's test files
@@ -37,7 +37,8 @@ class Step(NamedTuple):
     number: int
     title: str
     file: str  # the file the learner writes in ("" for an open step with no function to write)
-    functions: tuple  # functions (Class.method for a method) whose bodies the learner writes
+    functions: tuple  # functions (Class.method for a method) whose bodies the learner writes; "other.py:name"
+    # for one in another file than `file` (step 9: the chain's verifier in sampling.py, the tree's in drafters.py)
     minutes: int  # a time estimate for a learner who has read what the step says to read first
     tests: tuple  # the test files holding the step's checks (marked stepN); () for a step not graded
     part: str = ""  # only this block of the function is the exercise (its first line, as in the source)
@@ -54,8 +55,8 @@ STEPS = (
     Step(7, "The acceptance rule", "sampling.py", ("_accept",), 15, ("tests/test_accept_and_residual.py",)),
     Step(8, "The residual distribution", "sampling.py", ("_residual",), 15,
          ("tests/test_accept_and_residual.py", "tests/test_steps_rounds.py")),
-    Step(9, "Verifying a round, a chain and then a tree", "sampling.py", ("_verify",), 90,
-         ("tests/test_steps_rounds.py",)),
+    Step(9, "Verifying a round, a chain and then a tree", "sampling.py", ("_verify_chain", "drafters.py:_verify_tree"),
+         90, ("tests/test_steps_rounds.py",)),
     Step(10, "Measure alpha against K", "lookahead.py", ("tokens_per_round", "predicted_speedup"), 60,
          ("tests/test_benchmark.py",)),
     Step(11, "A draft made of the target's first layers", "", (), 120, ()),
@@ -64,15 +65,22 @@ STEPS = (
     Step(13, "Prompt lookup, a draft with no model", "drafters.py",
          ("SuffixAutomaton._record_ends", "PromptLookup.lookup"), 60, ("tests/test_steps_rounds.py",)),
 )
+
+
+def places(step):
+    """[(file, function)] of a step's functions: `step.file` unless the function names its own ("drafters.py:f")."""
+    return [tuple(name.split(":")) if ":" in name else (step.file, name) for name in step.functions]
+
+
 GRADED = tuple(step.number for step in STEPS if step.tests)
-STUDENT_FILES = tuple(sorted({step.file for step in STEPS if step.file}))
+STUDENT_FILES = tuple(sorted({file for step in STEPS for file, _ in places(step) if file}))
 
 STUDENT_README = "course/student_readme.md"  # a student copy's README.md opens with it (and leaves it out)
 
 # Files a student copy leaves out: each holds an answer, or imports one that does.
 TEACHER_ONLY = (
-    "tests/verifiers.py",  # a second _verify
-    "tests/test_verify_records.py",  # replays each round with a _verify of its own
+    "tests/verifiers.py",  # a second _verify_tree and _verify_chain
+    "tests/test_verify_records.py",  # replays each round with a verifier of its own
     "tests/test_speculative_exactness.py",  # checks the checker with tests/verifiers.py
     "tests/test_tree_sampling.py",
     "tests/test_drafters.py",  # checks lookup against a full scan
@@ -111,7 +119,7 @@ def graded_step(number):
 
 def steps_of(file, function):
     """The numbers of the steps in which `function` of `file` is written (gpt2 is steps 4 and 12)."""
-    return [s.number for s in STEPS if s.file == file and function in s.functions]
+    return [s.number for s in STEPS if (file, function) in places(s)]
 
 
 def find_function(tree, dotted):
@@ -127,7 +135,7 @@ def exercise_ranges(source, file, keep=()):
     """[(first line, last line, indent, message)] (1-based, inclusive) of each exercise body in `file`'s source
     whose steps are not all in `keep`: what `blank_source` replaces."""
     tree, ranges = ast.parse(source), []
-    for dotted in sorted({f for s in STEPS if s.file == file for f in s.functions}):
+    for dotted in sorted({name for s in STEPS for where, name in places(s) if where == file}):
         numbers = steps_of(file, dotted)
         if any(number in keep for number in numbers):
             continue

@@ -128,8 +128,8 @@ def round_checks(number, rng):
         keys = ("q", "tokens", "parents", "rows", "depths", "seed", "accept_calls", "residual_calls")
         cases = [{key: case[key] for key in keys} for case in rounds["verify"]]
         is_tree = lambda case: len(set(case["parents"])) < len(case["parents"])  # noqa: E731
-        return [check("_verify on fresh chains", "verify", [case for case in cases if not is_tree(case)]),
-                check("_verify on fresh trees", "verify", [case for case in cases if is_tree(case)])]
+        return [check("_verify_chain on fresh chains", "verify", [case for case in cases if not is_tree(case)]),
+                check("_verify_tree on fresh trees", "verify", [case for case in cases if is_tree(case)])]
     return [check("prompt lookup on fresh texts", "lookup",
                   [{"max_ngram": setting["max_ngram"], "min_ngram": setting["min_ngram"],
                     "texts": [{"keep": text["keep"], "append": text["append"]} for text in setting["texts"]]}

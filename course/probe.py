@@ -117,13 +117,19 @@ def residual(case, shared):
 
 
 def verify(case, shared):
-    """One round verified, with _accept and _residual replayed from the reference's own calls in that round."""
+    """One round verified, with _accept and _residual replayed from the reference's own calls in that round: a
+    chain by sampling._verify_chain, a tree by drafters._verify_tree."""
     stand_ins = {"_accept": replay.accept_stand_in(case["accept_calls"]),
                  "_residual": replay.residual_stand_in(case["residual_calls"])}
+    rng, parents = np.random.default_rng(case["seed"]), list(case["parents"])
     with patched("sampling", stand_ins) as sampling:
-        proposal = sampling.Proposal(tokens=list(case["tokens"]), parents=list(case["parents"]), rows=case["rows"])
-        tokens, origins, checks, rows = sampling._verify(case["q"], proposal, np.random.default_rng(case["seed"]),
-                                                         list(case["depths"]))
+        if parents == sampling.chain_parents(len(parents)):
+            tokens, origins, checks = sampling._verify_chain(list(case["tokens"]), case["rows"], case["q"], rng)
+            rows = list(range(len(tokens)))  # a chain's written token t has the target's row t
+        else:
+            proposal = sampling.Proposal(tokens=list(case["tokens"]), parents=parents, rows=case["rows"])
+            tokens, origins, checks, rows = module("drafters")._verify_tree(case["q"], proposal, rng,
+                                                                             list(case["depths"]))
     return [as_ints(tokens), list(origins), as_ints(rows),
             [[int(c.depth), int(c.token), float(c.p), float(c.q), float(c.u), bool(c.kept)] for c in checks]]
 

@@ -8,7 +8,7 @@ functions is recorded with its arguments and result:
   cache before and after), tree_mask in the passes below, causal_mask for every (n_seq, n_past) of a small
   grid, and the passes themselves (gpt2's inputs, cache, logits, present): a full pass, a pass in two chunks,
   one after a rollback, one with n_logits, and a token tree after a cached prefix.
-- rounds: _residual on random rows; _verify on random chains and trees (with its own _accept and _residual
+- rounds: _residual on random rows; drafters._verify_tree on random chains and trees (with its own _accept and _residual
   calls, so a step-9 check can stand in for them); prompt lookup on growing and cut-back random texts.
 
 With seeds 0 and 1 they are the calls a student copy ships (tests/make_step_fixtures.py writes them); the
@@ -135,7 +135,7 @@ def rounds_part(seed=1):
             try:
                 proposal = sampling.Proposal(tokens=tokens, parents=list(parents), rows=rows)
                 rng_of_the_round = np.random.default_rng(seed)
-                written, origins, checks, target_rows = sampling._verify(q, proposal, rng_of_the_round, depths)
+                written, origins, checks, target_rows = drafters._verify_tree(q, proposal, rng_of_the_round, depths)
             finally:
                 sampling._accept, sampling._residual = original_accept, original_residual
             verify_cases.append({

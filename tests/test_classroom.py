@@ -53,8 +53,8 @@ def test_a_student_copy_refuses_a_folder_that_is_not_empty(tmp_path):
 
 def exercise_nodes(source, file):
     tree = ast.parse(source)
-    return {name: exercises.find_function(tree, name) for s in exercises.STEPS if s.file == file
-            for name in s.functions}
+    return {name: exercises.find_function(tree, name) for s in exercises.STEPS
+            for where, name in exercises.places(s) if where == file}
 
 
 def test_every_exercise_raises_not_implemented_naming_its_step_and_keeps_its_signature_and_docstring(blank_copy):
@@ -240,14 +240,15 @@ def test_without_git_on_the_path_the_error_names_git(tmp_path, monkeypatch):
 
 
 def same_signature_functions(folder):
-    """[(path, function name, step, exercise function)] of the functions defined at the top of any .py file under
+    """[(path, function name, step, exercise function, its file)] of the functions defined at the top of any .py file under
     `folder` whose parameters are those of an exercise function (not a method) other than that function itself."""
     signatures = {}
     for s in exercises.STEPS:
-        tree = ast.parse((REPO_ROOT / s.file).read_text(encoding="utf-8")) if s.file else None
-        for name in (n for n in s.functions if "." not in n):
-            node = exercises.find_function(tree, name)
-            signatures.setdefault(tuple(a.arg for a in node.args.args), []).append((s.number, s.file, name))
+        for file, name in exercises.places(s):
+            if "." in name:
+                continue
+            node = exercises.find_function(ast.parse((REPO_ROOT / file).read_text(encoding="utf-8")), name)
+            signatures.setdefault(tuple(a.arg for a in node.args.args), []).append((s.number, file, name))
     found = []
     for path in sorted(folder.rglob("*.py")):
         relative = path.relative_to(folder).as_posix()
@@ -255,7 +256,7 @@ def same_signature_functions(folder):
             if isinstance(node, ast.FunctionDef):
                 for number, file, name in signatures.get(tuple(a.arg for a in node.args.args), []):
                     if (relative, node.name) != (file, name):
-                        found.append((relative, node.name, number, name))
+                        found.append((relative, node.name, number, name, file))
     return found
 
 
@@ -267,14 +268,14 @@ def answering(folder, seed=7):
     from course import hidden, probe
 
     leaks, requests = [], {}
-    for i, (relative, name, number, exercise) in enumerate(same_signature_functions(folder)):
+    for i, (relative, name, number, exercise, file) in enumerate(same_signature_functions(folder)):
         if number not in requests:
             requests[number] = hidden.request(number, seed)
             requests[number] = (requests[number], hidden.expected_answers(requests[number]))
         spec = importlib.util.spec_from_file_location(f"candidate_{i}", folder / relative)
         candidate = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(candidate)
-        with probe.patched(exercises.step(number).file[:-3], {exercise: getattr(candidate, name)}):
+        with probe.patched(file[:-3], {exercise: getattr(candidate, name)}):
             request, expected = requests[number]
             answers = hidden.through_json(probe.observe(request))
         if all(check.passed for check in hidden.judge(request, expected, answers)):

@@ -72,8 +72,8 @@ def test_each_drafter_gives_the_target_distribution(name, K):
 
 def test_the_exactness_test_fails_for_keeping_a_looked_up_token_the_target_merely_allows(monkeypatch):
     """The wrong rule keeps a deterministic (one-hot) proposal whenever q(token) > 0, not with probability q: a
-    whole wrong `_verify` (tests/verifiers.py), so the check does not depend on how `_verify` is split."""
-    monkeypatch.setattr(sampling, "_verify", verifiers.verifier("a looked-up token kept when merely allowed"))
+    whole wrong `_verify_chain` (tests/verifiers.py), so the check does not depend on how it is split."""
+    monkeypatch.setattr(sampling, "_verify_chain", verifiers.chain_verifier("a looked-up token kept when merely allowed"))
     tv, bound = drafter_tv(DRAFTERS["lookup"], 3, WRONG_RULE_SAMPLES, seed=5)
     assert tv > bound, f"TV {tv:.4f} is not above the bound {bound:.4f}"
 
@@ -198,7 +198,7 @@ def test_auto_by_position_probes_after_a_run_of_declined_rounds_and_waits_twice_
 
 def lookup_round(match_length, checks):
     """A Round of a lookup proposal after a match of match_length tokens, its guesses kept or not as `checks`."""
-    proposal = sampling.Proposal([0] * len(checks), sampling.chain_parents(len(checks)), None, match_length)
+    proposal = drafters.LookupProposal([0] * len(checks), sampling.chain_parents(len(checks)), None, match_length)
     return dataclasses.replace(round_with(checks), proposal=proposal)
 
 

@@ -155,12 +155,13 @@ def links_below_an_answer(links, answers):
 
 
 def test_no_readme_link_lands_inside_or_below_an_exercises_answer():
-    """The README comes first: a line link into `_verify`'s body shows Step 9's answer before the step. And a
+    """The README comes first: a line link into `_verify_chain`'s body shows Step 9's answer before the step. And a
     learner's answer is as long as it is: a link below an answer in the same file would move with it, so a
     correct solution would fail the line-link check. Every line link lands above every function EXERCISES.md
     asks the learner to write in its file; code further down is named with its file (`AutoK` in lookahead.py)."""
     answers = exercise_functions()
-    assert ("sampling.py", "_verify") in answers, "EXERCISES.md's table no longer names _verify's file"
+    assert {("sampling.py", "_verify_chain"), ("drafters.py", "_verify_tree")} <= answers, \
+        "EXERCISES.md's table no longer names the verifiers' files"
     found = links_below_an_answer(line_links(README) + line_links(BENCHMARKS), answers)
     assert not found, "; ".join(f"{link} lands in or below {name}, an answer in EXERCISES.md: name its file, "
                                 f"or link the step" for link, name in found)

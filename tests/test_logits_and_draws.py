@@ -96,23 +96,22 @@ def test_a_model_function_with_a_nan_weight_refuses_to_decode():
         model([1, 2, 3], 1)
 
 
-@pytest.mark.parametrize("block_size", [1, 2, 7, 1024])
-def test_the_two_level_search_draws_the_token_of_the_one_level_inverse_cdf(block_size):
-    """For 400 uniform draws on rows with many zero-probability tokens (and whole zero blocks), _sample
-    returns the token a single cumulative sum over the row gives, and never a token of probability 0."""
+def test_sample_draws_the_first_token_whose_cumulative_probability_exceeds_u():
+    """For 400 uniform draws on a row with many zero-probability tokens (and long runs of zeros at both ends),
+    _sample returns the token the inverse-CDF rule written out here gives, and never a token of probability 0."""
     rng = np.random.default_rng(1)
     probs = rng.random(5000) * (rng.random(5000) < 0.3)  # [5000]: ~70% zeros
     probs[:2100] = 0.0  # whole blocks of zeros at the start
     probs[-50:] = 0.0  # and at the end
     probs /= probs.sum()
     draws = list(rng.random(400)) + [0.0, 1 - 2**-53]  # the extremes of rng.random() too
-    tokens = [_sample(probs, FixedDraws([r]), block_size) for r in draws]
+    tokens = [_sample(probs, FixedDraws([r])) for r in draws]
     assert tokens == [one_level_inverse_cdf(probs, r) for r in draws]
     assert all(probs[token] > 0 for token in tokens)
 
 
 def test_sample_draws_the_one_token_of_a_one_hot_row_at_either_end():
-    """Greedy rows are one-hot; the draw must be that token even in the first or the last (short) block."""
+    """Greedy rows are one-hot; the draw must be that token, also at the first and the last token id."""
     for hot in [0, 1023, 1024, 50256]:
         row = np.zeros(50257)
         row[hot] = 1.0

@@ -25,7 +25,7 @@ NAME_IN_FILE = [
     re.compile(NAME + r"(?:'s \w+)? (?:in|of|from) \[?" + FILE),  # `name` in file.py, `name`'s docstring in file.py
     re.compile(FILE + r"'s " + NAME),  # file.py's `name`
 ]
-MODULE_NAME = re.compile(r"`(\w+)\.(\w+)`|\bsee (\w+)\.(\w+)\b")  # `sampling._verify`, see lookahead.AutoK
+MODULE_NAME = re.compile(r"`(\w+)\.(\w+)`|\bsee (\w+)\.(\w+)\b")  # `sampling._verify_chain`, see lookahead.AutoK
 FILE_EXTENSIONS = {"py", "json", "md", "txt", "bpe", "png", "index", "safetensors", "csv"}  # `gpt2.py` is a file
 SECTION_OF_PAGE = re.compile(r"(README|(?:docs/)?BENCHMARKS\.md|EXERCISES\.md)(?:'s|(?<=md),) \"([^\"]+)\"")
 # ^ the README's "Section", docs/BENCHMARKS.md's "Section", (docs/BENCHMARKS.md, "Section")
@@ -103,7 +103,7 @@ def test_the_pointer_check_catches_a_stale_pointer(pointer):
 @pytest.mark.parametrize("pointer", [
     "`create_model_fn` in model_fn.py", "gpt2.py's `random_params`", "`PromptLookup`'s docstring in `drafters.py`",
     'docs/BENCHMARKS.md\'s "Speed of the forward pass"', "`Round` in records.py",
-    "`sampling._verify`", 'the README\'s "Tokens per round"', "(docs/BENCHMARKS.md, \"Which Unicode\")",
+    "`sampling._verify_chain`", 'the README\'s "Tokens per round"', "(docs/BENCHMARKS.md, \"Which Unicode\")",
 ])
 def test_the_pointer_check_passes_a_pointer_that_resolves(pointer):
     assert stale_pointers({"example": pointer}) == []

@@ -26,9 +26,9 @@ samples (bound 0.074, 1/2 sqrt(M / S) = 0.078), so even for (a) eps >= 0.21 - 0.
 wrong rule passes with probability below exp(-67) ~ 1e-29: the same check always fails for it.
 
 The wrong rules are small replacements for the steps of sampling.py, swapped in with pytest's monkeypatch, so
-the production code stays the one readable implementation. Rule (a) replaces Steps 3-4 (`_verify`) whole with
-tests/verifiers.py's, not just `_residual`, so that the check of the checker holds however `_verify` is split
-into functions (EXERCISES.md's step 9 has a learner write it):
+the production code stays the one readable implementation. Rules (a) and (c) replace Steps 3-4 (`_verify_chain`)
+whole with tests/verifiers.py's, not just `_residual`, so that the check of the checker holds however
+`_verify_chain` is split into functions (EXERCISES.md's step 9 has a learner write it):
   (a) on a rejection, resample from the target q instead of the residual (q - p)_+;
   (b) draft the draft's argmax (a greedy draft) but keep using the draft's full probability p in min(1, q/p);
   (c) compare each draft token with the target row one position too early (the prefix without the last token).
@@ -41,7 +41,7 @@ import sampling
 from tools.markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
 from records import SpeculativeStats
 from sampling import autoregressive_sampling, speculative_sampling
-from verifiers import verifier
+from verifiers import chain_verifier
 
 PROMPT = [2, 0, 1]  # three tokens, so that even the off-by-one variant (c) has two tokens of context
 N = 5  # 3**5 = 243 possible outputs; N > K + 1 for K = 1, 2, 3, so rounds end inside the output
@@ -115,19 +115,18 @@ def argmax_draft(self, x, k, rng, n_vocab):
     return sampling.Proposal(tokens, sampling.chain_parents(len(tokens)), np.array(rows).reshape(len(tokens), -1))
 
 
-def target_rows_one_too_early(target_model, x, proposal, n_vocab):
-    """Wrong rule (c): row t is the target's distribution after x + tokens[:t - 1] (the prefix one token
-    short) instead of after x + tokens[:t]."""
-    m = len(proposal.tokens)
-    return target_model(x + proposal.tokens, m + 2)[: m + 1]  # [m + 1, n_vocab], every row one prefix too early
+def target_rows_one_too_early(guesses, p, q, rng):
+    """Wrong rule (c): guess t is checked against q[t - 1], the target's distribution after x + guesses[:t - 1]
+    (the prefix one token short), instead of q[t], after x + guesses[:t]."""
+    return chain_verifier(None)(guesses, p, np.vstack([q[:1], q[:-1]]), rng)  # rows 1 .. m one prefix too early
 
 
 WRONG_RULES = {
     # (a): on a rejection draw from q itself, forgetting that q's overlap with p was already offered through the
     # accepted drafts; tokens both models like come out too often
-    "a_resample_from_target": (sampling, "_verify", verifier("replacement from the target's row")),
+    "a_resample_from_target": (sampling, "_verify_chain", chain_verifier("replacement from the target's row")),
     "b_argmax_draft_full_p_ratio": (sampling.ModelDrafter, "propose", argmax_draft),
-    "c_target_row_off_by_one": (sampling, "_score", target_rows_one_too_early),
+    "c_target_row_off_by_one": (sampling, "_verify_chain", target_rows_one_too_early),
 }
 
 

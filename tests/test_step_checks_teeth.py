@@ -14,7 +14,7 @@ import sampling
 import verifiers
 from test_accept_and_residual import accept_errors
 from test_steps_forward import attention_errors, causal_mask_errors, layer_norm_errors, mha_errors
-from test_steps_rounds import lookup_errors, residual_errors, verify_errors
+from test_steps_rounds import as_tree_contract, lookup_errors, residual_errors, verify_errors
 
 
 def causal_mask_ignoring_n_past(n_seq, n_past):
@@ -87,14 +87,17 @@ def test_a_residual_that_resamples_from_the_target_fails_step_8():
 
 
 @pytest.mark.parametrize("mistake, fails_the_chain", [("replacement from the target's row", True),
+                                                      ("twice the acceptance ratio", True),
                                                       ("same row for every sibling", False),
                                                       ("Check.q from the node's own row", False),
-                                                      ("rows off by one", True)])
+                                                      ("rows off by one", False)])
 def test_a_wrong_verify_fails_step_9_where_its_mistake_shows(mistake, fails_the_chain, monkeypatch):
-    """A chain has no siblings, so the sibling mistakes show in the tree part only; the right rule passes both."""
-    assert verify_errors(verifiers.verifier(None), monkeypatch, trees=False) == []
+    """A chain has no siblings, so the sibling mistakes show in the tree part only (and a chain's rows are not
+    the learner's to return: its token t has row t); the right rule passes both."""
+    chain = lambda mistake: as_tree_contract(verifiers.chain_verifier(mistake))  # noqa: E731
+    assert verify_errors(chain(None), monkeypatch, trees=False) == []
     assert verify_errors(verifiers.verifier(None), monkeypatch, trees=True) == []
-    assert bool(verify_errors(verifiers.verifier(mistake), monkeypatch, trees=False)) == fails_the_chain
+    assert bool(verify_errors(chain(mistake), monkeypatch, trees=False)) == fails_the_chain
     assert verify_errors(verifiers.verifier(mistake), monkeypatch, trees=True)
 
 

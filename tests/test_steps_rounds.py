@@ -1,13 +1,14 @@
-"""The round's steps of EXERCISES.md graded one at a time: step 8 (`_residual`), 9 (`_verify`), 13 (prompt lookup).
+"""The round's steps of EXERCISES.md graded one at a time: step 8 (`_residual`), 9 (`sampling._verify_chain`, then
+`drafters._verify_tree`), 13 (prompt lookup).
 
 Read EXERCISES.md's steps 8, 9 and 13 and tests/step_fixtures.py first (the saved calls of the reference, and
 the stand-ins made of them).
 
-Step 9's `_verify` may call steps 7 and 8 (`_accept`, `_residual`) or compute the same inline; either way its
+Step 9's verifiers may call steps 7 and 8 (`_accept`, `_residual`) or compute the same inline; either way its
 result must not depend on how far the learner got with them, so the checks swap in stand-ins that replay the
 reference's own calls of those two in the same round. Each round is replayed with the saved seed: the tokens
 written, their origins, the Checks and the rows must be the reference's exactly (one uniform per check, then
-one for the written token, as `_verify`'s docstring says). The exactness of the rule itself is proved against
+one for the written token, as `_verify_chain`'s docstring says). The exactness of the rule itself is proved against
 enumeration by tests/test_speculative_exactness.py and tests/test_tree_sampling.py, which run the whole sampler.
 Each check is a function returning the list of what is wrong, so tests/test_step_checks_teeth.py can show that a
 wrong version fails it.
@@ -43,7 +44,16 @@ def test_the_residual_of_random_and_one_hot_rows_is_the_references():
     assert errors == [], "\n".join(errors[:5])
 
 
-# --- step 9: _verify ------------------------------------------------------------------------------------------
+# --- step 9: _verify_chain and _verify_tree ------------------------------------------------------------------
+
+
+def as_tree_contract(verify_chain):
+    """A `_verify_chain(guesses, p, q, rng)` as a `_verify_tree(q, proposal, rng, depths)` of chains: a chain's
+    written token t has the target's row t."""
+    def verify(q, proposal, rng, depths):
+        written, origins, checks = verify_chain(list(proposal.tokens), proposal.rows, q, rng)
+        return written, origins, checks, list(range(len(written)))
+    return verify
 
 
 def verify_errors(verify, monkeypatch, trees):
@@ -82,7 +92,7 @@ def verify_errors(verify, monkeypatch, trees):
 def test_verifying_a_chain_writes_and_records_what_the_reference_does_for_its_own_uniforms(monkeypatch):
     """Chains of 0 to 4 guesses, 12 random rounds each: kept guesses, the first rejection's residual token, the
     bonus token after a fully kept chain (or after nothing proposed), and the Check of each guess tried."""
-    errors = verify_errors(sampling._verify, monkeypatch, trees=False)
+    errors = verify_errors(as_tree_contract(sampling._verify_chain), monkeypatch, trees=False)
     assert errors == [], "\n".join(errors[:5])
 
 
@@ -90,7 +100,7 @@ def test_verifying_a_chain_writes_and_records_what_the_reference_does_for_its_ow
 def test_verifying_a_tree_tries_siblings_against_the_residual_left_by_the_ones_before(monkeypatch):
     """Five tree shapes, 12 random rounds each: after a rejected sibling the next is tried against the residual,
     and Check.q records that row's probability."""
-    errors = verify_errors(sampling._verify, monkeypatch, trees=True)
+    errors = verify_errors(drafters._verify_tree, monkeypatch, trees=True)
     assert errors == [], "\n".join(errors[:5])
 
 

@@ -7,8 +7,8 @@ The tree drafter proposes the draft's TOP tokens (deterministic, one-hot rows), 
 branching of 2 offers two of the three tokens and (3,) offers all of them.
 
 Teeth: two wrong rules particular to siblings, each a whole wrong Steps 3-4 from tests/verifiers.py swapped in
-for sampling._verify with monkeypatch (so the check of the checker holds however a `_verify` is split into
-functions), each fail the same check:
+for drafters._verify_tree with monkeypatch (so the check of the checker holds however a tree verifier is split
+into functions), each fail the same check:
   (a) try every sibling against the SAME target row q instead of the residual left by the ones before it (the
       replacement after all are rejected still comes from a residual, the last sibling's against q): exactly
       right for a chain, so only trees catch it; a rejected token comes back;
@@ -64,7 +64,7 @@ def test_tree_speculative_sampling_has_the_target_distribution_for_every_shape(t
                                                 ("twice the acceptance ratio", 3_000)])  # bound ~0.136
 def test_the_tree_exactness_test_fails_for_a_wrong_sibling_rule(mistake, n_samples, monkeypatch):
     """Each wrong rule moves the distribution of the (2, 2, 1) tree's output far outside the bound."""
-    monkeypatch.setattr(sampling, "_verify", verifier(mistake))
+    monkeypatch.setattr(drafters, "_verify_tree", verifier(mistake))
     tv, bound = tree_tv((2, 2, 1), n_samples, seed=11)
     assert tv > bound, f"{mistake}: TV {tv:.4f} is not above the bound {bound:.4f}"
 
@@ -137,7 +137,7 @@ def test_top_tokens_are_the_most_likely_with_probability_above_zero():
 
 class SampledTree:
     """A tree drafter whose siblings are INDEPENDENT samples of the draft's row (with replacement), each reported
-    with that row: the general case of SpecInfer's rule (sampling._verify's proof), where p_j(c_j) < 1."""
+    with that row: the general case of SpecInfer's rule (drafters.tree_stream's proof), where p_j(c_j) < 1."""
 
     name, cost = "sampled tree", None
 
@@ -164,7 +164,8 @@ def test_a_tree_of_independently_sampled_siblings_has_the_target_distribution_to
     rule with its residual updates is exact for them as well (measured TV ~0.07, bound ~0.15)."""
     rng = np.random.default_rng(21)
     draft, target = markov_model(DRAFT_TABLE), markov_model(TARGET_TABLE)
-    samples = [tuple(sampling.speculative_sampling(PROMPT, SampledTree(draft, (2, 2)), target, N, 2, rng)[len(PROMPT):])
+    samples = [tuple(sampling._prompt_and_tokens(PROMPT, drafters.tree_stream(PROMPT, SampledTree(draft, (2, 2)),
+                                                                              target, N, 2, rng))[len(PROMPT):])
                for _ in range(N_SAMPLES)]
     exact = exact_distribution(TARGET_TABLE, PROMPT, N)
     tv, bound = total_variation(samples, exact), tv_bound(exact, N_SAMPLES)
@@ -187,3 +188,20 @@ def test_a_tree_too_large_for_the_context_is_a_value_error_before_any_model_runs
     assert calls == []
     assert len(tree_speculative_sampling(prompt, model, model, 10, (2, 2), np.random.default_rng(0))) == 60
     assert max(calls) <= 64
+
+
+@pytest.mark.parametrize("K, seed", [(1, 0), (3, 1), (4, 2)])
+def test_a_one_branch_tree_through_the_tree_verifier_is_the_chain_round_with_the_same_draws(K, seed):
+    """The tree extension on the core's case: the draft model's chain of guesses, verified by SpecInfer's rule
+    (drafters.tree_stream, `_verify_tree`) and by Chen et al.'s (sampling.speculative_stream, `_verify_chain`),
+    with one seed. Every round proposes, keeps and writes the same tokens with the same Checks (the same
+    uniforms: one per guess tried, one per written draw), and the generator ends in the same state."""
+    draft, target = markov_model(DRAFT_TABLE), markov_model(TARGET_TABLE)
+    chain_rng, tree_rng = np.random.default_rng(seed), np.random.default_rng(seed)
+    chain = list(sampling.speculative_stream(PROMPT, draft, target, 30, K, chain_rng, stop_token=None))
+    tree = list(drafters.tree_stream(PROMPT, sampling.ModelDrafter(draft), target, 30, K, tree_rng))
+    assert [(r.k, r.proposal.tokens, r.tokens, r.origins, r.checks) for r in chain] == \
+           [(r.k, r.proposal.tokens, r.tokens, r.origins, r.checks) for r in tree]
+    assert all(np.array_equal(a.target_rows, b.target_rows) for a, b in zip(chain, tree))
+    assert {origin for r in chain for origin in r.origins} == {"draft", "residual", "bonus"}
+    assert chain_rng.random() == tree_rng.random()

@@ -1,6 +1,6 @@
 """What a round records, as an executable specification: every field `Check`'s and `Round`'s docstrings promise.
 
-Read records.py's `Check` and `Round`, and sampling.py's `_verify`, first. The exactness tests judge the
+Read records.py's `Check` and `Round`, sampling.py's `_verify_chain` and drafters.py's `_verify_tree` first. The exactness tests judge the
 tokens' distribution; they cannot see a round that samples right but records wrong, say a Check whose q is the
 target's row before the earlier siblings' residual updates (Check's docstring forbids it). show.py and the
 statistics read these records.
@@ -14,11 +14,12 @@ candidate tried and none for the others; the written tokens must be the kept pat
 "residual" (after a rejection, with probability > 0 in the last residual) or "bonus" (at a node without children,
 with probability > 0 in the target's row); and Round.target_rows must be the target's row at each written
 position, before any residual update. The replay uses the recorded uniforms, not a seed, so it does not care in
-which order a `_verify` draws them, nor how it is split into functions.
+which order a verifier draws them, nor how it is split into functions. A chain runs through
+`sampling.speculative_stream`, the trees through `drafters.tree_stream`.
 
-Teeth: tests/verifiers.py's `verifier` (a `_verify`) with one mistake in the records, swapped in whole, fails the
-replay, with a message naming the wrong field; the rule done right, written another way (the residual inline),
-passes it.
+Teeth: tests/verifiers.py's verifiers with one mistake in the records, swapped in whole for `_verify_chain` and
+`_verify_tree`, fail the replay, with a message naming the wrong field; the rule done right, written another
+way (the residual inline), passes it.
 """
 
 import numpy as np
@@ -28,13 +29,13 @@ import drafters
 import sampling
 from tools.markov import DRAFT_TABLE, TARGET_TABLE, markov_model
 from test_tree_sampling import SampledTree
-from verifiers import residual, verifier
+from verifiers import chain_verifier, residual, verifier
 
 PROMPT = [2, 0, 1]
 RUNS, N = 40, 12  # 40 runs of 12 tokens: ~100 rounds per drafter, with kept, rejected and bonus tokens
 
 
-def recorded_rounds(make_drafter, K, seed):
+def recorded_rounds(make_drafter, K, stream, seed):
     """[(round, the q the target returned for it)] of RUNS speculative runs on the Markov tables."""
     rng, returned = np.random.default_rng(seed), []
     target_markov = markov_model(TARGET_TABLE)
@@ -46,15 +47,15 @@ def recorded_rounds(make_drafter, K, seed):
     target.n_vocab = 3
     pairs = []
     for _ in range(RUNS):
-        for round_ in sampling.speculative_stream(PROMPT, make_drafter(), target, N, K, rng):
+        for round_ in stream(PROMPT, make_drafter(), target, N, K, rng):
             pairs.append((round_, returned[-1]))  # one target call per round
     return pairs
 
 
-RUNS_OF = {  # name -> (drafter factory, K)
-    "chain": (lambda: sampling.ModelDrafter(markov_model(DRAFT_TABLE)), 3),
-    "tree of top tokens": (lambda: drafters.tree(markov_model(DRAFT_TABLE), (2, 2, 1)), 3),
-    "tree of sampled siblings": (lambda: SampledTree(markov_model(DRAFT_TABLE), (2, 2)), 2),
+RUNS_OF = {  # name -> (drafter factory, K, the stream that runs it)
+    "chain": (lambda: sampling.ModelDrafter(markov_model(DRAFT_TABLE)), 3, sampling.speculative_stream),
+    "tree of top tokens": (lambda: drafters.tree(markov_model(DRAFT_TABLE), (2, 2, 1)), 3, drafters.tree_stream),
+    "tree of sampled siblings": (lambda: SampledTree(markov_model(DRAFT_TABLE), (2, 2)), 2, drafters.tree_stream),
 }
 
 
@@ -114,8 +115,7 @@ def replay_errors(round_, q):
 
 def all_errors(run):
     """The replay's complaints about every round of one RUNS_OF run, and how many rounds it had."""
-    make_drafter, K = RUNS_OF[run]
-    pairs = recorded_rounds(make_drafter, K, seed=len(run))
+    pairs = recorded_rounds(*RUNS_OF[run], seed=len(run))
     return [error for round_, q in pairs for error in replay_errors(round_, q)], len(pairs)
 
 
@@ -154,16 +154,18 @@ def test_the_runs_reach_every_case_the_replay_checks():
     ("every last token a bonus", "Round.origins"),
 ])
 def test_the_record_checks_fail_for_a_wrong_record(mistake, field, monkeypatch):
-    """tests/verifiers.py's `verifier` (a `_verify`) with the mistake, swapped in whole: the replay names the wrong
-    field."""
-    monkeypatch.setattr(sampling, "_verify", verifier(mistake))
+    """tests/verifiers.py's verifiers with the mistake, swapped in whole for both verifiers: the replay names the
+    wrong field."""
+    monkeypatch.setattr(sampling, "_verify_chain", chain_verifier(mistake))
+    monkeypatch.setattr(drafters, "_verify_tree", verifier(mistake))
     errors = [error for run in RUNS_OF for error in all_errors(run)[0]]
     assert any(field in error for error in errors), f"{mistake}: no complaint about {field}; got {errors[:3]}"
 
 
 def test_the_record_checks_pass_a_correct_verify_written_another_way(monkeypatch):
     """tests/verifiers.py's rule done right, with the residual computed inline (no `_residual`, no `_accept`)."""
-    monkeypatch.setattr(sampling, "_verify", verifier(None))
+    monkeypatch.setattr(sampling, "_verify_chain", chain_verifier(None))
+    monkeypatch.setattr(drafters, "_verify_tree", verifier(None))
     for run in RUNS_OF:
         errors, _ = all_errors(run)
         assert errors == [], "\n".join(errors[:10])

@@ -1,20 +1,23 @@
 """Steps 3-4 of a round written out again, right and with one deliberate mistake: the checkers' own samplers.
 
-Read sampling.py's `_verify` first (and do EXERCISES.md's step 9 before reading this file: it holds an answer).
+Read sampling.py's `_verify_chain` and drafters.py's `_verify_tree` first (and do EXERCISES.md's step 9 before
+reading this file: it holds an answer).
 
 The tests that check the checkers (tests/test_speculative_exactness.py, tests/test_tree_sampling.py,
-tests/test_verify_records.py) swap one of these in for `sampling._verify` WHOLE and show that the graded check
-fails for it. Swapping in all of Steps 3-4, not a wrong `_residual` or `_accept`, keeps those tests independent of
-how a `_verify` is split into functions: a correct `_verify` that computes the residual inline passes them too.
+tests/test_verify_records.py) swap one of these in for `drafters._verify_tree` (`verifier`) or
+`sampling._verify_chain` (`chain_verifier`) WHOLE and show that the graded check fails for it. Swapping in all
+of Steps 3-4, not a wrong `_residual` or `_accept`, keeps those tests independent of how a verifier is split
+into functions: a correct one that computes the residual inline passes them too.
 
 `verifier(None)` is the rule done right, written as plainly as possible, without sampling.py's helpers (it draws
-its uniforms in the same order as `sampling._verify`: one per check, then one for the written token). Each name
-in MISTAKES switches on one mistake.
+its uniforms in the same order as `_verify_tree` and `_verify_chain`: one per check, then one for the written
+token). Each name in MISTAKES switches on one mistake.
 """
 
 import numpy as np
 
 from records import Check
+from sampling import Proposal, chain_parents
 
 MISTAKES = {
     "replacement from the target's row": "after a rejection, the next sibling and the replacement token use the "
@@ -49,7 +52,7 @@ def residual(q_row, p_row):
 
 
 def verifier(mistake=None):
-    """A function with `sampling._verify`'s contract, making the named mistake (None: none; see MISTAKES)."""
+    """A function with `drafters._verify_tree`'s contract, making the named mistake (None: none; see MISTAKES)."""
     if mistake is not None and mistake not in MISTAKES:
         raise ValueError(f"unknown mistake {mistake!r}; known: {sorted(MISTAKES)}")
 
@@ -102,3 +105,17 @@ def verifier(mistake=None):
 
     verify.__name__ = f"verify with the mistake {mistake!r}" if mistake else "verify"
     return verify
+
+
+def chain_verifier(mistake=None):
+    """`verifier(mistake)` with `sampling._verify_chain`'s contract: (guesses, p, q, rng) -> (tokens, origins,
+    checks), for swapping into the chain round (the mistakes that concern siblings make none on a chain)."""
+    verify = verifier(mistake)
+
+    def verify_chain(guesses, p, q, rng):
+        proposal = Proposal(tokens=list(guesses), parents=chain_parents(len(guesses)), rows=p)
+        tokens, origins, checks, _ = verify(q, proposal, rng, list(range(1, len(guesses) + 1)))
+        return tokens, origins, checks
+
+    verify_chain.__name__ = f"verify_chain with the mistake {mistake!r}" if mistake else "verify_chain"
+    return verify_chain
