@@ -27,6 +27,7 @@ import numpy as np
 import lookahead
 import sampling
 from model_fn import common_prefix_length
+from checks import check_probs, check_prompt, check_proposal, shared_vocabulary_size
 from records import Check, Round
 from sampling import Proposal, chain_parents
 
@@ -395,7 +396,7 @@ class TreeDrafter:
                 p = self.model(x + tokens, len(frontier))  # [1, n_vocab]
             else:
                 p = self.model(x + tokens, len(frontier), parents=parents)  # [len(frontier), n_vocab]
-            p = sampling._check_probs(p, len(frontier), n_vocab, "the draft model")
+            p = check_probs(p, len(frontier), n_vocab, "the draft model")
             self.passes += 1
             next_frontier = []
             for node, p_row in zip(frontier, p):
@@ -447,7 +448,7 @@ def tree_speculative_stream(x, draft, target_model, N, tree, rng, stop_token=Non
     target in one pass. (1,) * K is a chain of K of the draft's top tokens.
     """
     tree = check_tree(tree)
-    x = sampling._check_prompt(x, N, rng, [target_model, draft])  # first, so that a bad prompt or N is named as such
+    x = check_prompt(x, N, rng, [target_model, draft])  # first, so that a bad prompt or N is named as such
     check_tree_fits(x, N, tree, draft, target_model)
     return tree_stream(x, TreeDrafter(draft, tree), target_model, N, len(tree), rng, stop_token, stats)
 
@@ -517,8 +518,8 @@ def tree_stream(x, draft, target_model, N, K, rng, stop_token=None, stats=None):
     """
     drafter = sampling.as_drafter(draft)
     policy = lookahead.policy(K, drafter, target_model, N)
-    n_vocab = sampling._shared_vocabulary_size(drafter, target_model)
-    x = sampling._check_prompt(x, N, rng, [target_model, getattr(drafter, "model", None)])
+    n_vocab = shared_vocabulary_size(drafter, target_model)
+    x = check_prompt(x, N, rng, [target_model, getattr(drafter, "model", None)])
     T = len(x) + N
     index = 0
     while len(x) < T:
@@ -527,7 +528,7 @@ def tree_stream(x, draft, target_model, N, K, rng, stop_token=None, stats=None):
         draft_passes = getattr(drafter, "passes", 0)
         # Step 1: the drafter proposes a chain or a tree of at most k tokens after x
         proposal = drafter.propose(x, k, rng, n_vocab) if k > 0 else Proposal.empty(n_vocab)
-        depths = sampling._check_proposal(proposal, k, n_vocab, getattr(drafter, "name", type(drafter).__name__))
+        depths = check_proposal(proposal, k, n_vocab, getattr(drafter, "name", type(drafter).__name__))
         if n_vocab is None and len(proposal.tokens):
             n_vocab = proposal.rows.shape[1]  # the drafter showed its vocabulary size; the target must match it
         # Step 2: ONE target pass: q[0] after x, q[i + 1] after the path from x to token i
@@ -556,7 +557,7 @@ def _score_tree(target_model, x, proposal, n_vocab):
         probs = target_model(x + proposal.tokens, m + 1)  # [m + 1, n_vocab]
     else:
         probs = target_model(x + proposal.tokens, m + 1, parents=proposal.parents)  # [m + 1, n_vocab]
-    return sampling._check_probs(probs, m + 1, n_vocab, "the target model")
+    return check_probs(probs, m + 1, n_vocab, "the target model")
 
 
 def _verify_tree(q, proposal, rng, depths):

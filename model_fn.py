@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from checks import check_call, check_finite, check_settings
 from gpt2 import empty_cache, gpt2, keep_path, rollback
 from speed import plug
 
@@ -36,7 +37,7 @@ def logits_to_probs(logits, temperature=1.0, top_k=None, top_p=None):
     kept stay) and renormalises. Example: logits [2, 1, 0, -1], temperature 0.5: [4, 2, 0, -2], softmax
     [0.8650, 0.1171, 0.0158, 0.0021]; top_k=2: [0.8808, 0.1192, 0, 0]; and top_p=0.8: [1, 0, 0, 0].
     """
-    _check_finite(logits)
+    check_finite(logits)
     if temperature == 0:
         probs = np.zeros(logits.shape)  # [n, n_vocab] float64
         probs[np.arange(len(logits)), np.argmax(logits, axis=-1)] = 1.0  # all on the most likely token
@@ -75,7 +76,7 @@ def create_model_fn(params, hparams, temperature=1.0, top_k=None, top_p=None, kv
     a call keeps the longest start of x it shares with them (rejected guesses are rolled back) and feeds the
     rest, always the last n tokens, whose positions give the n rows. Attributes: n_vocab, n_ctx, n_params, stats.
     """
-    _check_settings(temperature, top_k, top_p)
+    check_settings(temperature, top_k, top_p)
     n_head, n_ctx = hparams["n_head"], params["wpe"].shape[0]
     if plain:  # the core alone: the weights as loaded, a cache buffer of np.zeros
         weights, cache = params, empty_cache(params["blocks"], n_head, n_ctx)
@@ -86,7 +87,7 @@ def create_model_fn(params, hparams, temperature=1.0, top_k=None, top_p=None, kv
     def model(x, n=1, parents=None):
         nonlocal cache, tokens
         x = list(x)
-        _check_call(x, n, parents, n_ctx)
+        check_call(x, n, parents, n_ctx)
         n_common = common_prefix_length(tokens, x) if kv_cache else 0  # x's first n_common tokens are cached
         if parents is not None or cache.parents:  # a token tree, or the call after one: see the last section
             logits, cache, n_fed = tree_call(weights, n_head, cache, tokens, x, n, parents, kv_cache, n_common)
@@ -110,11 +111,6 @@ def common_prefix_length(a, b):
     return int(np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))[0])
 
 
-# ------------------------------------------------------------------------------------------------------------
-# Input checks, apart from the math: bad input gets one clear ValueError
-# ------------------------------------------------------------------------------------------------------------
-
-
 def _n_weights(params):
     """The number of weights in a nested dict/list of arrays (wte counts once: the LM head is tied to it)."""
     if isinstance(params, dict):
@@ -122,36 +118,6 @@ def _n_weights(params):
     if isinstance(params, list):
         return sum(_n_weights(value) for value in params)
     return int(params.size)
-
-
-def _check_settings(temperature, top_k, top_p):
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0 (0 means greedy decoding); got {temperature}")
-    if top_k is not None and (int(top_k) != top_k or top_k < 1):
-        raise ValueError(f"top_k must be None or a whole number >= 1; got {top_k}")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be None or in (0, 1]; got {top_p}")
-
-
-def _check_finite(logits):
-    """NaN or infinite logits come from damaged weights: decoding them would print garbage ("!" forever)."""
-    if not np.isfinite(logits).all():
-        n_nan, n_inf = int(np.isnan(logits).sum()), int(np.isinf(logits).sum())
-        raise ValueError(
-            f"the model produced NaN/inf logits ({n_nan} NaN and {n_inf} infinite of {np.size(logits)}): its weights "
-            f"are damaged (NaN or infinite values, or so large that the forward pass overflowed); download or "
-            f"convert the checkpoint again"
-        )
-
-
-def _check_call(x, n, parents, n_ctx):
-    """ValueError, saying what was wrong, for a call the model-function contract does not allow."""
-    if len(x) > n_ctx:
-        raise ValueError(f"{len(x)} tokens do not fit in the model's context of n_ctx={n_ctx} positions")
-    if parents is not None:
-        return check_tree_call(x, n, parents)
-    if not 1 <= n <= len(x):
-        raise ValueError(f"model(x, n) needs 1 <= n <= len(x) = {len(x)}; got n={n}")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -242,14 +208,3 @@ def chain_length(follows):
     return next((i for i, f in enumerate(follows) if f != i - 1), len(follows))
 
 
-def check_tree_call(x, n, parents):
-    """ValueError, saying what was wrong, for a tree call the contract does not allow."""
-    m = len(parents)
-    if not 1 <= m <= len(x):
-        raise ValueError(f"parents names the last m tokens of x as tree nodes: 1 <= m <= len(x)={len(x)}; got {m}")
-    bad = [i for i, parent in enumerate(parents) if int(parent) != parent or not -1 <= parent < i]
-    if bad:
-        raise ValueError(f"parents[{bad[0]}] = {parents[bad[0]]}: each parent must be -1 or an earlier node's index")
-    if not 1 <= n <= min(m + 1, len(x)):
-        raise ValueError(f"model(x, n, parents) gives the rows of the last n of the m + 1 = {m + 1} prefixes "
-                         f"(n <= len(x) = {len(x)} too); got n={n}")

@@ -122,6 +122,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import lookahead
+from checks import check_chain, check_probs, check_prompt, shared_vocabulary_size
 from records import Check, Round
 
 # ------------------------------------------------------------------------------------------------------------
@@ -184,7 +185,7 @@ class ModelDrafter:
         """Step 1: k tokens, each drawn from the draft's distribution after x and the tokens drawn before it."""
         tokens, p = [], []
         for _ in range(k):
-            p_next = _check_probs(self.model(x + tokens, 1), 1, n_vocab, "the draft model")[0]  # [n_vocab]
+            p_next = check_probs(self.model(x + tokens, 1), 1, n_vocab, "the draft model")[0]  # [n_vocab]
             self.passes += 1
             tokens.append(_sample(p_next, rng))
             p.append(p_next)
@@ -216,10 +217,10 @@ def autoregressive_stream(x, model, N, rng, stop_token=None, stats=None):
     rng: a np.random.Generator; the same seed gives the same tokens. stop_token: end right after this token
     (it is yielded) even if fewer than N tokens were written. stats: an `AutoregressiveStats` to fill in.
     """
-    x = _check_prompt(x, N, rng, [model])
+    x = check_prompt(x, N, rng, [model])
     n_vocab = getattr(model, "n_vocab", None)
     for _ in range(N):
-        q = _check_probs(model(x, 1), 1, n_vocab, "the model")  # [1, n_vocab]
+        q = check_probs(model(x, 1), 1, n_vocab, "the model")  # [1, n_vocab]
         token = _sample(q[0], rng)
         x.append(token)
         if stats is not None:
@@ -247,8 +248,8 @@ def speculative_stream(x, draft, target_model, N, K, rng, stop_token=None, stats
     """
     drafter = as_drafter(draft)
     policy = lookahead.policy(K, drafter, target_model, N)  # each round's k: K itself, or a K policy's choice
-    n_vocab = _shared_vocabulary_size(drafter, target_model)  # None if neither says
-    x = _check_prompt(x, N, rng, [target_model, getattr(drafter, "model", None)])
+    n_vocab = shared_vocabulary_size(drafter, target_model)  # None if neither says
+    x = check_prompt(x, N, rng, [target_model, getattr(drafter, "model", None)])
 
     T = len(x) + N  # the length to reach (Chen et al.'s T)
     index = 0
@@ -259,11 +260,11 @@ def speculative_stream(x, draft, target_model, N, K, rng, stop_token=None, stats
 
         # Step 1: the drafter guesses up to k tokens after x, each drawn from its row of p
         proposal = drafter.propose(x, k, rng, n_vocab) if k > 0 else Proposal.empty(n_vocab)
-        n_vocab = _check_chain(proposal, k, n_vocab, drafter)
+        n_vocab = check_chain(proposal, k, n_vocab, drafter)
         guesses, p = proposal.tokens, proposal.rows  # [m], [m, n_vocab]
 
         # Step 2: ONE target call gives q[t], the target's distribution after x + guesses[:t], t = 0 .. m
-        q = _check_probs(target_model(x + guesses, len(guesses) + 1), len(guesses) + 1, n_vocab, "the target model")
+        q = check_probs(target_model(x + guesses, len(guesses) + 1), len(guesses) + 1, n_vocab, "the target model")
 
         # Steps 3 and 4: keep each guess with probability min(1, q/p); a residual or a bonus token ends the round
         tokens, origins, checks = _verify_chain(guesses, p, q, rng)
@@ -356,101 +357,3 @@ def _sample(probs, rng):
     if token == len(cdf):  # u rounded up to the total: the last token of probability > 0
         token = int(np.flatnonzero(probs)[-1])
     return token
-
-
-# ------------------------------------------------------------------------------------------------------------
-# Input checks: bad input gets one clear ValueError. Nothing above depends on how they are written: skip them.
-# ------------------------------------------------------------------------------------------------------------
-
-
-def _check_prompt(x, N, rng, models):
-    """The prompt as a new list of ints, after checking x, N, rng against the models' n_ctx and n_vocab."""
-    x = [int(token) for token in x]
-    if len(x) == 0:
-        raise ValueError("the prompt x is empty: give at least one token id (e.g. the encoded prompt text)")
-    if int(N) != N or N < 0:
-        raise ValueError(f"N, the number of tokens to generate, must be a whole number >= 0; got {N}")
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"rng must be a np.random.Generator, e.g. np.random.default_rng(0); got {type(rng)}")
-    for model in models:
-        n_ctx = getattr(model, "n_ctx", None)
-        if n_ctx is not None and len(x) + N > n_ctx:
-            raise ValueError(
-                f"the prompt ({len(x)} tokens) + N={N} new tokens = {len(x) + N} tokens is more than the "
-                f"model's context of n_ctx={n_ctx}: use a shorter prompt or generate fewer tokens"
-            )
-        n_vocab = getattr(model, "n_vocab", None)
-        if n_vocab is not None and not all(0 <= token < n_vocab for token in x):
-            raise ValueError(f"prompt token ids must be in [0, {n_vocab}); got {x}")
-    return x
-
-
-def _shared_vocabulary_size(draft_model, target_model):
-    """The models' common n_vocab (None if neither says); a ValueError if they say different things."""
-    sizes = {getattr(model, "n_vocab", None) for model in (draft_model, target_model)} - {None}
-    if len(sizes) > 1:
-        raise ValueError(
-            f"the draft and target models have different vocabularies (n_vocab {draft_model.n_vocab} and "
-            f"{target_model.n_vocab}): speculative sampling needs models that share one tokenizer"
-        )
-    return sizes.pop() if sizes else None
-
-
-def _check_probs(probs, n_rows, n_vocab, who):
-    """probs as a float64 array after checking it is [n_rows, n_vocab] of distributions (rows sum to 1 +- 1e-3).
-
-    n_vocab None: any width. `who` names the model in the error message.
-    """
-    probs = np.asarray(probs, dtype=np.float64)
-    if probs.ndim != 2 or probs.shape[0] != n_rows or (n_vocab is not None and probs.shape[1] != n_vocab):
-        expected = f"[{n_rows}, {n_vocab if n_vocab is not None else 'n_vocab'}]"
-        raise ValueError(
-            f"{who} returned probabilities of shape {list(probs.shape)}, expected {expected}; if the widths "
-            f"differ, the draft and target models do not share a vocabulary"
-        )
-    if not probs.min() >= 0:  # also catches NaN: min is NaN then, and NaN >= 0 is False
-        raise ValueError(f"{who} returned probabilities that are negative or NaN: {probs.min(axis=-1)}")
-    row_sums = probs.sum(axis=-1)  # [n_rows]
-    if not np.abs(row_sums - 1).max() <= 1e-3:  # NaN-safe the same way (an inf probability sums to inf)
-        raise ValueError(f"{who} returned rows that do not sum to 1 (within 1e-3): row sums {row_sums}")
-    return probs
-
-
-def _check_proposal(proposal, k, n_vocab, who):
-    """The depth of each proposed token (1 for a child of x), after checking the proposal is well formed.
-
-    A ValueError naming the drafter for: tokens, parents and rows of different lengths, a parent that does
-    not come before its child, a proposal deeper than k, or rows that are not [m, n_vocab] distributions.
-    """
-    m = len(proposal.tokens)
-    if len(proposal.parents) != m or (m and len(proposal.rows) != m):
-        raise ValueError(
-            f"the drafter {who!r} proposed {m} tokens with {len(proposal.parents)} parents and "
-            f"{len(proposal.rows)} rows: a Proposal needs one parent and one row per token (see Proposal)"
-        )
-    depths = []
-    for index, parent in enumerate(proposal.parents):
-        if not -1 <= parent < index:
-            raise ValueError(
-                f"the drafter {who!r} gave token {index} the parent {parent}: a parent must be -1 (x itself) or an "
-                f"earlier token's index"
-            )
-        depths.append(1 if parent == -1 else depths[parent] + 1)
-    if max(depths, default=0) > k:
-        raise ValueError(f"the drafter {who!r} proposed {max(depths)} tokens deep, more than this round's k={k}")
-    if m:
-        _check_probs(proposal.rows, m, n_vocab, f"the drafter {who!r}")
-    return depths
-
-
-def _check_chain(proposal, k, n_vocab, drafter):
-    """The vocabulary size (n_vocab, or the width of the proposal's rows when n_vocab is None), after checking
-    the proposal (`_check_proposal`) and that it is a chain: a tree of guesses goes to drafters.tree_stream."""
-    who = getattr(drafter, "name", type(drafter).__name__)
-    _check_proposal(proposal, k, n_vocab, who)
-    if proposal.parents != chain_parents(len(proposal.tokens)):
-        raise ValueError(
-            f"the drafter {who!r} proposed a tree (parents {proposal.parents}): speculative_stream verifies a "
-            f"chain of guesses; verify a tree with drafters.tree_stream, which takes the same arguments"
-        )
-    return proposal.rows.shape[1] if n_vocab is None and len(proposal.tokens) else n_vocab

@@ -23,7 +23,7 @@ from conftest import REPO_ROOT
 LEARNERS_PATH = ("main.py", "gpt2.py", "encoder.py", "utils.py", "sampling.py", "tests", "img", "README.md",
                  "requirements.txt")  # the design card's top level
 MACHINERY = ("speed", "loaders", "command_line", "course", "tools", "docs", "requirements")
-MAX_TOP_LEVEL = 25  # entries `ls` shows: one screen
+MAX_TOP_LEVEL = 26  # entries `ls` shows: one screen (checks.py, the entry points' guards, keeps them out of the core)
 MAX_DOCSTRING_LINES = 40
 PROOF_HOLDER = "sampling.py"  # Algorithm 2 and its proof, whole: splitting it would split the proof
 PAGES = ("README.md", "EXERCISES.md", "docs/BENCHMARKS.md", "docs/GLOSSARY.md")

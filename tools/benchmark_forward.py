@@ -62,7 +62,8 @@ from loaders.download import HPARAMS  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402
-from sampling import _check_probs, _sample, autoregressive_sampling  # noqa: E402
+from checks import check_probs as _check_probs  # noqa: E402
+from sampling import _sample, autoregressive_sampling  # noqa: E402
 from tools.benchmark_plots import import_pyplot, save  # noqa: E402
 from tools.machine import blas_description, blas_threads, load_average, machine_description  # noqa: E402
 from command_line.flags import MAX_SEED, as_optional, as_text, as_whole_number, errors_as_one_line  # noqa: E402

@@ -22,7 +22,8 @@ from loaders.random_weights import random_params
 from loaders.download import HPARAMS
 from records import timed
 from model_fn import logits_to_probs
-from sampling import _check_probs, _sample
+from checks import check_probs as _check_probs
+from sampling import _sample
 from tools import benchmark_forward, pass_parts
 from tools.machine import load_average
 from tools.pages import duration_text, scientific, wrap
