@@ -10,16 +10,16 @@
     python main.py --plot rounds.png     # a picture of the rounds (needs matplotlib)
     python main.py --verbose             # also what only the machine needs (each matrix product's route)
 
-What happens, as main() reads: (1) every flag is checked (command_line/flags.py) before anything else: a
-misspelt flag or `--seed -1` ends at once with one line `error: ...`; (2) what is missing is downloaded (OpenAI's
-release files into --models_dir/SIZE; a model may also be a local folder, OpenAI's or a Hugging Face one) and
-both models are loaded and checked (command_line/checks.py; no draft model with `--drafter lookup`); (3) a
-warm-up, not timed (command_line/warm_up.py); (4) autoregressive sampling with the target alone, one target pass
-per token, its text printed token by token; (5) speculative sampling, its text printed round by round and
-colored by where each token came from (show.py): a kept guess green, the target's token after a rejection red,
-the free token after a round that kept every guess blue; (6) the report (command_line/report.py): both runs'
-times, the speedup, the acceptance rate, the target passes and the drafter's rounds; at temperature 0 the two
-texts must be the target's greedy text, and are compared.
+What happens, as main() reads: (1) every flag is checked (command_line/flags.py) before anything else: a misspelt
+flag, `--seed -1`, a failed download or a damaged checkpoint ends with one line `error: ...` (exit code 2 for bad
+input, else 1); (2) what is missing is downloaded (OpenAI's release files into --models_dir/SIZE; a model may also
+be a local folder, OpenAI's or a Hugging Face one) and both models are loaded and checked (command_line/checks.py;
+no draft model with `--drafter lookup`); (3) a warm-up, not timed (command_line/warm_up.py); (4) autoregressive
+sampling with the target alone, one target pass per token, its text printed token by token; (5) speculative
+sampling, its text printed round by round and colored by where each token came from (show.py): a kept guess green,
+the target's token after a rejection red, the free token after a round that kept every guess blue; (6) the report
+(command_line/report.py): both runs' times, the speedup, the acceptance rate, the target passes and the drafter's
+rounds; at temperature 0 the two texts must be the target's greedy text, and are compared.
 
 Timing: loading is not timed, nor the warm-up: a pass of each model over the prompt, and measuring how this
 machine multiplies the target's matrices fastest (a few seconds at a model's first run here, kept in its folder
@@ -32,9 +32,6 @@ costs r(K + 1) one-position passes (the README's "When does it pay off on a CPU?
 machine before the timed runs, for K=auto). Without a cache (picoGPT's way, `--kv_cache False`) every pass
 recomputes the whole sequence anyway, so checking K + 1 tokens costs about what one step does, and
 speculative sampling wins more. tools/benchmark.py measures both.
-
-Bad flags, a failed download, or a damaged checkpoint (including weights that are NaN or infinite) end with
-one line `error: ...` and exit code 2 (bad input) or 1 (download or checkpoint), without a traceback.
 
 Read before it: sampling.py (Algorithm 2), drafters.py (where guesses come from) and show.py (the rounds
 printed). command_line/ is what a command owes the person who typed it (checks, one-line errors, the report):

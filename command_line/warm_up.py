@@ -70,7 +70,7 @@ def settle_routes(flags):
         plain = f"{what} as measured before, kept in {path} (delete it to measure again)"
     else:
         plain = f"{measured}, kept in {path} for the next run"
-    print(f"{plain}\n{line}\n" if flags.verbose else f"{plain}\n", flush=True)
+    print(f"{plain}\n{line}" if flags.verbose else plain, flush=True)
     return routes
 
 
@@ -104,8 +104,8 @@ def calibrated_costs(flags, target, draft, routes):
 
 
 def costs_text(costs, verbose):
-    """'r(m), m = 1..17: 1.00 2.61 ...; c = 0.36 (a 1-position target pass: 31.2 ms)' (--verbose: MeasuredCosts'
-    own summary, which adds the routes)."""
+    """'r(m), m = 1..17: 1.00 ...; c = ... (a 1-position target pass: ... ms)' (--verbose: MeasuredCosts' own
+    summary, which adds the routes)."""
     if verbose:
         return costs.summary()
     r = " ".join(f"{value:.2f}" for value in costs.r_table)
