@@ -115,7 +115,7 @@ def main(prompt="Alan Turing theorized that computers would one day become", n_t
     Args:
         prompt: the text to continue (default: "Alan Turing theorized that computers would one day become").
         n_tokens_to_generate: N, how many new tokens each sampler writes.
-        draft_model_size: the small draft model: OpenAI's 124M, 355M, 774M or 1558M (downloaded into models_dir), a Hugging Face name (gpt2, gpt2-medium, distilgpt2, any owner/name of a GPT-2 with model.safetensors: from the Hugging Face cache, else downloaded into it), or a local folder. Not used with --drafter lookup.
+        draft_model_size: the small draft model. OpenAI's sizes 124M, 355M, 774M, 1558M (downloaded into models_dir); Hugging Face names gpt2 (= 124M), gpt2-medium (= 355M), gpt2-large (= 774M), gpt2-xl (= 1558M), distilgpt2, their Hub ids (openai-community/gpt2, ..., distilbert/distilgpt2) or any owner/name of a GPT-2 repository with model.safetensors (read from the Hugging Face cache, else downloaded into it); or a local folder (OpenAI's or Hugging Face's layout). Not used with --drafter lookup.
         target_model_size: the big target model whose distribution both samplers reproduce; any name --draft_model_size takes.
         K: lookahead, draft tokens guessed per round (>= 1); or auto: each round's K chosen by the cost model from what earlier rounds showed; or hf: Hugging Face's schedule (start at 5, +2 after a round that kept every guess, else -1).
         temperature: 0 is greedy decoding (then both texts must be identical); > 0 samples from softmax(logits / temperature).
