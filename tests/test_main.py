@@ -256,6 +256,7 @@ def test_k_auto_measures_its_costs_before_the_timed_runs_and_a_saved_table_gives
     table = Path(target_dir) / "r_table.json"
     assert "K=auto plans with costs measured on this machine" in first.stdout and f"(kept in {table}:" in first.stdout
     assert re.search(r"^r\(m\), m = 1\.\.17: 1\.00( \d+\.\d\d){16} \(a 1-position target pass", first.stdout, re.M)
+    assert "; routes:" not in first.stdout  # the routes of the costs are --verbose's
     again = [run_main(*flags, "--r_table", table, cwd=tmp_path) for _ in range(2)]
     assert all(run.returncode == 0 for run in again) and f"K=auto plans with the costs in {table}" in again[0].stdout
     texts = [[line for line in run.stdout.splitlines() if line.startswith(PROMPT)] for run in again]
@@ -436,6 +437,7 @@ BAD_FLAGS = [
     (("--kv-cach", "false"), "unknown flag --kv-cach (did you mean --kv_cache?)"),
     (("--kv_cache", "maybe"), "--kv_cache must be true or false; got 'maybe'"),
     (("--trace", "1"), "--trace must be true or false; got '1'"),
+    (("--verbose", "loud"), "--verbose must be true or false; got 'loud'"),
     (("--seed", -1), "--seed must be a whole number >= 0; got -1"),
     (("--seed", "abc"), "--seed must be a whole number >= 0; got 'abc'"),
     (("--download_retries", "abc"), "--download_retries must be a whole number >= 0; got 'abc'"),
