@@ -154,11 +154,11 @@ def main(prompt="Alan Turing theorized that computers would one day become", n_t
     with damage_as_one_line():  # from here on any other exception is a bug, and keeps its traceback
         costs = warm_up(flags, prompt_ids, new_draft if draft is not None else None, new_target)  # not timed
 
-        report.print_run_heading(flags, False, color)
+        report.print_run_heading(flags, speculative=False)
         autoregressive = run_autoregressive(prompt_ids, new_target(), flags, show.TextStream(token_bytes, sys.stdout))
         report.print_run(autoregressive)
 
-        report.print_run_heading(flags, True, color)
+        report.print_run_heading(flags, speculative=True, color=color)
         drafter = make_drafter(flags, lambda: with_costs(new_draft(), costs, draft=True))
         speculative = run_speculative(prompt_ids, drafter, with_costs(new_target(), costs), flags,
                                       show.TextStream(token_bytes, sys.stdout, color))

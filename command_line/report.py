@@ -57,7 +57,7 @@ def print_heading(flags, draft, target, prompt_ids):
     print(f"prompt ({len(prompt_ids)} tokens): {flags.prompt}\n", flush=True)
 
 
-def print_run_heading(flags, speculative, color):
+def print_run_heading(flags, speculative, color=False):
     """The line before a sampler's text (and the colors' legend before speculative sampling's), then the prompt,
     which the sampler's text continues."""
     if not speculative:
