@@ -382,6 +382,22 @@ def test_offline_the_download_error_points_to_random_weights_and_leaves_no_empty
     assert list(tmp_path.iterdir()) == []
 
 
+def test_offline_a_hugging_face_name_points_to_random_weights_too(tmp_path):
+    """gpt2 by its Hub name, with the Hub ($HF_ENDPOINT) on a closed port and an empty cache: the one line ends
+    with the same pointer to what runs without a network."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    hub = {"HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HOME": str(tmp_path / "hf"),
+           "HF_HUB_CACHE": str(tmp_path / "hf" / "hub")}  # these win over the environment's (run_main's do not)
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "main.py"), "--target_model_size", "gpt2", "--drafter",
+                             "lookup", "--download_retries", "0"], cwd=tmp_path, capture_output=True, text=True,
+                            encoding="utf-8", timeout=120, env={**_base_env(), **hub})
+    line = one_error_line(result)
+    assert result.returncode == 1 and "could not reach the Hugging Face Hub" in line
+    assert "Without a network, random weights of the same shapes run the demo: python tools/random_models.py" in line
+
+
 def test_a_server_that_answers_an_error_is_not_called_offline(tmp_path):
     """A mirror that answers HTTP 404 was reached: the line says what it answered and nothing about working
     without a network."""
