@@ -274,7 +274,7 @@ def check_plot_path(plot):
         reason = getattr(error, "strerror", error)
         raise ValueError(f"--plot {shown(plot)} cannot be written: {reason}") from None
     if misplaced:
-        raise ValueError(f"--plot must name a file in an existing folder, e.g. img/rounds.png; got {shown(plot)}")
+        raise ValueError(f"--plot must name a file in an existing folder, e.g. rounds.png; got {shown(plot)}")
     from matplotlib.figure import Figure
 
     formats = Figure().canvas.get_supported_filetypes()
@@ -363,13 +363,14 @@ class Flags:
     plot: object
     download_deadline: object  # seconds > 0, or None: $GPT2_DOWNLOAD_DEADLINE, else download.DEFAULT_DEADLINE_SECONDS
     r_table: object  # None, or the path of a costs file (calibration.load_costs) that K=auto plans with
+    verbose: bool = False  # also print what only the machine needs (the routes of the matrix products)
 
 
 def check_flags(**arguments):
     """main()'s arguments (values or their text) -> Flags, or one clear ValueError for the first bad one.
 
     Nothing is downloaded or loaded here; what needs the models (the prompt's length, their contexts) is
-    checked by check_models_fit once they are loaded.
+    checked by checks.check_models_fit once they are loaded.
     """
     a = arguments
     drafter = as_text(a["drafter"], "--drafter").strip().lower()
@@ -400,6 +401,7 @@ def check_flags(**arguments):
         plot=as_optional(a["plot"], as_text, "--plot"),
         download_deadline=as_optional(a["download_deadline"], as_seconds, "--download_deadline"),
         r_table=as_optional(a["r_table"], as_text, "--r_table"),
+        verbose=as_bool(a["verbose"], "--verbose"),
     )
     if not flags.prompt:
         raise ValueError("--prompt is empty: give some text to continue")
@@ -540,7 +542,7 @@ def errors_as_one_line():
 def damage_as_one_line():
     """Inside (the decoding): a ValueError about NaN or infinite numbers becomes one `error:` line and exit 1.
 
-    The weights were checked before (check_weights_finite), so this is a forward pass that overflowed on
+    The weights were checked before (checks.check_weights_finite), so this is a forward pass that overflowed on
     finite weights: sampling.py's checks raise a ValueError whose message says NaN. NumPy's warnings about
     the overflow are silenced here, since that error says it in one line. Any other exception while decoding
     is a bug and keeps its traceback.

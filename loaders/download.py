@@ -26,8 +26,10 @@ import socket
 import stat
 import threading
 import time
+import urllib.parse
 import zlib
 from contextlib import contextmanager
+from itertools import takewhile
 from pathlib import Path
 
 import requests
@@ -206,9 +208,20 @@ def download_gpt2_files(model_size, model_dir, base_url=None, retries=5, backoff
     where = "base_url" if base_url else "GPT2_BASE_URL" if os.environ.get("GPT2_BASE_URL") else "OPENAI_BASE_URL"
     base_url = check_url(base_url or os.environ.get("GPT2_BASE_URL") or OPENAI_BASE_URL, where)
     model_dir = Path(model_dir)
+    made = new_folders(model_dir)
     with writing_into(model_dir):
         model_dir.mkdir(parents=True, exist_ok=True)
-    # hparams.json first, the weights last
+    try:
+        _download_release(model_size, model_dir, base_url, retries, backoff_seconds, timeout_seconds,
+                          deadline_seconds)
+    except BaseException:
+        remove_if_empty(made)  # a download that failed before any byte arrived leaves no empty folder behind
+        raise
+
+
+def _download_release(model_size, model_dir, base_url, retries, backoff_seconds, timeout_seconds, deadline_seconds):
+    """download_gpt2_files' work, into the folder it made: each missing file under its lock, hparams.json first
+    (checked before the weights are asked for), the weights last."""
     for filename in sorted(RELEASE_FILES, key=lambda name: (name != "hparams.json", name.startswith("model.ckpt.data"))):
         path, url = model_dir / filename, f"{base_url}/{model_size}/{filename}"
         check = (lambda part, path=path, url=url: check_release_hparams(part, path, model_size, url)) \
@@ -221,6 +234,23 @@ def download_gpt2_files(model_size, model_dir, base_url=None, retries=5, backoff
                                   check=check)
         if filename == "hparams.json":
             read_openai_hparams(path)  # CheckpointError for absurd sizes, before the weights are downloaded
+
+
+def new_folders(folder):
+    """The folders that making `folder` (with its parents) would create, deepest first; [] if it exists."""
+    return list(takewhile(lambda path: not path.exists(), (folder, *folder.parents)))
+
+
+def remove_if_empty(folders):
+    """Remove each of `folders` (deepest first) while it is empty: what a failed download made and left empty.
+    A folder that holds anything (a .part file to resume, another run's file) is kept, and so are its parents."""
+    for folder in folders:
+        try:
+            folder.rmdir()  # removes an empty folder only
+        except FileNotFoundError:
+            continue  # another run removed it already
+        except OSError:
+            return  # not empty: it and its parents stay
 
 
 def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.0, deadline_seconds=None,
@@ -274,7 +304,41 @@ def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.
         raise DownloadError(f"{url} took longer than the deadline of {seconds:g} seconds for one file (raise it "
                             f"with --download_deadline or GPT2_DOWNLOAD_DEADLINE=seconds); {part_path} is kept: run "
                             f"again to resume") from None
-    raise _download_error(url, path.parent, f"{retries + 1} attempts failed, the last with: {last_error}")
+    attempts = f"{retries + 1} attempt{'s' if retries else ''} failed"
+    raise _download_error(url, path.parent, f"{attempts}, the last with: {failure_text(url, last_error)}") \
+        from last_error
+
+
+def no_connection(error):
+    """Whether `error`, as requests raised it, is a connection that was never made: no network, a name that
+    does not resolve, a connection refused or not answered. (A connection dropped halfway is not.)"""
+    if isinstance(error, requests.ConnectTimeout):
+        return True
+    reason = getattr(error.args[0], "reason", None) if isinstance(error, requests.ConnectionError) and error.args \
+        else None
+    return isinstance(reason, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError))
+
+
+def could_not_connect(error):
+    """Whether a DownloadError comes from a server that could not be reached at all (no_connection), following
+    the errors it was raised from or while handling: offline, nothing can be downloaded."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if no_connection(error):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def failure_text(url, error):
+    """What went wrong, in a line: 'could not connect to 127.0.0.1:9 (Connection refused)' for a connection never
+    made, else requests' own text of the error."""
+    if not no_connection(error):
+        return str(error)
+    why = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", str(error))
+    host = urllib.parse.urlsplit(url).netloc
+    return f"could not connect to {host} ({why[1].strip() if why else type(error).__name__})"
 
 
 def _download_error(url, folder, reason):

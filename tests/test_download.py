@@ -10,13 +10,15 @@ check what the downloader asked for. Backoff is 0, so the retries cost no time.
 
 import http.server
 import json
+import socket
 import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from loaders.download import MODEL_SIZES, RELEASE_FILES, TOKENIZER_FILE_SIZES, DownloadError, download_gpt2_files
+from loaders.download import MODEL_SIZES, RELEASE_FILES, TOKENIZER_FILE_SIZES, DownloadError, could_not_connect
+from loaders.download import download_gpt2_files
 from utils import resolve_model
 from loaders.download import HPARAMS as DOWNLOAD_HPARAMS
 
@@ -189,7 +191,7 @@ def test_a_permanently_failing_server_gives_DownloadError_naming_url_and_folder(
     assert str(model_dir) in message
     assert f"download the files by hand from {server.url}/124M into {model_dir}" in message
     assert len(server.requests) == FAST["retries"] + 1  # one try plus the retries, then it gives up
-    assert list(model_dir.iterdir()) == []
+    assert not (tmp_path / "models").exists()  # nothing arrived: the folders it made are gone again
 
 
 def test_a_connection_that_always_drops_leaves_only_a_part_file(server, release, tmp_path):
@@ -203,6 +205,49 @@ def test_a_connection_that_always_drops_leaves_only_a_part_file(server, release,
     assert not (model_dir / DATA_FILE).exists()
     part_size = (model_dir / (DATA_FILE + ".part")).stat().st_size
     assert 0 < part_size < len(release[DATA_FILE])
+
+
+def refused_url():
+    """http://127.0.0.1:PORT where nothing listens: a port the system just gave out, closed again, so every
+    connection is refused at once, as with no network."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def test_no_server_at_all_leaves_no_folder_behind_and_says_it_could_not_connect(tmp_path):
+    """Offline: the first request is refused. The error says so in words, and models/ and models/124M, which the
+    download made, are removed again: a later run, or the user, finds no empty folder that looks like a model."""
+    url = refused_url()
+    with pytest.raises(DownloadError) as error:
+        download_gpt2_files("124M", tmp_path / "models" / "124M", base_url=url, **FAST)
+    assert f"could not connect to {url.split('//')[1]} (" in str(error.value)
+    assert could_not_connect(error.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_download_keeps_every_folder_it_did_not_make_and_every_file_in_them(tmp_path):
+    """Only the folders the download made, and only while empty, are removed: models/ existed (empty), and
+    models/124M held the user's note: both stay."""
+    (tmp_path / "models").mkdir()
+    with pytest.raises(DownloadError):
+        download_gpt2_files("124M", tmp_path / "models" / "124M", base_url=refused_url(), **FAST)
+    assert list(tmp_path.iterdir()) == [tmp_path / "models"] and list((tmp_path / "models").iterdir()) == []
+    (tmp_path / "models" / "124M").mkdir()
+    (tmp_path / "models" / "124M" / "notes.txt").write_text("mine")
+    with pytest.raises(DownloadError):
+        download_gpt2_files("124M", tmp_path / "models" / "124M", base_url=refused_url(), **FAST)
+    assert [path.name for path in (tmp_path / "models" / "124M").iterdir()] == ["notes.txt"]
+
+
+def test_a_server_that_answers_errors_is_not_taken_for_no_network(server, tmp_path):
+    """A 500 on every attempt came over a connection: could_not_connect is False (main.py then does not say
+    to work offline)."""
+    server.always_fail = True
+    with pytest.raises(DownloadError) as error:
+        download_gpt2_files("124M", tmp_path / "models" / "124M", base_url=server.url, **FAST)
+    assert not could_not_connect(error.value)
 
 
 def test_a_missing_file_fails_at_once_without_retries(server, tmp_path):

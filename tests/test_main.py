@@ -131,6 +131,29 @@ def test_the_run_prints_both_greedy_texts_times_speedup_acceptance_and_target_pa
         assert rates == ["0.00", "n/a", "n/a"]
 
 
+MACHINE_WORDS = ("route", "vector", "padded", "panel", "blocks ")  # what --verbose may say, and the default not
+
+
+def test_the_default_output_says_in_plain_words_what_it_kept_in_the_folder_and_verbose_adds_the_routes(
+        tmp_path, target_dir, draft_dir):
+    """A learner's run names no machine vocabulary: the line about the untimed measurement says in words what was
+    measured and the file it was kept in (target/routes.json). --verbose adds the routes themselves."""
+    flags = ("--prompt", PROMPT, "--n_tokens_to_generate", 4, "--K", 2, "--draft_model_size", draft_dir,
+             "--target_model_size", target_dir)
+    plain = run_main(*flags, cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    kept = Path(target_dir) / "routes.json"
+    assert kept.is_file() and "how this machine multiplies matrices fastest: measured now (" in plain.stdout
+    assert f"not timed), kept in {kept} for the next run" in plain.stdout
+    words = [line.replace(str(kept), "") for line in plain.stdout.splitlines() if not line.startswith(PROMPT)]
+    assert [line for line in words if any(word in line.lower() for word in MACHINE_WORDS)] == []
+    verbose = run_main(*flags, "--verbose", cwd=tmp_path)
+    assert verbose.returncode == 0, verbose.stderr
+    assert f"how this machine multiplies matrices fastest: as measured before, kept in {kept} (" in verbose.stdout
+    extra = [line for line in verbose.stdout.splitlines() if "route" in line.replace(str(kept), "").lower()]
+    assert len(extra) == 1, verbose.stdout
+
+
 def test_a_draft_equal_to_the_target_has_every_guess_accepted(tmp_path, target_dir):
     """Draft = target (the same folder), temperature 0: every guess is the target's own greedy token.
 
@@ -232,8 +255,9 @@ def test_k_auto_measures_its_costs_before_the_timed_runs_and_a_saved_table_gives
     first = run_main(*flags, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     table = Path(target_dir) / "r_table.json"
-    assert "K=auto plans with costs measured on this machine" in first.stdout and f"written to {table}" in first.stdout
+    assert "K=auto plans with costs measured on this machine" in first.stdout and f"(kept in {table}:" in first.stdout
     assert re.search(r"^r\(m\), m = 1\.\.17: 1\.00( \d+\.\d\d){16} \(a 1-position target pass", first.stdout, re.M)
+    assert "; routes:" not in first.stdout  # the routes of the costs are --verbose's
     again = [run_main(*flags, "--r_table", table, cwd=tmp_path) for _ in range(2)]
     assert all(run.returncode == 0 for run in again) and f"K=auto plans with the costs in {table}" in again[0].stdout
     texts = [[line for line in run.stdout.splitlines() if line.startswith(PROMPT)] for run in again]
@@ -241,9 +265,9 @@ def test_k_auto_measures_its_costs_before_the_timed_runs_and_a_saved_table_gives
 
 
 def masked(out):
-    """The output without what changes from run to run: times, tokens/s, the speedup, and the routes' line (the
-    first run chooses them, the next reads them from the folder)."""
-    out = re.sub(r"(?m)^routes .*$", "routes ...", out)
+    """The output without what changes from run to run: times, tokens/s, the speedup, and the line about how
+    this machine multiplies matrices (the first run measures it, the next reads it from the folder)."""
+    out = re.sub(r"(?m)^.*routes\.json.*$", "routes.json ...", out)
     out = re.sub(r"\d+\.\d\d s = \d+\.\d\d tokens/s", "T s = R tokens/s", out)
     return re.sub(r"speedup: \d+\.\d\dx", "speedup: Sx", out)
 
@@ -263,8 +287,10 @@ def test_stripped_of_its_colors_always_prints_exactly_what_never_prints(tmp_path
     always, never = run_main(*flags, "--color", "always", cwd=tmp_path), run_main(*flags, "--color", "never",
                                                                                  cwd=tmp_path)
     assert always.returncode == 0 and never.returncode == 0, always.stderr + never.stderr
-    assert "routes chosen on this machine" in always.stdout  # the first run chooses them, the second reads them
-    assert "routes as chosen on this machine before (" in never.stdout
+    routes = Path(target_dir) / "routes.json"  # the first run measures and keeps them, the second reads them
+    assert "multiplies matrices fastest: measured now (" in always.stdout
+    assert f"kept in {routes} for the next run" in always.stdout
+    assert f"multiplies matrices fastest: as measured before, kept in {routes} (" in never.stdout
     assert all(f"\x1b[{code}m" in always.stdout for code in (32, 31, 34)) and "\x1b[" not in never.stdout
     assert masked(show.strip_colors(always.stdout)) == masked(never.stdout)
     assert "colors: green = a draft guess the target kept, red = the target's token after a rejection" in never.stdout
@@ -336,19 +362,67 @@ def test_help_explains_every_flag(tmp_path):
 # ------------------------------------------------------------------------------------------------------------
 
 
-def test_offline_the_download_error_names_the_url_and_the_folder_without_a_traceback(tmp_path):
-    """$GPT2_BASE_URL points at a closed port on 127.0.0.1 (bound, then released: nobody listens there)."""
+def test_offline_the_download_error_points_to_random_weights_and_leaves_no_empty_folder(tmp_path):
+    """$GPT2_BASE_URL points at a closed port on 127.0.0.1 (bound, then released: nobody listens there), as
+    when there is no network. `python main.py` as the README's set-up runs it: one line naming the URL and the
+    folder, ending with what works offline (the sample run's random weights, in this system's temporary
+    folder); and models/, which the download made, is gone again."""
+    import tempfile
+
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    models_dir = tmp_path / "empty_models"
-    result = run_main("--models_dir", models_dir, "--download_retries", 0, cwd=tmp_path,
-                      env={"GPT2_BASE_URL": f"http://127.0.0.1:{port}"})
+    result = run_main("--download_retries", 0, cwd=tmp_path, env={"GPT2_BASE_URL": f"http://127.0.0.1:{port}"})
     line = one_error_line(result)
     assert result.returncode == 1
-    assert f"http://127.0.0.1:{port}/124M/" in line
-    assert str(models_dir / "124M") in line
-    assert "by hand" in line
+    assert f"http://127.0.0.1:{port}/124M/" in line and str(Path("models") / "124M") in line and "by hand" in line
+    assert f"could not connect to 127.0.0.1:{port} (" in line
+    folder = Path(tempfile.gettempdir())
+    assert line.endswith(f"python tools/random_models.py, then python main.py --draft_model_size "
+                         f"{folder / 'random-124M'} --target_model_size {folder / 'random-355M'}"), line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_offline_a_hugging_face_name_points_to_random_weights_too(tmp_path):
+    """gpt2 by its Hub name, with the Hub ($HF_ENDPOINT) on a closed port and an empty cache: the one line ends
+    with the same pointer to what runs without a network."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    hub = {"HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HOME": str(tmp_path / "hf"),
+           "HF_HUB_CACHE": str(tmp_path / "hf" / "hub")}  # these win over the environment's (run_main's do not)
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "main.py"), "--target_model_size", "gpt2", "--drafter",
+                             "lookup", "--download_retries", "0"], cwd=tmp_path, capture_output=True, text=True,
+                            encoding="utf-8", timeout=120, env={**_base_env(), **hub})
+    line = one_error_line(result)
+    assert result.returncode == 1 and "could not reach the Hugging Face Hub" in line
+    assert "Without a network, random weights of the same shapes run the demo: python tools/random_models.py" in line
+
+
+def test_a_server_that_answers_an_error_is_not_called_offline(tmp_path):
+    """A mirror that answers HTTP 404 was reached: the line says what it answered and nothing about working
+    without a network."""
+    import http.server
+    import threading
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_error(404)
+
+        def log_message(self, *args):  # keep the test output quiet
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
+    try:
+        result = run_main("--download_retries", 0, "--base_url", f"http://127.0.0.1:{server.server_port}",
+                          cwd=tmp_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+    line = one_error_line(result)
+    assert "404" in line and "Without a network" not in line
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_base_url_flag_overrides_the_environment(tmp_path):
@@ -380,6 +454,7 @@ BAD_FLAGS = [
     (("--kv-cach", "false"), "unknown flag --kv-cach (did you mean --kv_cache?)"),
     (("--kv_cache", "maybe"), "--kv_cache must be true or false; got 'maybe'"),
     (("--trace", "1"), "--trace must be true or false; got '1'"),
+    (("--verbose", "loud"), "--verbose must be true or false; got 'loud'"),
     (("--seed", -1), "--seed must be a whole number >= 0; got -1"),
     (("--seed", "abc"), "--seed must be a whole number >= 0; got 'abc'"),
     (("--download_retries", "abc"), "--download_retries must be a whole number >= 0; got 'abc'"),

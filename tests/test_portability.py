@@ -139,12 +139,19 @@ BASH_ONLY = {
 FOR_ONE_SHELL = re.compile(r"#.*\b(?:bash|zsh|Linux|macOS|PowerShell|Windows)\b")  # a line marked for its shell
 
 
+def code_blocks(text):
+    """[(label, body)] of a page's fenced code blocks, in order."""
+    return re.findall(r"^\s*```(\w*)\n(.*?)^\s*```", text, re.S | re.M)
+
+
 def doc_commands(text):
     """[command line] of a page: the lines of its ```bash, ```sh, ```shell, ```powershell and unlabelled code
-    blocks, and its inline code spans that start with python, pip or git."""
-    commands = []
-    for label, body in re.findall(r"^\s*```(\w*)\n(.*?)^\s*```", text, re.S | re.M):
-        if label in ("", "bash", "sh", "shell", "powershell", "console"):
+    blocks, and its inline code spans that start with python, pip or git. A ```bash block followed at once by a
+    ```powershell block is one block per shell: the bash one is bash's alone, and only its twin is scanned."""
+    commands, blocks = [], code_blocks(text)
+    for i, (label, body) in enumerate(blocks):
+        paired = label == "bash" and i + 1 < len(blocks) and blocks[i + 1][0] == "powershell"
+        if label in ("", "bash", "sh", "shell", "powershell", "console") and not paired:
             commands += [line.strip() for line in body.splitlines() if line.strip()]
     commands += re.findall(r"`((?:[A-Za-z_]\w*=\S+ )*(?:python3?|pip3?|git) [^`\n]+)`", text)
     return commands
@@ -162,6 +169,27 @@ def bash_only(command):
     if FOR_ONE_SHELL.search(command) and not code.startswith(("python", "pip")):
         return []
     return [why for why, pattern in BASH_ONLY.items() if re.search(pattern, code)]
+
+
+def test_a_bash_block_is_bash_only_when_a_powershell_twin_follows_it():
+    lone = "```bash\nsource .venv/bin/activate\n```\n"
+    twins = lone + "\n```powershell\n.venv\\Scripts\\Activate.ps1\n```\n"
+    assert [why for command in doc_commands(lone) for why in bash_only(command)] == ["export or source"]
+    assert doc_commands(twins) == [".venv\\Scripts\\Activate.ps1"]
+
+
+def test_the_set_up_gives_one_block_per_shell_that_differ_only_in_activating_the_environment():
+    """The README's "Set up": a ```bash block (bash, zsh) and a ```powershell block (Windows), never the two
+    shells' activation lines in one block; the other commands are the same, in the same order."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    set_up = readme.split("\n## Set up\n", 1)[1].split("\n## ", 1)[0]
+    blocks = code_blocks(set_up)
+    assert [label for label, _ in blocks] == ["bash", "powershell"], blocks
+    bash, powershell = ([line.strip() for line in body.splitlines() if line.strip()] for _, body in blocks)
+    assert "source .venv/bin/activate" in bash and not any(".ps1" in line for line in bash)
+    assert ".venv\\Scripts\\Activate.ps1" in powershell and not any("source" in line for line in powershell)
+    assert [line for line in bash if "activate" not in line] == [line for line in powershell if "Activate" not in line]
+    assert "python main.py" in bash and "pip install -r requirements.txt -r requirements/dev.txt" in bash
 
 
 def test_every_command_in_the_docs_runs_in_powershell_too():

@@ -36,3 +36,18 @@ def test_the_sample_run_step_writes_its_models_without_loading_a_test_module(tmp
     *written, loaded = run.stdout.splitlines()
     assert written == [f"wrote {tmp_path / 'random-tiny-near'}", f"wrote {tmp_path / 'random-tiny-target'}"]
     assert loaded == "[]", f"the script loaded test code: {loaded}"
+
+
+def test_without_the_tokenizer_files_it_says_what_works_offline_in_one_line(tmp_path):
+    """GPT2_MODELS_DIR names an empty folder: one `error:` line, exit code 2, that says to put encoder.json and
+    vocab.bpe in DIR/124M and set GPT2_MODELS_DIR (what works offline) before the download main.py could make;
+    nothing is written."""
+    run = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "random_models.py"), "--folder", str(tmp_path)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "GPT2_MODELS_DIR": str(tmp_path / "empty")})
+    assert run.returncode == 2 and run.stdout == "", run.stdout + run.stderr
+    [line] = run.stderr.splitlines()
+    assert line.startswith(f"error: OpenAI's tokenizer files encoder.json and vocab.bpe are not in "
+                           f"{tmp_path / 'empty' / '124M'}: copy encoder.json and vocab.bpe"), line
+    assert "set GPT2_MODELS_DIR=DIR" in line and "run python main.py once" not in line
+    assert list(tmp_path.iterdir()) == []

@@ -102,6 +102,51 @@ def test_the_glossary_defines_the_terms_a_learner_meets():
         assert term in glossary, term
 
 
+# What the sample run's lines say, outside the generated texts and the paths: each term is in the glossary.
+SAMPLE_RUN_TERMS = {
+    "draft": "draft, drafter", "target": "target", "layers": "layers, wide", "wide": "layers, wide",
+    "K=": "K, p, q", "drafter": "draft, drafter", "temperature": "temperature", "top_k": "top-k, top-p",
+    "seed": "seed", "KV cache": "KV cache", "routes.json": "routes.json, r_table.json",
+    "autoregressive sampling": "autoregressive sampling", "speculative sampling": "speculative sampling",
+    "forward passes": "forward pass (target pass, draft pass)", "rounds": "round", "speedup": "speedup",
+    "wall time": "wall time", "acceptance rate": "α (alpha), the acceptance rate", "draft position": "draft position",
+    "tokens per target pass": "tokens per target pass", "mean k": "k (a round's), mean k",
+    "greedy text": "greedy decoding, the greedy text", "free token": "bonus token", "rejection": "residual",
+}
+MACHINE_WORDS = ("route", "vector", "padded", "panel", "blocks ", "kernel", "BLAS", "fingerprint")
+
+
+def test_the_sample_run_speaks_the_learners_language():
+    """The README's sample run (python main.py's default output) uses no machine vocabulary, and every term it
+    does use is defined in the glossary; --verbose (named in the README) is where the routes are printed."""
+    glossary = (REPO_ROOT / "docs/GLOSSARY.md").read_text(encoding="utf-8")
+    run = generated_block(README, "sample-run")
+    lines = [line for line in run.splitlines() if not line.startswith(("Alan Turing", "$ python", "(Measured"))]
+    words = "\n".join(lines).replace("/tmp/random-355M/routes.json", "routes.json")
+    machine = [word for word in MACHINE_WORDS if word.lower() in words.replace("routes.json", "").lower()]
+    assert machine == [], f"the sample run speaks machine: {machine}"
+    for term, entry in SAMPLE_RUN_TERMS.items():
+        assert term in words, f"{term!r} is no longer in the sample run: drop it here"
+        assert f"- **{entry}" in glossary, f"the sample run says {term!r}, but the glossary has no **{entry}**"
+    assert "`--verbose`" in README
+
+
+def test_no_page_suggests_writing_over_a_tracked_file():
+    """A command a learner copies from a page or from main.py's docstring and --help (`--plot FILE`) must not
+    overwrite a file of the repository, such as img/rounds.png: the figures command alone rewrites those."""
+    import subprocess
+
+    tracked = set(subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True).stdout.split())
+    if not tracked:
+        pytest.skip("not a git checkout: no list of tracked files")
+    pages = ["README.md", "EXERCISES.md", *[f"docs/{path.name}" for path in (REPO_ROOT / "docs").glob("*.md")],
+             "main.py", "command_line/flags.py"]
+    written = [(page, path) for page in pages
+               for path in re.findall(r"(?:--plot[ =]|e\.g\. )([\w./-]+\.png)", (REPO_ROOT / page).read_text("utf-8"))]
+    assert len(written) >= 3, f"the pages suggest --plot files: the scan must find them ({written})"
+    assert [(page, path) for page, path in written if path in tracked] == []
+
+
 def test_exercises_quote_the_number_of_texts_the_tiktoken_comparison_runs():
     """Step 5 says how many texts the encoder is compared with tiktoken on: the size of test_encoder's CORPUS."""
     test_encoder = pytest.importorskip("test_encoder")

@@ -14,7 +14,8 @@ Each folder is a Hugging Face GPT-2 folder (config.json, model.safetensors) with
 (encoder.json, vocab.bpe) copied in, so `python main.py --draft_model_size /tmp/random-124M` loads it like
 any other. The weights come from np.random.default_rng(--seed), one generator for all the sizes in order, as
 make_readme_figures.py's sample run draws them: with the default seed these are the sample run's models. The
-tokenizer files are read from $GPT2_MODELS_DIR/124M, else models/124M (`python main.py` downloads them there).
+tokenizer files are read from $GPT2_MODELS_DIR/124M, else models/124M: nothing is downloaded, so with the two
+files at hand this runs offline (`python main.py`, where there is a network, downloads them into models/124M).
 """
 
 import shutil
@@ -33,7 +34,7 @@ from loaders.messages import shown
 from command_line.flags import MAX_SEED, as_whole_number, errors_as_one_line  # noqa: E402
 from command_line.scripts import as_names, check_output_folder, run_script  # noqa: E402
 from tools.model_files import write_hf_folder  # noqa: E402
-from tools.release_files import tokenizer_folder  # noqa: E402
+from tools.release_files import TOKENIZER_FILES, models_dir  # noqa: E402
 
 SAMPLE_RUN_SEED = 123  # the seed of the README's sample run (make_readme_figures.py: its seed 0 + 123)
 TINY_HPARAMS = {"n_vocab": 50257, "n_ctx": 64, "n_embd": 8, "n_head": 2, "n_layer": 2}  # the trace run's shapes
@@ -56,10 +57,22 @@ def near_params(params, rng, scale):
     return (params + scale * rng.standard_normal(params.shape)).astype(params.dtype)
 
 
+def tokenizer_files(folder=None):
+    """The folder with OpenAI's tokenizer files (by default $GPT2_MODELS_DIR/124M, else models/124M), or a
+    ValueError saying how to get them, with a network or without one."""
+    folder = Path(folder) if folder else models_dir() / "124M"
+    missing = [name for name in TOKENIZER_FILES if not (folder / name).is_file()]
+    if missing:
+        raise ValueError(f"OpenAI's tokenizer files {' and '.join(missing)} are not in {folder}: copy encoder.json and "
+                         f"vocab.bpe of OpenAI's 124M release into a folder DIR/124M and set GPT2_MODELS_DIR=DIR, "
+                         f"or, where there is a network, let python main.py download them into models/124M")
+    return folder
+
+
 def checked_folders(names, folder, tokenizer_dir=None):
     """(tokenizer folder, [folder/random-NAME for each name]), or a ValueError if the tokenizer files are missing
     or a folder exists already (a second run must not silently mix two models)."""
-    tokenizer_dir = tokenizer_folder(tokenizer_dir)  # by default $GPT2_MODELS_DIR/124M, else models/124M
+    tokenizer_dir = tokenizer_files(tokenizer_dir)
     targets = [Path(folder) / f"random-{name}" for name in names]
     for target in targets:
         if target.exists():
