@@ -9,6 +9,7 @@
     python main.py --trace               # one line per round: the guesses, p, q, the draw, kept or rejected
     python main.py --plot rounds.png     # a picture of the rounds (needs matplotlib)
     python main.py --verbose             # also what only the machine needs (each matrix product's route)
+    python main.py --plain               # gpt2.py alone, without speed/ plugged in: the same tokens, slower
 
 What happens, as main() reads: (1) every flag is checked (command_line/flags.py) before anything else: a misspelt
 flag, `--seed -1`, a failed download or a damaged checkpoint ends with one line `error: ...` (exit code 2 for bad
@@ -109,7 +110,7 @@ def main(prompt="Alan Turing theorized that computers would one day become", n_t
          draft_model_size="124M", target_model_size="355M", K=4, temperature=0.0, top_k=None, top_p=None, seed=123,
          kv_cache=True, models_dir="models", base_url=None, download_retries=3, drafter="model", max_ngram=None,
          min_ngram=1, tree=None, color="auto", trace=False, plot=None, download_deadline=None, r_table=None,
-         verbose=False):
+         verbose=False, plain=False):
     """Generate the same continuation with autoregressive sampling (target alone) and speculative sampling.
 
     Args:
@@ -136,12 +137,14 @@ def main(prompt="Alan Turing theorized that computers would one day become", n_t
         download_deadline: the most seconds one file's download may take, all retries together (default: $GPT2_DOWNLOAD_DEADLINE, else an hour).
         r_table: with --K auto, plan with the costs in this file (as a run with --K auto keeps them, e.g. models/355M/r_table.json) instead of measuring them.
         verbose: also print what only the machine needs: the route each matrix product takes on this machine.
+        plain: run gpt2.py alone, without speed/ plugged in (the same greedy tokens, slower): what the core does by itself.
     """
     arguments = dict(locals())  # main()'s arguments, as given
     with errors_as_one_line():  # a bad flag, a failed download, a damaged checkpoint: one line `error: ...`
         flags = check_flags(**arguments)
         draft, target, prompt_ids = load_and_check(flags)  # (encoder, hparams, params) each; draft None: lookup
-    settings = dict(temperature=flags.temperature, top_k=flags.top_k, top_p=flags.top_p, kv_cache=flags.kv_cache)
+    settings = dict(temperature=flags.temperature, top_k=flags.top_k, top_p=flags.top_p, kv_cache=flags.kv_cache,
+                    plain=flags.plain)
 
     def new_draft():  # a fresh model function: an empty KV cache
         return create_model_fn(draft[2], draft[1], **settings)

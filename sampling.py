@@ -114,7 +114,7 @@ Beside the core: where the extensions plug in
 - Each round's k comes from `policy.choose(x)`: K itself, or a K policy of lookahead.py (K="auto", "hf").
 - A drafter may propose a tree of guesses instead of a chain: drafters.py's "Trees" section verifies those,
   with the proof above extended to siblings (`tree_stream`); on a one-branch tree it writes this file's tokens.
-The input checks (prompt, N, rng, probabilities, proposals) are the last section of this file: skip them.
+The input checks (prompt, N, rng, probabilities, proposals) are checks.py's, apart from the math: skip them.
 """
 
 from dataclasses import dataclass

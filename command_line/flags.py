@@ -364,6 +364,7 @@ class Flags:
     download_deadline: object  # seconds > 0, or None: $GPT2_DOWNLOAD_DEADLINE, else download.DEFAULT_DEADLINE_SECONDS
     r_table: object  # None, or the path of a costs file (calibration.load_costs) that K=auto plans with
     verbose: bool = False  # also print what only the machine needs (the routes of the matrix products)
+    plain: bool = False  # the plain core alone: create_model_fn(..., plain=True), no speed/ plugged in
 
 
 def check_flags(**arguments):
@@ -402,6 +403,7 @@ def check_flags(**arguments):
         download_deadline=as_optional(a["download_deadline"], as_seconds, "--download_deadline"),
         r_table=as_optional(a["r_table"], as_text, "--r_table"),
         verbose=as_bool(a["verbose"], "--verbose"),
+        plain=as_bool(a["plain"], "--plain"),
     )
     if not flags.prompt:
         raise ValueError("--prompt is empty: give some text to continue")

@@ -32,7 +32,7 @@ def warm_up(flags, prompt_ids, new_draft, new_target):
     if warm_draft is not None:
         warm_draft(prompt_ids)
     warm_target(prompt_ids)
-    routes = settle_routes(flags)
+    routes = settle_routes(flags) if not flags.plain else None  # --plain: no speed/, so no routes to choose
     if flags.K != "auto" or flags.tree is not None:
         return None
     costs, lines = calibrated_costs(flags, warm_target, warm_draft, routes)
