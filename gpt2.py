@@ -10,8 +10,8 @@ Shapes: n_seq new positions, n_past cached ones, n_embd model width, n_head head
 n_vocab tokens, n_ctx the longest context (wpe's rows), n_layer blocks.
 
 The KV cache (openai/gpt-2's `past` -> `present`): attention needs the keys and values of every earlier
-position, so `gpt2` takes them in as `past` and hands back `present`, a `Cache`: a buffer and how many
-positions it holds. A pass writes after them; rolling back is a smaller length. No cache is an empty cache.
+position, so `gpt2` takes them in as `past` and hands back `present`, a `Cache`: a buffer with room for
+`capacity` positions, and how many it holds. A pass writes after them; rolling back is a smaller length.
 
     logits, present = gpt2([464, 2068], **params, n_head=12, past=empty_cache(params["blocks"], 12))
     logits, present = gpt2([7586], **params, n_head=12, past=present)              # 1 new token, 2 cached
@@ -69,11 +69,11 @@ def attention(q, k, v, mask):
     return softmax(scores + mask) @ v  # [n_head, n_seq, n_past + n_seq] @ [n_head, ., head_dim] -> [n_head, n_seq, head_dim]
 
 
-def mha(x, c_attn, c_proj, n_head: int, kv, n_past: int, mask, attend=attention):
+def mha(x, c_attn, c_proj, n_head: int, kv, n_past: int, mask, attend=None):
     """Masked multi-head self-attention of x [n_seq, n_embd] over the cached positions and itself.
 
     kv [2, n_head, capacity, head_dim]: this block's cache; the new keys and values go after n_past. attend:
-    `attention`, unless the weights bring another (speed/plug.py's shares the heads with a second core).
+    None for `attention`, unless the weights bring another (speed/plug.py's shares the heads with a second core).
     """
     n_seq, n_embd = x.shape
     head_dim = n_embd // n_head
@@ -86,7 +86,7 @@ def mha(x, c_attn, c_proj, n_head: int, kv, n_past: int, mask, attend=attention)
     kv[1, :, n_past : n_past + n_seq] = v  # [n_head, n_seq, head_dim]: and the new values
     k, v = kv[:, :, : n_past + n_seq]  # 2 x [n_head, n_past + n_seq, head_dim]: views, no copy
 
-    out = attend(q, k, v, mask)  # [n_head, n_seq, head_dim]
+    out = (attend or attention)(q, k, v, mask)  # [n_head, n_seq, head_dim]
     out = out.transpose(1, 0, 2).reshape(n_seq, n_embd)  # [n_seq, n_head, head_dim] -> [n_seq, n_embd]: merge heads
     return linear(out, **c_proj)  # [n_seq, n_embd]
 
@@ -146,10 +146,9 @@ def gpt2(inputs, wte, wpe, blocks, ln_f, n_head: int, past=None, n_logits=None, 
     n_past, n_seq = past.length, len(inputs)
     n_logits = n_seq if n_logits is None else n_logits
     _check_inputs(inputs, n_past, n_logits, n_vocab=wte.shape[0], n_ctx=wpe.shape[0])
-    positions = n_past + np.arange(n_seq)  # [n_seq]: where each input sits
-    mask = causal_mask(n_seq, n_past)  # [n_seq, n_past + n_seq]
-    tree = ()
-    if parents is not None or past.parents:  # a token tree: its own positions and mask
+    if parents is None and not past.parents:  # a chain: position n_past + i, the causal mask
+        tree, positions, mask = (), n_past + np.arange(n_seq), causal_mask(n_seq, n_past)  # [n_seq], [n_seq, n_past + n_seq]
+    else:  # a token tree: its own positions and mask (the last section)
         tree, positions, mask = tree_positions_and_mask(past, n_seq, parents)
     buffer = _room_for(past, n_seq, wpe.shape[0])  # [n_layer, 2, n_head, capacity, head_dim]
 

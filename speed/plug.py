@@ -7,8 +7,8 @@ because model_fn.py hands `gpt2` three things made by this file instead of the p
   fastest on this machine for that kind of matrix and that many rows, half of the columns multiplied by the
   helper process on the second core (speed/products.py, speed/second_core.py);
 - the cache buffer, made in memory the helper can map (products.kv_buffer);
-- each block's `attend` (gpt2.mha's seam): the heads split with the helper (products.share_heads), the scores
-  q @ k.T by their measured route (`routed_attention`).
+- each block's `attend` (gpt2.mha's seam): gpt2.attention with the heads split with the helper
+  (products.share_heads) and the scores q @ k.T by their measured route (`routed_attention`).
 
 Nothing here changes what is computed: the same products, added in another order, so the logits agree with the
 plain core's to float32 rounding and greedy decoding writes the same tokens (tests/test_plug.py runs both).
@@ -17,8 +17,6 @@ plain core's to float32 rounding and greedy decoding writes the same tokens (tes
     weights, cache = fast(params, n_head=12, n_ctx=1024)
     logits, present = gpt2.gpt2([464, 2068], **weights, n_head=12, past=cache)   # the same logits, faster
 """
-
-import math
 
 import numpy as np
 
@@ -60,11 +58,21 @@ class Matrix:
         return self.array.dtype
 
 
+class Keys:
+    """The keys k for gpt2.attention, whose `k.transpose(0, 2, 1)` is a `Matrix`: so attention's scores q @ k.T
+    take their measured route (products' "scores" kind: "turned round" for a few queries, where BLAS would pack
+    a transposed operand), and gpt2.attention itself does the rest."""
+
+    def __init__(self, k):
+        self.k = k  # [n_head, n_keys, head_dim]
+
+    def transpose(self, *axes):
+        return Matrix(self.k.transpose(*axes))  # [n_head, head_dim, n_keys], a view
+
+
 def routed_attention(q, k, v, mask):
-    """gpt2.attention with its scores q @ k.T by their measured route (products.matmul: "turned round" for a few
-    queries, where BLAS would pack a transposed operand). A module-level function: the helper knows it by id."""
-    scores = products.matmul(q, k.transpose(0, 2, 1)) / math.sqrt(q.shape[-1])  # [n_head, n_seq, n_keys]
-    return gpt2.softmax(scores + mask) @ v  # [n_head, n_seq, head_dim]
+    """gpt2.attention, its scores by their measured route. A module-level function: the helper knows it by id."""
+    return gpt2.attention(q, Keys(k), v, mask)  # [n_head, n_seq, head_dim]
 
 
 def shared_attention(q, k, v, mask):

@@ -310,7 +310,7 @@ def test_each_bad_flag_is_one_valueerror_naming_it(flag, value, message, release
 
 def test_random_weights_without_openais_tokenizer_files_say_where_they_were_looked_for(tmp_path, monkeypatch):
     monkeypatch.setenv("GPT2_MODELS_DIR", str(tmp_path))
-    with pytest.raises(ValueError, match="tokenizer files .* are not in .*124M: run `python main.py` once"):
+    with pytest.raises(ValueError, match="tokenizer files .* are not in .*124M: copy encoder.json and vocab.bpe"):
         check_flags(DEFAULTS)
 
 

@@ -5,7 +5,7 @@ written as words). Two forms are checked, wherever they appear (README.md, docs/
 every .py file of the project):
 
 - a name in a file: "`create_model_fn` in model_fn.py", "`PromptLookup`'s docstring in `drafters.py`",
-  "gpt2.py's `random_params`": the file defines that name (a def, a class, an assignment or a parameter);
+  "gpt2.py's `rollback`": the file defines that name (a def, a class, an assignment or a parameter);
 - a section of a page: 'the README's "Speed of the forward pass"', 'docs/BENCHMARKS.md, "Which Unicode"': the page
   has a heading that starts with those words.
 
@@ -101,7 +101,7 @@ def test_the_pointer_check_catches_a_stale_pointer(pointer):
 
 
 @pytest.mark.parametrize("pointer", [
-    "`create_model_fn` in model_fn.py", "gpt2.py's `random_params`", "`PromptLookup`'s docstring in `drafters.py`",
+    "`create_model_fn` in model_fn.py", "gpt2.py's `rollback`", "`PromptLookup`'s docstring in `drafters.py`",
     'docs/BENCHMARKS.md\'s "Speed of the forward pass"', "`Round` in records.py",
     "`sampling._verify_chain`", 'the README\'s "Tokens per round"', "(docs/BENCHMARKS.md, \"Which Unicode\")",
 ])

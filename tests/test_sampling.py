@@ -7,10 +7,17 @@ test_speculative_exactness.py; here the models are tiny random GPT-2s (loaders.r
 error cases, hand-built tables.
 """
 
+import ast
+import inspect
+import re
+import textwrap
+
 import numpy as np
 import pytest
 
+import drafters
 import gpt2
+import sampling
 from records import AutoregressiveStats, SpeculativeStats
 from sampling import autoregressive_sampling, speculative_sampling
 from model_fn import create_model_fn, logits_to_probs
@@ -403,3 +410,36 @@ def test_bad_sampling_settings_are_a_value_error(kwargs, message):
 def test_asking_the_model_function_for_more_rows_than_tokens_is_a_value_error():
     with pytest.raises(ValueError, match="1 <= n <= len"):
         target_fn()(PROMPT, n=4)
+
+
+def step_comments(*functions):
+    """The numbers of the `# Step N` comments in the source of the functions, in order of appearance."""
+    text = "\n".join(inspect.getsource(function) for function in functions)
+    return [int(number) for number in re.findall(r"# Step (\d)", text)]
+
+
+def code_of(function):
+    """The code of a function without its docstring and comments (ast.unparse keeps no comment)."""
+    node = ast.parse(textwrap.dedent(inspect.getsource(function))).body[0]
+    node.body = node.body[1:] if ast.get_docstring(node) else node.body
+    return ast.unparse(node)
+
+
+def test_the_chain_round_names_chen_et_als_steps_1_to_4_in_order_as_jaymodys_sampler_does():
+    """jaymody/speculative-sampling's `speculative_sampling` tags its round `# Step 1` .. `# Step 4`, in order:
+    draft K tokens, one target pass, accept or resample, the bonus token. The round here (speculative_stream,
+    then _verify_chain for Steps 3 and 4) names the same steps in the same order, each once, and the round's
+    code meets no tree, K policy or lookup: those are the extensions' (their names do not appear in it)."""
+    assert step_comments(sampling.speculative_stream, sampling._verify_chain) == [1, 2, 3, 4]
+    code = code_of(sampling.speculative_stream) + code_of(sampling._verify_chain)
+    assert re.findall(r"\b(parents|tree\w*|auto|hf|match_length)\b", code) == []
+
+
+def test_the_step_check_sees_steps_out_of_order():
+    """Its teeth: a function whose comments say Step 2 before Step 1 reads [2, 1]; the tree's round (an extension)
+    is caught naming trees."""
+    def swapped():
+        pass  # Step 2: the target
+        pass  # Step 1: the draft
+    assert step_comments(swapped) == [2, 1]
+    assert re.findall(r"\b(parents|tree\w*|auto|hf|match_length)\b", code_of(drafters.tree_stream)) != []

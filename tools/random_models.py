@@ -1,6 +1,6 @@
 """Random-weight GPT-2 folders of the real shapes: the models of the README's sample run (a tool).
 
-Read gpt2.py's `random_params` (the weights) and loaders/hf_folder.py (the Hugging Face folder the demo loads) first.
+Read loaders/random_weights.py's `random_params` (the weights) and loaders/hf_folder.py (the Hugging Face folder the demo loads) first.
 
     python tools/random_models.py                          # writes random-124M and random-355M
     python tools/random_models.py --sizes 124M --folder gpt2  # writes gpt2/random-124M
@@ -34,7 +34,7 @@ from loaders.messages import shown
 from command_line.flags import MAX_SEED, as_whole_number, errors_as_one_line  # noqa: E402
 from command_line.scripts import as_names, check_output_folder, run_script  # noqa: E402
 from tools.model_files import write_hf_folder  # noqa: E402
-from tools.release_files import TOKENIZER_FILES, models_dir  # noqa: E402
+from tools.release_files import tokenizer_folder  # noqa: E402
 
 SAMPLE_RUN_SEED = 123  # the seed of the README's sample run (make_readme_figures.py: its seed 0 + 123)
 TINY_HPARAMS = {"n_vocab": 50257, "n_ctx": 64, "n_embd": 8, "n_head": 2, "n_layer": 2}  # the trace run's shapes
@@ -57,22 +57,10 @@ def near_params(params, rng, scale):
     return (params + scale * rng.standard_normal(params.shape)).astype(params.dtype)
 
 
-def tokenizer_files(folder=None):
-    """The folder with OpenAI's tokenizer files (by default $GPT2_MODELS_DIR/124M, else models/124M), or a
-    ValueError saying how to get them, with a network or without one."""
-    folder = Path(folder) if folder else models_dir() / "124M"
-    missing = [name for name in TOKENIZER_FILES if not (folder / name).is_file()]
-    if missing:
-        raise ValueError(f"OpenAI's tokenizer files {' and '.join(missing)} are not in {folder}: copy encoder.json and "
-                         f"vocab.bpe of OpenAI's 124M release into a folder DIR/124M and set GPT2_MODELS_DIR=DIR, "
-                         f"or, where there is a network, let python main.py download them into models/124M")
-    return folder
-
-
 def checked_folders(names, folder, tokenizer_dir=None):
     """(tokenizer folder, [folder/random-NAME for each name]), or a ValueError if the tokenizer files are missing
     or a folder exists already (a second run must not silently mix two models)."""
-    tokenizer_dir = tokenizer_files(tokenizer_dir)
+    tokenizer_dir = tokenizer_folder(tokenizer_dir)
     targets = [Path(folder) / f"random-{name}" for name in names]
     for target in targets:
         if target.exists():

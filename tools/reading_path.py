@@ -45,7 +45,7 @@ from loaders.random_weights import random_params  # noqa: E402
 from loaders.messages import shown  # noqa: E402
 from tools.model_files import write_hf_folder  # noqa: E402
 from tools.random_models import near_params  # noqa: E402
-from tools.release_files import REPO_ROOT, TOKENIZER_FILES, models_dir  # noqa: E402
+from tools.release_files import REPO_ROOT, tokenizer_folder  # noqa: E402
 
 READING_FILES = ("main.py", "gpt2.py", "sampling.py", "model_fn.py", "records.py")  # the core one run reads
 BUDGET = 600  # lines: picoGPT's gpt2.py and jaymody's speculative sampler together are about half of it
@@ -141,16 +141,6 @@ def recorded_calls(files):
 # ------------------------------------------------------------------------------------------------------------
 
 
-def tokenizer_dir():
-    """$GPT2_MODELS_DIR/124M (else models/124M), or a ValueError in one line saying how to get the files."""
-    folder = models_dir() / "124M"
-    missing = [name for name in TOKENIZER_FILES if not (folder / name).is_file()]
-    if missing:
-        raise ValueError(f"OpenAI's tokenizer files {missing} are not in {folder}: `python classroom.py tokenizer` "
-                         f"fetches them into models/124M (1.5 MB), or set GPT2_MODELS_DIR to a folder holding 124M/")
-    return folder
-
-
 def write_models(folder, tokenizer):
     """(draft folder, target folder): tiny random GPT-2s of HPARAMS, the draft the target plus noise."""
     target = random_params(HPARAMS, np.random.default_rng(1), std=0.5)
@@ -180,7 +170,7 @@ def run_main(draft, target, root=REPO_ROOT):
 def measure(root=REPO_ROOT):
     """(executed functions, lines read) of one speculative main.py run: executed_functions' and reading_lines'
     dicts for READING_FILES."""
-    tokenizer = tokenizer_dir()
+    tokenizer = tokenizer_folder()
     sources = {name: (Path(root) / name).read_text(encoding="utf-8") for name in READING_FILES}
     for name in READING_FILES:  # imported before: importing defines the functions, it runs none of them
         importlib.import_module(name[: -len(".py")])

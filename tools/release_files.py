@@ -22,10 +22,11 @@ def models_dir():
 
 def tokenizer_folder(folder=None):
     """folder (by default models_dir() / "124M") as a Path, or a ValueError saying how to get OpenAI's tokenizer
-    files (encoder.json, vocab.bpe) if it lacks them."""
+    files (encoder.json, vocab.bpe) if it lacks them, with a network or without one."""
     folder = Path(folder) if folder else models_dir() / "124M"
     missing = [name for name in TOKENIZER_FILES if not (folder / name).is_file()]
-    if missing:
-        raise ValueError(f"OpenAI's tokenizer files {missing} are not in {folder}: run `python main.py` once "
-                         f"(it downloads them into models/124M), or set GPT2_MODELS_DIR to a folder holding 124M/")
+    if missing:  # offline, only a copy helps; with a network, the kit fetches just these (1.5 MB)
+        raise ValueError(f"OpenAI's tokenizer files {' and '.join(missing)} are not in {folder}: copy encoder.json and "
+                         f"vocab.bpe of OpenAI's 124M release into a folder DIR/124M and set GPT2_MODELS_DIR=DIR, or, "
+                         f"where there is a network, `python classroom.py tokenizer` downloads them into models/124M")
     return folder
