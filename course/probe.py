@@ -83,8 +83,10 @@ def forward_pass(case, shared):
     gpt2 = module("gpt2")
     stand_ins = {"layer_norm": replay.layer_norm_stand_in(shared["layer_norm"]),
                  "mha": replay.mha_stand_in(shared["mha"])}
+    causal_mask, tree_mask = replay.mask_stand_ins(shared)
+    stand_ins["causal_mask"] = causal_mask  # step 2's: replayed for step 12 too (a tree hangs after a chain)
     if shared["masks"]:
-        stand_ins["causal_mask"], stand_ins["tree_mask"] = replay.mask_stand_ins(shared)
+        stand_ins["tree_mask"] = tree_mask
     past = replay.saved_cache(gpt2.Cache, case["past_kv"], case["past_parents"], shared["hparams"]["n_ctx"])
     with patched("gpt2", stand_ins):
         result = gpt2.gpt2(case["inputs"], **shared["params"], n_head=shared["hparams"]["n_head"], past=past,

@@ -133,12 +133,13 @@ def test_mha_writes_the_new_keys_and_values_after_the_cached_ones_and_gives_the_
 
 
 def stand_ins_for_gpt2(monkeypatch, *, masks):
-    """layer_norm and mha replayed (and the masks too, for step 4: they are steps 2 and 12)."""
+    """layer_norm, mha and causal_mask replayed (steps 1-3; the chain before a tree needs step 2's mask), and the
+    tree mask too for step 4 (it is step 12's)."""
     monkeypatch.setattr(gpt2, "layer_norm", layer_norm_stand_in(FORWARD["layer_norm"]))
     monkeypatch.setattr(gpt2, "mha", mha_stand_in(FORWARD["mha"]))
+    causal_mask, tree_mask = mask_stand_ins(FORWARD)
+    monkeypatch.setattr(gpt2, "causal_mask", causal_mask)
     if masks:
-        causal_mask, tree_mask = mask_stand_ins(FORWARD)
-        monkeypatch.setattr(gpt2, "causal_mask", causal_mask)
         monkeypatch.setattr(gpt2, "tree_mask", tree_mask)
 
 
@@ -200,7 +201,7 @@ def test_tree_mask_lets_each_node_see_the_prefix_its_ancestors_and_itself():
 @pytest.mark.step12
 def test_gpt2_scores_a_token_tree_after_a_cached_prefix_as_the_reference_does(monkeypatch):
     """Inputs [1, 5, 9, 2] with parents [-1, -1, 0, 0] after 3 cached tokens: the logits of every path and the
-    cache with the tree, with layer_norm and mha replayed."""
+    cache with the tree, with layer_norm, mha and the causal mask replayed."""
     stand_ins_for_gpt2(monkeypatch, masks=False)
     errors = passes_errors(gpt2.gpt2, trees=True)
     assert errors == [], "\n".join(errors[:5])
