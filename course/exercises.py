@@ -60,7 +60,7 @@ STEPS = (
     Step(10, "Measure alpha against K", "lookahead.py", ("tokens_per_round", "predicted_speedup"), 60,
          ("tests/test_benchmark.py",)),
     Step(11, "A draft made of the target's first layers", "", (), 120, ()),
-    Step(12, "Tree and batched drafting", "gpt2.py", ("tree_mask", "gpt2"), 120,
+    Step(12, "Tree and batched drafting", "gpt2.py", ("tree_mask", "tree_positions_and_mask", "gpt2"), 120,
          ("tests/test_steps_forward.py",)),
     Step(13, "Prompt lookup, a draft with no model", "drafters.py",
          ("SuffixAutomaton._record_ends", "PromptLookup.lookup"), 60, ("tests/test_steps_rounds.py",)),
