@@ -70,11 +70,8 @@ def attention(q, k, v, mask):
 
 
 def mha(x, c_attn, c_proj, n_head: int, kv, n_past: int, mask, attend=None):
-    """Masked multi-head self-attention of x [n_seq, n_embd] over the cached positions and itself.
-
-    kv [2, n_head, capacity, head_dim]: this block's cache; the new keys and values go after n_past. attend:
-    None for `attention`, unless the weights bring another (speed/plug.py's shares the heads with a second core).
-    """
+    """Masked multi-head self-attention of x [n_seq, n_embd] over the cached positions and itself. kv: this block's
+    cache, the new keys and values written after n_past. attend: None for `attention`, or the weights' own."""
     n_seq, n_embd = x.shape
     head_dim = n_embd // n_head
 
@@ -99,12 +96,9 @@ def transformer_block(x, mlp, attn, ln_1, ln_2, n_head: int, kv, n_past: int, ma
 
 
 class Cache(NamedTuple):
-    """A KV cache: buffer [n_layer, 2, n_head, capacity, head_dim] (per layer keys, 0, and values, 1), the
-    `length` positions it holds, and the `parents` of its last len(parents) positions if they are a token
-    tree (() for a plain sequence).
-
-    A pass writes in place after `length`, so hand on only the newest value (model_fn.py keeps one).
-    """
+    """A KV cache: buffer [n_layer, 2, n_head, capacity, head_dim] (keys, 0, and values, 1), the `length`
+    positions it holds, the `parents` of its last positions if they are a token tree (() for a plain sequence).
+    A pass writes in place after `length`, so hand on only the newest value (model_fn.py keeps one)."""
 
     buffer: np.ndarray
     length: int
