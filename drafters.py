@@ -13,11 +13,9 @@ The chains of guesses (lookup, staged) go through `sampling.speculative_stream` 
 covers them. A tree is verified beside it, by `tree_stream` (the "Trees" section, with the proof extended to
 siblings): the same round with SpecInfer's Steps 2-4, which on a one-branch tree are the chain's.
 
-A looked-up or top-ranked token was chosen, not sampled, so its row is one-hot (see the contract). A drafter has
-a `name` (for reports) and may have a `cost`: the time of one draft step as a fraction of one 1-position
-target step (0.0 for a lookup that runs no model), which K="auto" plans with; a drafter that runs a model counts
-its forward passes in `passes` (the statistics read it). How many guesses each round asks for is lookahead.py's
-business.
+A looked-up or top-ranked token was chosen, not sampled: its row is one-hot. A drafter has a `name` (for reports),
+may have a `cost` (one draft step over one 1-position target step; 0.0 for a lookup), which K="auto" plans with,
+and counts the forward passes of its model in `passes`. How many guesses a round asks for is lookahead.py's.
 """
 
 from dataclasses import dataclass
@@ -454,14 +452,10 @@ def tree_speculative_stream(x, draft, target_model, N, tree, rng, stop_token=Non
 
 
 def check_tree_fits(x, N, tree, draft_model, target_model):
-    """A ValueError, before any model runs, if some round of the tree sampler would not fit in a model's context.
-
-    A round that starts with L tokens has k = min(len(tree), T - L - 1) depths (T = len(x) + N): the target
-    reads L + tree_size(tree[:k]) tokens, the draft L + tree_size(tree[:k - 1]) (it never expands the last
-    depth). Every L from len(x) to T - 1 can occur (rounds that write one token each). Example: a prompt of 50
-    tokens, N = 10, n_ctx = 64 and the tree (3, 3, 3) of 39 nodes: the first round needs 50 + 39 = 89
-    positions, an error.
-    """
+    """A ValueError, before any model runs, if some round of the tree sampler would not fit in a model's context:
+    a round after L tokens (len(x) <= L < T = len(x) + N) has k = min(len(tree), T - L - 1) depths; the target
+    reads L + tree_size(tree[:k]) tokens, the draft L + tree_size(tree[:k - 1]). A prompt of 50, N = 10, n_ctx
+    64 and the tree (3, 3, 3) of 39 nodes: the first round needs 50 + 39 = 89 positions, an error."""
     T = len(x) + N
     nodes = [tree_size(tree[:k]) for k in range(len(tree) + 1)]  # nodes[k]: the tree cut to k depths
     for model, own_depths in ((target_model, 0), (draft_model, -1)):
@@ -571,10 +565,8 @@ def _verify_tree(q, proposal, rng, depths):
     from the target's row ("bonus"). With one child per node this is exactly sampling._verify_chain.
     depths[i] is token i's depth (1 for a child of x), which its Check records.
 
-    Why this is exact: `tree_stream`'s docstring (the tree tests check it).
-
-    Returns (tokens, origins, checks, rows): the written tokens, their origins, the Checks made, and for each
-    written token the index of its target row in q (0 for x, i + 1 for token i).
+    Why this is exact: `tree_stream`'s docstring. Returns (tokens, origins, checks, rows): the written tokens,
+    their origins, the Checks made, and each written token's target row in q (0 for x, i + 1 for token i).
     """
     children = {}  # node index (-1 for x) -> its children, in proposal order
     for i, parent in enumerate(proposal.parents):
