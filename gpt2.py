@@ -33,16 +33,16 @@ def gelu(x):
 
 def softmax(x):
     """Softmax over the last axis; subtracting the max first keeps exp from overflowing."""
-    exp_x = np.exp(x - np.max(x, axis=-1, keepdims=True))  # same shape as x
-    return exp_x / np.sum(exp_x, axis=-1, keepdims=True)  # same shape as x
+    exp_x = np.exp(x - x.max(axis=-1, keepdims=True))  # same shape as x
+    return exp_x / exp_x.sum(axis=-1, keepdims=True)  # same shape as x
 
 
 def layer_norm(x, g, b, eps: float = 1e-5):
     """Normalise each row of x to mean 0 and variance 1, then scale by g and shift by b."""
-    mean = np.mean(x, axis=-1, keepdims=True)  # [n_seq, 1]
-    variance = np.var(x, axis=-1, keepdims=True)  # [n_seq, 1]
-    x = (x - mean) / np.sqrt(variance + eps)  # [n_seq, n_embd]
-    return g * x + b  # [n_seq, n_embd]
+    mean = x.mean(axis=-1, keepdims=True)  # [n_seq, 1]
+    centered = x - mean  # [n_seq, n_embd]
+    variance = (centered * centered).mean(axis=-1, keepdims=True)  # [n_seq, 1]: the mean squared deviation
+    return g * centered / np.sqrt(variance + eps) + b  # [n_seq, n_embd]
 
 
 def linear(x, w, b):
