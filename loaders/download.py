@@ -29,7 +29,6 @@ import time
 import urllib.parse
 import zlib
 from contextlib import contextmanager
-from itertools import takewhile
 from pathlib import Path
 
 import requests
@@ -37,7 +36,7 @@ import urllib3  # requests' own HTTP library, installed with it: its errors, whe
 from tqdm import tqdm
 
 from encoder import MAX_VOCABULARY_FILE_BYTES
-from loaders.safe_files import CREATE_NEW, LockTimeout, file_lock
+from loaders.safe_files import CREATE_NEW, LockTimeout, file_lock, new_folders, remove_if_empty
 from loaders.tf_checkpoint import MAX_INDEX_BYTES, read_checkpoint_index
 from loaders.weights import MAX_CONFIG_BYTES, CheckpointError, check_hparams, read_json_file, read_openai_hparams
 from loaders.messages import os_error_text, shown
@@ -234,23 +233,6 @@ def _download_release(model_size, model_dir, base_url, retries, backoff_seconds,
                                   check=check)
         if filename == "hparams.json":
             read_openai_hparams(path)  # CheckpointError for absurd sizes, before the weights are downloaded
-
-
-def new_folders(folder):
-    """The folders that making `folder` (with its parents) would create, deepest first; [] if it exists."""
-    return list(takewhile(lambda path: not path.exists(), (folder, *folder.parents)))
-
-
-def remove_if_empty(folders):
-    """Remove each of `folders` (deepest first) while it is empty: what a failed download made and left empty.
-    A folder that holds anything (a .part file to resume, another run's file) is kept, and so are its parents."""
-    for folder in folders:
-        try:
-            folder.rmdir()  # removes an empty folder only
-        except FileNotFoundError:
-            continue  # another run removed it already
-        except OSError:
-            return  # not empty: it and its parents stay
 
 
 def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.0, deadline_seconds=None,

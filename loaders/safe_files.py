@@ -14,6 +14,8 @@ tools/ are written with them too.
    how long it may hold it; the second waits, with a message, for at most its own deadline, and then finds the
    file done. A lock left by a run that was killed never blocks for ever: it is stale as soon as its process is
    gone (same host), or once the time its owner wrote in it has passed (any host).
+3. `new_folders(path)` before making a folder and `remove_if_empty(them)` after a failure: a run takes away only
+   the folders it made and left empty, never one the user had or one holding a file.
 """
 
 import json
@@ -24,6 +26,7 @@ import stat
 import sys
 import time
 from contextlib import contextmanager
+from itertools import takewhile
 from pathlib import Path
 
 # Open a new file for writing: fails if the name exists (even as a dangling link), so nothing is followed.
@@ -194,3 +197,20 @@ def file_lock(path, hold_seconds, wait_seconds, what=None):
     finally:
         if read_lock(lock) == owner:  # ours still: release it (a stale-judged lock may have been taken by now)
             os.unlink(lock)
+
+
+def new_folders(folder):
+    """The folders that making `folder` (with its parents) would create, deepest first; [] if it exists."""
+    return list(takewhile(lambda path: not path.exists(), (folder, *folder.parents)))
+
+
+def remove_if_empty(folders):
+    """Remove each of `folders` (deepest first) while it is empty: what a failed download made and left empty.
+    A folder that holds anything (a .part file to resume, another run's file) is kept, and so are its parents."""
+    for folder in folders:
+        try:
+            folder.rmdir()  # removes an empty folder only
+        except FileNotFoundError:
+            continue  # another run removed it already
+        except OSError:
+            return  # not empty: it and its parents stay
