@@ -42,7 +42,8 @@ def layer_norm(x, g, b, eps: float = 1e-5):
     mean = x.mean(axis=-1, keepdims=True)  # [n_seq, 1]
     centered = x - mean  # [n_seq, n_embd]
     variance = (centered * centered).mean(axis=-1, keepdims=True)  # [n_seq, 1]: the mean squared deviation
-    return g * centered / np.sqrt(variance + eps) + b  # [n_seq, n_embd]
+    x = centered / np.sqrt(variance + eps)  # [n_seq, n_embd]: mean 0, variance 1
+    return g * x + b  # [n_seq, n_embd]
 
 
 def linear(x, w, b):
