@@ -18,14 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from checks import check_call, check_finite, check_settings
-from gpt2 import empty_cache, gpt2, keep_path, rollback
+from gpt2 import empty_cache, gpt2, keep_path, rollback, softmax
 from speed import plug
-
-
-def softmax64(x):
-    """Softmax over the last axis in float64, so that each row sums to 1 to ~1e-16 (float32: ~1e-7)."""
-    exp_x = np.exp(x - np.max(x, axis=-1, keepdims=True))  # [n, n_vocab]; a logit of -inf gives exactly 0
-    return exp_x / np.sum(exp_x, axis=-1, keepdims=True)  # [n, n_vocab]
 
 
 def logits_to_probs(logits, temperature=1.0, top_k=None, top_p=None):
@@ -45,8 +39,8 @@ def logits_to_probs(logits, temperature=1.0, top_k=None, top_p=None):
     logits = np.asarray(logits, dtype=np.float64) / temperature  # [n, n_vocab]
     if top_k is not None and top_k < logits.shape[-1]:
         kth_largest = np.partition(logits, -top_k, axis=-1)[:, -top_k:-top_k + 1]  # [n, 1]
-        logits = np.where(logits >= kth_largest, logits, -np.inf)  # [n, n_vocab]: the rest get probability 0
-    probs = softmax64(logits)  # [n, n_vocab]
+        logits = np.where(logits >= kth_largest, logits, -np.inf)  # [n, n_vocab]: exp(-inf) = 0 for the rest
+    probs = softmax(logits)  # [n, n_vocab] float64: each row sums to 1 to ~1e-16 (float32: ~1e-7)
     if top_p is not None and top_p < 1:
         for row in probs:  # [n_vocab], a view: cut down in place
             sorted_probs = np.sort(row)[::-1]  # [n_vocab], most likely first

@@ -18,8 +18,6 @@ plain core's to float32 rounding and greedy decoding writes the same tokens (tes
     logits, present = gpt2.gpt2([464, 2068], **weights, n_head=12, past=cache)   # the same logits, faster
 """
 
-import numpy as np
-
 import gpt2
 from speed import products
 
