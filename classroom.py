@@ -28,7 +28,7 @@ import os
 import sys
 from pathlib import Path
 
-from command_line.flags import as_number, as_text, as_whole_number, check_models_dir, errors_as_one_line
+from command_line.flags import as_bool, as_seconds, as_text, as_whole_number, check_models_dir, errors_as_one_line
 from command_line.scripts import as_whole_numbers, run_script
 from loaders import download
 from loaders.weights import shown
@@ -115,8 +115,10 @@ def grade(step, repo=str(exercises.REPO)):
 
 def gradebook_command(*submissions, csv=None, steps=",".join(map(str, exercises.GRADED)),
                       time_limit=gradebook.TIME_LIMIT_SECONDS, memory_limit_mb=gradebook.MEMORY_CAP_BYTES // 1024**2,
-                      jobs=os.cpu_count() or 1, feedback=None):
-    """Grade the submission folders SUBMISSIONS into the CSV file --csv (and one file each into --feedback)."""
+                      jobs=os.cpu_count() or 1, feedback=None, budget=gradebook.BUDGET_SECONDS,
+                      run_untrusted_code_as_me=False):
+    """Grade the submission folders SUBMISSIONS into the CSV file --csv (and one file each into --feedback), each
+    in a sandbox (bubblewrap); --run_untrusted_code_as_me grades without one where there is none."""
     with errors_as_one_line():
         if not submissions:
             raise ValueError("name the submission folders: python classroom.py gradebook SUB1 SUB2 --csv grades.csv")
@@ -126,10 +128,12 @@ def gradebook_command(*submissions, csv=None, steps=",".join(map(str, exercises.
         for number in numbers:
             exercises.graded_step(number)
         rows = gradebook.gradebook([as_text(s, "SUBMISSIONS") for s in submissions], as_text(csv, "--csv"), numbers,
-                                   as_number(time_limit, "--time_limit"),
+                                   as_seconds(time_limit, "--time_limit"),
                                    as_whole_number(memory_limit_mb, "--memory_limit_mb", 64) * 1024**2,
                                    jobs=as_whole_number(jobs, "--jobs", 1, 256),
-                                   feedback=None if feedback is None else as_text(feedback, "--feedback"))
+                                   feedback=None if feedback is None else as_text(feedback, "--feedback"),
+                                   budget_seconds=as_seconds(budget, "--budget"),
+                                   trust_unsandboxed=as_bool(run_untrusted_code_as_me, "--run_untrusted_code_as_me"))
     print(f"wrote {csv}: {len(rows) - 1} submissions, {len(numbers)} steps each"
           + (f"; one feedback file each in {feedback}" if feedback is not None else ""))
 

@@ -1,146 +1,72 @@
-"""Grade many submissions, each step in its own process with a time limit and a memory cap, into one CSV file.
+"""Grade many hand-ins, each step in a sandbox under limits, into one CSV file and a feedback file each.
 
-Read course/exercises.py first (the steps, the student copy, one step's checks run and read back).
+Read course/exercises.py (the steps, the student copy), course/hidden.py (the checks) and course/sandbox.py
+(what a hand-in sees) first.
 
-A submission is a folder holding a learner's versions of the files they write (exercises.STUDENT_FILES). It is
-never trusted, neither its files nor what its code says:
-- only those files are taken from it (and a module of its own the copy does not have, like my_helpers.py),
-  into a fresh copy of the teacher's own student copy (the teacher's clean tests and kit; never the
-  submission's tests, conftest.py, fixtures or copy of the kit). A file it lacks stays blank
-  (NotImplementedError); a submission holding none of them gets a warning, naming the folder they are in;
-- it is graded on course/hidden.py's checks, drawn from a fresh seed when the gradebook starts: its child only
-  calls its functions and writes down what they return (course/probe.py), and this process compares the
-  answers with the reference's. Its score rests on no report, exit code or file the child writes about itself.
-Each step of each submission runs in a child process that:
-- has a time limit: at the limit the child is stopped WITH every process it started. On POSIX it is started
-  in a new session (its own process group), and the whole group is killed (a process that starts a session
-  of its own escapes it); on Windows its Job Object is closed;
-- has a memory cap: on POSIX `resource.setrlimit(RLIMIT_AS)` in the child before it starts Python (the
-  module `resource` exists on POSIX only and is imported there only; macOS refuses the cap, and the
-  gradebook then says so and grades with the time limit alone). On Windows the child is put in a Job
-  Object (through ctypes) with a memory limit for the whole job and "kill on close": closing the job ends
-  every process in it. The child runs a few moments before it joins the job (Popen cannot start it
-  suspended), too early to have started anything; if Windows refuses the job, the gradebook says so and
-  grades without a memory cap, ending the child's tree with `taskkill /T`;
-- has its output read up to a cap: a child that prints more than OUTPUT_CAP bytes is stopped.
-A check scores 1 point when every one of its cases gives the reference's answer; grading goes on either way.
-Submissions are graded `jobs` at a time (default: the cores), each one's steps one after another.
+A hand-in (a submission) is a folder holding a learner's versions of the files they write (exercises.STUDENT_FILES).
+Nothing of it is trusted:
+- its files are read by the gradebook, never through a link (a hand-in holding a link is refused, the reason
+  in its row): regular files of at most FILE_CAP bytes, STUDENT_FILES and modules of its own (my_helpers.py, a
+  name the copy does not use), put into a fresh copy of the teacher's student copy. A file it lacks stays
+  blank (NotImplementedError); a hand-in holding none of them gets a warning naming where they are;
+- it is graded on course/hidden.py's checks, drawn from a fresh seed when the gradebook starts. In the sandbox
+  its child only calls its functions and writes down what they return (course/probe.py); this process reads
+  the answers back (a regular file, bounded, numbers, arrays and short texts only) and compares them with the
+  reference's, computed here from the teacher's clone, which the sandbox does not show;
+- every text of it (its folder's name, its error messages) is escaped (loaders/messages.printable) before it
+  reaches the terminal, the CSV or the feedback, and a CSV cell never starts as a spreadsheet formula.
+Each step runs with a time limit (the sandbox ended whole at the limit), a memory cap for the whole hand-in and
+a cap on what it prints (OUTPUT_CAP). A hand-in's steps share its budget (budget_seconds): a hand-in that sleeps
+costs the class that much and no more, and the progress line names it. A hand-in that cannot be graded at all,
+whatever the reason, gets its row with the reason; the others are graded. Ctrl-C ends every running step at
+once. Without bubblewrap the gradebook refuses to run hand-ins, unless the teacher passes
+--run_untrusted_code_as_me (course/no_sandbox.py). Hand-ins are graded `jobs` at a time (default: the cores).
 """
 
 import csv
-import ctypes
 import json
 import os
 import secrets
 import shutil
-import signal
-import subprocess
+import stat
 import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple, Optional
 
 from tqdm import tqdm
 
 from course import exercises
 from course import hidden
+from course import no_sandbox
 from course import replay
+from course import sandbox
 from loaders import safe_files
+from loaders.messages import printable
 
-TIME_LIMIT_SECONDS = 120.0
+TIME_LIMIT_SECONDS = 60.0  # a step of the reference takes well under a second
+BUDGET_SECONDS = 180.0  # all the steps of one hand-in
 MEMORY_CAP_BYTES = 2 * 1024**3
 OUTPUT_CAP = 1024**2  # bytes of output a step may print before it is stopped
 KEPT_OUTPUT = 16 * 1024  # bytes of that output kept to explain a crash
-ON_WINDOWS = os.name == "nt"
+FILE_CAP = 1024**2  # bytes of one file of a hand-in (a learner's gpt2.py is about 20 kB)
+FEEDBACK_LIST = ".gradebook-feedback.json"  # in the feedback folder: the files the last run wrote there
 
 
-def posix_memory_cap(memory_bytes):
-    """A function for Popen's preexec_fn: caps the child's address space. POSIX only (None on Windows, where
-    the Job Object caps memory), and None for no cap."""
-    if ON_WINDOWS or memory_bytes is None:
-        return None
-
-    def cap():
-        import resource  # POSIX only: imported in the child, never on Windows
-
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-
-    return cap
+class Limits(NamedTuple):
+    time: float  # seconds one step may run
+    memory: Optional[int]  # bytes of memory for the whole hand-in, or None
+    budget: float  # seconds all of a hand-in's steps may run
+    sandboxed: bool  # False only when the teacher passed --run_untrusted_code_as_me
 
 
-class BasicLimits(ctypes.Structure):
-    """JOBOBJECT_BASIC_LIMIT_INFORMATION, with fixed-width fields (a DWORD is 4 bytes on every platform)."""
-
-    _fields_ = [("PerProcessUserTimeLimit", ctypes.c_int64), ("PerJobUserTimeLimit", ctypes.c_int64),
-                ("LimitFlags", ctypes.c_uint32), ("MinimumWorkingSetSize", ctypes.c_size_t),
-                ("MaximumWorkingSetSize", ctypes.c_size_t), ("ActiveProcessLimit", ctypes.c_uint32),
-                ("Affinity", ctypes.c_size_t), ("PriorityClass", ctypes.c_uint32), ("SchedulingClass", ctypes.c_uint32)]
-
-
-class ExtendedLimits(ctypes.Structure):
-    """JOBOBJECT_EXTENDED_LIMIT_INFORMATION: the basic limits, I/O counters (6 counts), the memory limits."""
-
-    _fields_ = [("BasicLimitInformation", BasicLimits), ("IoInfo", ctypes.c_uint64 * 6),
-                ("ProcessMemoryLimit", ctypes.c_size_t), ("JobMemoryLimit", ctypes.c_size_t),
-                ("PeakProcessMemoryUsed", ctypes.c_size_t), ("PeakJobMemoryUsed", ctypes.c_size_t)]
-
-
-JOB_OBJECT_LIMIT_JOB_MEMORY, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE = 0x200, 0x2000
-JOB_OBJECT_EXTENDED_LIMIT_INFORMATION = 9  # the JOBOBJECTINFOCLASS of ExtendedLimits
-
-
-def windows_job(process, memory_bytes):
-    """A Job Object holding `process`, with a memory limit and kill-on-close; None if Windows refuses one."""
-    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
-    kernel32.CreateJobObjectW.restype = ctypes.c_void_p
-    kernel32.SetInformationJobObject.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32]
-    kernel32.AssignProcessToJobObject.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    job = kernel32.CreateJobObjectW(None, None)
-    limits = ExtendedLimits()
-    limits.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_JOB_MEMORY | JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
-    limits.JobMemoryLimit = memory_bytes
-    if job and kernel32.SetInformationJobObject(job, JOB_OBJECT_EXTENDED_LIMIT_INFORMATION, ctypes.byref(limits),
-                                                ctypes.sizeof(limits)) \
-            and kernel32.AssignProcessToJobObject(job, int(process._handle)):
-        return job
-    print(f"note: Windows refused a Job Object (error {ctypes.get_last_error()}): this step runs without a memory "
-          f"cap", file=sys.stderr)
-    return None
-
-
-def start(command, cwd, memory_bytes):
-    """(the child, its Windows Job Object or None): in its own process group (a session on POSIX), under the
-    memory cap."""
-    common = dict(cwd=cwd, env=exercises.child_environment(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                  stderr=subprocess.STDOUT)
-    if ON_WINDOWS:
-        process = subprocess.Popen(command, creationflags=subprocess.CREATE_NEW_PROCESS_GROUP, **common)
-        return process, None if memory_bytes is None else windows_job(process, memory_bytes)
-    return subprocess.Popen(command, start_new_session=True, preexec_fn=posix_memory_cap(memory_bytes), **common), None
-
-
-def stop_all(process, job=None):
-    """Kill the child and every process it started (its process group on POSIX; its Job Object, or its tree,
-    on Windows)."""
-    if ON_WINDOWS and job is not None:
-        ctypes.WinDLL("kernel32").CloseHandle(ctypes.c_void_p(job))  # kill-on-close: every process of the job
-    elif ON_WINDOWS:
-        subprocess.run(["taskkill", "/F", "/T", "/PID", str(process.pid)], capture_output=True)
-    else:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # the group's id is the child's pid (start_new_session)
-        except (ProcessLookupError, PermissionError):
-            pass  # every process of the group has ended already
-    process.kill()
-    process.wait()
-
-
-def run_limited(command, cwd, time_limit, memory_bytes, output_cap=OUTPUT_CAP):
-    """(return code, the output's first KEPT_OUTPUT bytes, why it was stopped or ""), running `command` under
-    the limits. Whatever happens, no process it started is left running."""
-    process, job = start(command, cwd, memory_bytes)
+def run_limited(process, job, time_limit, stopping, output_cap=OUTPUT_CAP):
+    """(return code, the output's first KEPT_OUTPUT bytes, why it was stopped or "") of a started child, under
+    the limits: it is ended at `time_limit` seconds, when it prints more than `output_cap` bytes, and when
+    `stopping` is set (Ctrl-C). Whatever happens, no process it started is left running."""
     kept, total, flooded = bytearray(), [0], threading.Event()
 
     def read():
@@ -162,59 +88,127 @@ def run_limited(command, cwd, time_limit, memory_bytes, output_cap=OUTPUT_CAP):
         if time.monotonic() > deadline:
             stopped = f"ran past its time limit of {time_limit:g} s"
             break
-        time.sleep(0.05)
+        if stopping.is_set():
+            stopped = "stopped: the gradebook was interrupted"
+            break
+        time.sleep(0.02)
     returncode = process.returncode
-    stop_all(process, job)  # also when it ended by itself: a process it started may still run
+    no_sandbox.stop_all(process, job)  # also when it ended by itself: a process it started may still run
     reader.join(timeout=5)
     process.stdout.close()
     return returncode, bytes(kept).decode("utf-8", errors="replace"), stopped
 
 
-def step_answers(tree, scratch, step_request, time_limit, memory_bytes):
-    """(the child's answers to `step_request` in the folder `tree`, or None; why there are none, or ""). The
-    request and the answers are files in `scratch`, this submission's own folder beside its tree."""
-    number = step_request["step"]
-    request_path, answers_path = Path(scratch) / f"step{number}-request.json", Path(scratch) / f"step{number}-answers.json"
-    request_path.write_text(json.dumps(replay.encode(step_request), separators=(",", ":")), encoding="utf-8")
-    command = [sys.executable, "-m", "course.probe", str(request_path), str(answers_path)]
-    returncode, output, stopped = run_limited(command, tree, time_limit, memory_bytes)
+def child_request(step_request, sandboxed):
+    """The request as the child reads it: in the sandbox, step 5's tokenizer files are at sandbox.MODELS."""
+    if not sandboxed:
+        return step_request
+    checks = [{**check, "shared": {**check["shared"], "models_dir": sandbox.MODELS}} if "models_dir" in
+              check.get("shared", {}) else check for check in step_request["checks"]]
+    return {**step_request, "checks": checks}
+
+
+def start_child(tree, folder, step_request, seconds, limits, models_dir):
+    """(the child answering `step_request` for the hand-in copied into `tree`, its Job Object or None). The
+    request and the answers are in `folder`, this step's own: in the sandbox, only the answers' folder is
+    writable."""
+    request_path, answers = folder / "request.json", folder / "answers"
+    answers.mkdir()
+    request_path.write_text(json.dumps(replay.encode(child_request(step_request, limits.sandboxed)),
+                                       separators=(",", ":")), encoding="utf-8")
+    if limits.sandboxed:
+        argv = [sys.executable, "-m", "course.probe", sandbox.REQUEST, f"{sandbox.ANSWERS}/answers.json"]
+        models = None if models_dir is None else Path(models_dir) / "124M"
+        process = sandbox.start(argv, tree, request_path, answers, exercises.REPO, limits.memory,
+                                int(seconds) + 2, None if models is None else models)
+        return process, None
+    argv = [sys.executable, "-m", "course.probe", str(request_path), str(answers / "answers.json")]
+    return no_sandbox.start(argv, tree, limits.memory)
+
+
+def step_answers(tree, folder, step_request, seconds, limits, models_dir, stopping):
+    """(the child's answers to `step_request`, or None; why there are none, or "")."""
+    process, job = start_child(tree, folder, step_request, seconds, limits, models_dir)
+    returncode, output, stopped = run_limited(process, job, seconds, stopping)
     if stopped:
         return None, stopped
     try:
-        return hidden.read_answers(answers_path), ""
+        return hidden.read_answers(folder / "answers" / "answers.json"), ""
     except ValueError as error:
         last = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "no output")
-        return None, f"the run ended with exit code {returncode} and {error}: {last[:200]}"
+        return None, f"the run ended with exit code {returncode} and {error}: {last}"
 
 
-def grade_step(tree, scratch, step_request, expected, time_limit, memory_bytes):
-    """[Check] of one step of a submission: its child's answers judged against the reference's, here."""
-    answers, why_none = step_answers(tree, scratch, step_request, time_limit, memory_bytes)
-    if answers is None:
-        return [exercises.Check(check["name"], False, why_none) for check in step_request["checks"]]
-    return hidden.judge(step_request, expected, answers)
+def failed_step(step_request, reason):
+    return [exercises.Check(check["name"], False, printable(reason)) for check in step_request["checks"]]
 
 
-def submission_tree(template, submission, folder):
-    """A copy of the teacher's student copy `template` in `folder`, with the submission's own STUDENT_FILES and
-    any module of its own at its top (my_helpers.py: a name the copy does not use), as it ran for the learner.
-    Returns a warning ("" if none): a submission holding none of the files graded is most likely misplaced."""
-    shutil.copytree(template, folder)
-    submission, taken = Path(submission), []
-    for file in exercises.STUDENT_FILES:
-        if (submission / file).is_file():
-            shutil.copyfile(submission / file, Path(folder) / file)
-            taken.append(file)
-    used = {path.stem for path in Path(template).iterdir()} | {path.name for path in Path(template).iterdir()}
-    for module in sorted(submission.glob("*.py")):
-        if module.stem not in used and module.is_file():
-            shutil.copyfile(module, Path(folder) / module.name)
-    if taken:
-        return ""
+def handin_files(submission, used):
+    """({name: bytes} of the files taken from the hand-in folder `submission`, a refusal or "", a warning or "").
+    Each is read here, never through a link, and only if it is a regular file of at most FILE_CAP bytes; a
+    module of its own is taken if its name is not in `used` (the names at the top of the student copy)."""
+    submission, files = Path(submission), {}
+    names = list(exercises.STUDENT_FILES)
+    names += sorted(path.name for path in submission.glob("*.py") if path.stem not in used and path.name not in used)
+    for name in names:
+        path = submission / name
+        if path.is_symlink():
+            return {}, f"refused: {name} is a link (to {os.readlink(path)}): hand in the files themselves", ""
+        if not path.exists():
+            continue
+        try:
+            with os.fdopen(os.open(path, safe_files.READ_NO_LINK), "rb") as file:
+                if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                    return {}, f"refused: {name} is not a regular file", ""
+                data = file.read(FILE_CAP + 1)
+        except OSError as error:
+            return {}, f"refused: {name} could not be read ({error.strerror})", ""
+        if len(data) > FILE_CAP:
+            return {}, f"refused: {name} is larger than {FILE_CAP // 1024} kB", ""
+        files[name] = data
+    if any(name in files for name in exercises.STUDENT_FILES):
+        return files, "", ""
     nested = sorted({path.parent.relative_to(submission).as_posix() for file in exercises.STUDENT_FILES
                      for path in submission.rglob(Path(file).name) if path.parent != submission})
     where = f" (they are in {', '.join(nested)}: hand in the files themselves, at the top)" if nested else ""
-    return f"warning: it holds none of {', '.join(exercises.STUDENT_FILES)}{where}"
+    return files, "", f"warning: it holds none of {', '.join(exercises.STUDENT_FILES)}{where}"
+
+
+def submission_tree(template, files, folder):
+    """A copy of the teacher's student copy `template` in `folder`, with the hand-in's `files` written over it."""
+    shutil.copytree(template, folder)
+    for name, data in files.items():
+        (Path(folder) / name).write_bytes(data)
+
+
+def grade_handin(submission, own, template, requests, expected, limits, models_dir, stopping, bar):
+    """({step: [Check]}, a warning or "") of one hand-in, graded in the folder `own` (removed after)."""
+    used = {path.stem for path in Path(template).iterdir()} | {path.name for path in Path(template).iterdir()}
+    files, refusal, warning = handin_files(submission, used)
+    if refusal:
+        return {n: failed_step(requests[n], refusal) for n in requests}, ""
+    own.mkdir()
+    submission_tree(template, files, own / "tree")
+    checks, deadline = {}, time.monotonic() + limits.budget
+    for number, step_request in requests.items():
+        seconds = min(limits.time, deadline - time.monotonic())
+        if stopping.is_set() or seconds <= 0:
+            why = "not run: the gradebook was interrupted" if stopping.is_set() else \
+                f"not run: the hand-in's time budget of {limits.budget:g} s was spent"
+            checks[number] = failed_step(step_request, why)
+            bar.update()
+            continue
+        folder = own / f"step{number}"
+        folder.mkdir()
+        answers, why_none = step_answers(own / "tree", folder, step_request, seconds, limits, models_dir, stopping)
+        if why_none.startswith("ran past") and seconds < limits.time:
+            why_none = f"its time budget of {limits.budget:g} s ran out (all its steps together)"
+            bar.write(f"{printable(submission)}: {why_none}, at step {number}", file=sys.stderr)
+        checks[number] = failed_step(step_request, why_none) if answers is None else \
+            hidden.judge(step_request, expected[number], answers)
+        bar.update()
+    exercises.remove_tree(own)
+    return checks, warning
 
 
 def check_outputs(csv_path, feedback):
@@ -232,27 +226,15 @@ def check_outputs(csv_path, feedback):
         Path(feedback).mkdir(exist_ok=True)
 
 
-def memory_cap_works(memory_bytes):
-    """Whether this system lets the child's memory be capped (macOS refuses RLIMIT_AS since macOS 12): a child
-    that does nothing is started under the cap."""
-    if ON_WINDOWS:
-        return True
-    try:
-        subprocess.run([sys.executable, "-c", ""], preexec_fn=posix_memory_cap(memory_bytes), check=False)
-    except subprocess.SubprocessError:  # the cap raised in the child before Python started
-        return False
-    return True
-
-
 def header(steps, points):
     rubrics = [f"step{n} rubric" for n in (11, 12)]
     return ["submission", *(f"step{n} (of {points[n]})" for n in steps), *rubrics, "total", "of", "reasons"]
 
 
-def feedback_text(submission, steps, checks, warning):
-    """One submission's feedback: each step, each check, pass or why not."""
+def feedback_text(shown_name, steps, checks, warning):
+    """One hand-in's feedback: each step, each check, pass or why not (every reason already printable)."""
     total = sum(c.passed for n in steps for c in checks[n])
-    lines = [f"{submission}: {total} of {sum(len(checks[n]) for n in steps)} points", *([warning] if warning else [])]
+    lines = [f"{shown_name}: {total} of {sum(len(checks[n]) for n in steps)} points", *([warning] if warning else [])]
     for n in steps:
         lines.append(f"\nstep {n}: {sum(c.passed for c in checks[n])} of {len(checks[n])}")
         lines += [f"  {'pass' if c.passed else 'FAIL'}  {c.name}" + ("" if c.passed else f": {c.reason}")
@@ -260,15 +242,58 @@ def feedback_text(submission, steps, checks, warning):
     return "\n".join(lines) + "\n"
 
 
+def cell(text):
+    """A CSV cell that a spreadsheet shows as text: one that would start a formula (=, +, -, @) gets a quote."""
+    return f"'{text}" if text[:1] in ("=", "+", "-", "@") else text
+
+
+def write_feedback(folder, texts):
+    """Write {file name: text} into `folder`, replacing the files the gradebook's last run wrote there (listed in
+    FEEDBACK_LIST; a file the teacher put there is never touched), each file written atomically."""
+    listing = Path(folder) / FEEDBACK_LIST
+    try:
+        earlier = json.loads(listing.read_text(encoding="utf-8")) if listing.is_file() else []
+    except (OSError, ValueError):
+        earlier = []
+        print(f"note: {listing} is damaged: the earlier run's feedback files are left as they are", file=sys.stderr)
+    for name in earlier if isinstance(earlier, list) else []:
+        path = Path(folder) / str(name)
+        if path.parent == Path(folder) and name not in texts and path.is_file() and not path.is_symlink():
+            path.unlink()
+    for name, text in texts.items():
+        safe_files.write_atomically(Path(folder) / name, text)
+    safe_files.write_atomically(listing, json.dumps(sorted(texts), indent=1) + "\n")
+
+
+def check_limits(time_limit, budget_seconds, memory_bytes, trust_unsandboxed):
+    """Limits, checked before any work; sandboxed unless bubblewrap is missing and the teacher said to run the
+    hand-ins unsandboxed (ValueError if bubblewrap is missing and they did not)."""
+    for value, flag in ((time_limit, "--time_limit"), (budget_seconds, "--budget")):
+        if not value > 0:
+            raise ValueError(f"{flag} must be a number of seconds above 0; got {value!r}")
+    why_not = sandbox.unavailable()
+    if why_not and not trust_unsandboxed:
+        raise ValueError(f"{why_not}. Without a sandbox a hand-in's code runs as you and can read and change all "
+                         f"you can: the gradebook refuses, unless you pass --run_untrusted_code_as_me")
+    if why_not:
+        print(f"note: no sandbox ({why_not}): the hand-ins run as you, as you asked", file=sys.stderr)
+        if memory_bytes is not None and not no_sandbox.memory_cap_works(memory_bytes):
+            print("note: this system refuses a memory cap (RLIMIT_AS): memory is not capped, the time limit holds",
+                  file=sys.stderr)
+            memory_bytes = None
+    return Limits(float(time_limit), memory_bytes, float(budget_seconds), not why_not)
+
+
 def gradebook(submissions, csv_path, steps=exercises.GRADED, time_limit=TIME_LIMIT_SECONDS,
-              memory_bytes=MEMORY_CAP_BYTES, repo=exercises.REPO, jobs=None, feedback=None, seed=None):
-    """Grade every submission folder on `steps` (course/hidden.py's checks, drawn from `seed`, or a fresh one)
-    in copies of `repo`'s student copy, `jobs` submissions at a time (default: the cores); write the CSV (a
-    row per submission: its folder, a step's points, the rubric columns left to the teacher, the total, its
-    maximum, the reasons) and, with `feedback`, one text file per submission there. Returns the rows."""
+              memory_bytes=MEMORY_CAP_BYTES, repo=exercises.REPO, jobs=None, feedback=None, seed=None,
+              budget_seconds=BUDGET_SECONDS, trust_unsandboxed=False):
+    """Grade every hand-in folder on `steps` (course/hidden.py's checks, drawn from `seed`, or a fresh one) in
+    copies of `repo`'s student copy, each in its sandbox, `jobs` hand-ins at a time (default: the cores); write
+    the CSV (a row per hand-in: its folder, a step's points, the rubric columns left to the teacher, the total,
+    its maximum, the reasons) and, with `feedback`, one text file per hand-in there. Returns the rows."""
     for number in steps:
         exercises.graded_step(number)
-    missing = [str(s) for s in submissions if not Path(s).is_dir()]
+    missing = [printable(s) for s in submissions if not Path(s).is_dir()]
     if missing:
         raise ValueError(f"not a folder: {', '.join(missing)}; a submission is a folder holding the learner's files")
     models_dir = hidden.tokenizer_folder(repo)
@@ -276,45 +301,45 @@ def gradebook(submissions, csv_path, steps=exercises.GRADED, time_limit=TIME_LIM
         raise ValueError("step 5 needs OpenAI's tokenizer files in models/124M or $GPT2_MODELS_DIR/124M: run "
                          "`python classroom.py tokenizer` (1.5 MB), then grade again")
     check_outputs(csv_path, feedback)
-    if memory_bytes is not None and not memory_cap_works(memory_bytes):
-        print("note: this system refuses a memory cap (RLIMIT_AS): memory is not capped, the time limit holds",
-              file=sys.stderr)
-        memory_bytes = None
+    limits = check_limits(time_limit, budget_seconds, memory_bytes, trust_unsandboxed)
     seed = secrets.randbits(63) if seed is None else seed
     requests = {n: hidden.request(n, seed, models_dir) for n in steps}
     expected = {n: hidden.expected_answers(requests[n]) for n in steps}
     points = {n: len(requests[n]["checks"]) for n in steps}
-    scratch = Path(tempfile.mkdtemp(prefix="gradebook-"))
+    scratch, stopping = Path(tempfile.mkdtemp(prefix="gradebook-")), threading.Event()
     try:
         template = exercises.write_student_copy(repo, scratch / "template")
         with tqdm(total=len(submissions) * len(steps), desc="grading", unit="step") as bar:
             def grade_one(i, submission):
-                own = scratch / f"submission-{i}"
-                own.mkdir()
-                warning = submission_tree(template, submission, own / "tree")
+                try:
+                    checks, warning = grade_handin(submission, scratch / f"submission-{i}", template, requests,
+                                                   expected, limits, models_dir, stopping, bar)
+                except Exception as error:  # a hand-in that breaks the gradebook's own work: its row says how
+                    why = f"the gradebook could not grade it: {type(error).__name__}: {error}"
+                    checks, warning = {n: failed_step(requests[n], why) for n in steps}, ""
                 if warning:
-                    tqdm.write(f"{submission}: {warning}", file=sys.stderr)
-                checks = {}
-                for number in steps:
-                    checks[number] = grade_step(own / "tree", own, requests[number], expected[number], time_limit,
-                                                memory_bytes)
-                    bar.update()
-                exercises.remove_tree(own)
-                return checks, warning
+                    bar.write(f"{printable(submission)}: {warning}", file=sys.stderr)
+                return checks, printable(warning)
 
             with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-                graded = list(pool.map(grade_one, range(len(submissions)), submissions))
-        rows = [header(steps, points)]
+                futures = [pool.submit(grade_one, i, s) for i, s in enumerate(submissions)]
+                try:
+                    graded = [future.result() for future in futures]
+                except KeyboardInterrupt:  # every running step ends within moments; then the pool closes
+                    stopping.set()
+                    raise
+        rows, texts = [header(steps, points)], {}
         for i, (submission, (checks, warning)) in enumerate(zip(submissions, graded)):
-            scores = [sum(c.passed for c in checks[n]) for n in steps]
+            scores, shown_name = [sum(c.passed for c in checks[n]) for n in steps], printable(submission, 300)
             reasons = [warning] if warning else []
             reasons += [f"step {n}: {c.name}: {c.reason}" for n in steps for c in checks[n] if not c.passed]
-            rows.append([str(submission), *scores, "", "", sum(scores), sum(points.values()), "; ".join(reasons)])
-            if feedback is not None:
-                name = f"{i + 1:03d}-{Path(submission).resolve().name}.txt"
-                (Path(feedback) / name).write_text(feedback_text(submission, steps, checks, warning), encoding="utf-8")
+            rows.append([cell(shown_name), *scores, "", "", sum(scores), sum(points.values()), "; ".join(reasons)])
+            texts[f"{i + 1:03d}-{printable(Path(submission).resolve().name, 80)}.txt".replace("/", "_")] = \
+                feedback_text(shown_name, steps, checks, warning)
         with safe_files.written_atomically(Path(csv_path), "w", encoding="utf-8", newline="") as out:
             csv.writer(out).writerows(rows)  # a fresh file renamed into place: never half a file, never through a link
+        if feedback is not None:
+            write_feedback(feedback, texts)
     finally:
         exercises.remove_tree(scratch)
     return rows

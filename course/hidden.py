@@ -16,13 +16,14 @@ them. So the gradebook, like nbgrader's hidden tests:
 
 Each step has one to three named checks of one point each (`POINTS`); a check passes when every one of its
 cases matches. The reasons say where and how an answer differs (its shape, its dtype, the largest difference,
-NaN), never the reference's value. What this does not do is hide the teacher's files from a submission's
-code, which can read whatever the grading user can: on a shared machine, grade as a user who cannot read
-the teacher's clone (or in a container).
+NaN), never the reference's value. Every check always holds its edge cases (a residual of total zero, ties
+in top-p, scores near 200), whatever the seed: a re-grade with another seed gives the same code the same
+marks. Hiding the teacher's files from a hand-in's code is the sandbox's work (course/sandbox.py).
 """
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,8 @@ from course import probe
 from course import replay
 from course import scenarios
 from course.exercises import Check
+from loaders import safe_files
+from loaders.messages import printable
 
 ANSWERS_CAP = 64 * 1024**2  # bytes of answers the gradebook reads back from a child
 TOKENIZER_FILES = ("encoder.json", "vocab.bpe")  # what Encoder.bpe's checks read
@@ -121,9 +124,11 @@ def round_checks(number, rng):
             cases.append({"q_row": q_row, "p_row": p_row, "token": token, "seed": int(rng.integers(2**31))})
         return [check("_accept on fresh rows and seeds", "accept", cases)]
     rounds = scenarios.rounds_part(int(rng.integers(2**31)))
-    if number == 8:
+    if number == 8:  # always with the edge: equal rows, whose residual has a total of 0 (one-hot and spread)
+        equal = [scenarios.random_row(rng, 6) for _ in range(2)] + [np.eye(6)[int(rng.integers(6))]]
         return [check("_residual of fresh rows", "residual",
-                      [{"q_row": call["q_row"], "p_row": call["p_row"]} for call in rounds["residual"]])]
+                      [{"q_row": call["q_row"], "p_row": call["p_row"]} for call in rounds["residual"]]
+                      + [{"q_row": row, "p_row": row.copy()} for row in equal])]
     if number == 9:
         keys = ("q", "tokens", "parents", "rows", "depths", "seed", "accept_calls", "residual_calls")
         cases = [{key: case[key] for key in keys} for case in rounds["verify"]]
@@ -176,16 +181,41 @@ def expected_answers(step_request):
 
 
 def read_answers(path):
-    """A child's answers, decoded (numbers and arrays only); ValueError when missing, too large or malformed."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError("it wrote no answers")
-    if path.stat().st_size > ANSWERS_CAP:
+    """A child's answers, decoded; ValueError when missing, not a regular file, too large or malformed. Read
+    never through a link nor a pipe, and only as numbers (ints within 64 bits), arrays, texts and
+    lists and dicts of them: nothing a hand-in writes can overflow, hang or raise in the comparison."""
+    try:
+        with os.fdopen(os.open(path, safe_files.READ_NO_LINK), "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise ValueError("its answers are not a regular file")
+            data = file.read(ANSWERS_CAP + 1)
+    except FileNotFoundError:
+        raise ValueError("it wrote no answers") from None
+    except OSError as error:  # a link (ELOOP), a folder: not answers
+        raise ValueError(f"its answers could not be read ({error.strerror})") from None
+    if len(data) > ANSWERS_CAP:
         raise ValueError(f"its answers are larger than {ANSWERS_CAP // 1024**2} MB")
     try:
-        return replay.decode(json.loads(path.read_text(encoding="utf-8")))
+        return replay.decode(plain(json.loads(data.decode("utf-8"))))
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as error:  # bad data: json's, decode's
         raise ValueError(f"its answers could not be read ({type(error).__name__})") from None
+
+
+def plain(value, depth=0):
+    """`value` (parsed JSON) if it is only what answers hold, else ValueError: None, booleans, ints of at most
+    64 bits, floats, texts, and lists and dicts of them, nested at most 32 deep (a text is made printable
+    where it is shown: loaders/messages.printable)."""
+    if depth > 32:
+        raise ValueError("nested too deep")
+    if isinstance(value, list):
+        return [plain(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        return {plain(key, depth + 1): plain(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, bool) or value is None or isinstance(value, (float, str)):
+        return value
+    if isinstance(value, int) and -2**63 <= value < 2**64:
+        return value
+    raise ValueError(f"a {type(value).__name__} out of range")
 
 
 def difference(got, expected):
@@ -223,7 +253,7 @@ def judge(step_request, expected, answers):
             if not isinstance(answer, dict) or ("out" not in answer and "error" not in answer):
                 reason = f"case {j + 1}: a malformed answer"
             elif "error" in answer:
-                reason = f"case {j + 1} of {len(expected[i])}: {str(answer['error'])[:200]}"
+                reason = f"case {j + 1} of {len(expected[i])}: {printable(answer['error'])}"
             else:
                 found = difference(answer["out"], reference["out"])
                 reason = f"case {j + 1} of {len(expected[i])}: {found}" if found else ""

@@ -18,6 +18,14 @@ def shown(value, width=60):
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def printable(text, width=200):
+    """`text` safe to print, to write into a CSV or a file, cut to about `width` characters: a character that is
+    not printable (a terminal's escape code, a newline, a lone surrogate from a name in another encoding) is
+    written as its escape, as repr writes it. printable("bob\x1b[2J") == "bob\\x1b[2J"."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text)[: 4 * width])
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def os_error_text(error, unnamed="a file"):
     """One line for an OSError: the file it names (or `unnamed`) and what went wrong, with what to do when the disk
     is full: 'models/124M/encoder.json: the disk is full (No space left on device): free some space and run
