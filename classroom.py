@@ -25,12 +25,14 @@ working copy (git ignores it).
 import base64
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 
 from command_line.flags import as_bool, as_seconds, as_text, as_whole_number, check_models_dir, errors_as_one_line
 from command_line.scripts import as_whole_numbers, run_script
 from loaders import download
+from loaders import safe_files
 from loaders.weights import shown
 from course import exercises
 from course import gradebook
@@ -52,19 +54,40 @@ def hints(number):
     return [base64.b64decode(text).decode("utf-8") for text in encoded]
 
 
+def read_seen(path):
+    """{step: how many of its hints were seen} from the counter file at `path` ({} where there is none), read
+    as every file of the project is: never through a link; a damaged one is a ValueError naming it."""
+    fix = "delete it, and the count of hints seen starts again"
+    try:
+        with os.fdopen(os.open(path, safe_files.READ_NO_LINK), "rb") as file:
+            regular = stat.S_ISREG(os.fstat(file.fileno()).st_mode)
+            data = file.read(64 * 1024) if regular else b""
+    except FileNotFoundError:
+        return {}
+    except OSError as error:  # ELOOP: a link, which is never followed
+        raise ValueError(f"{path} could not be read ({error.strerror}; a link is never followed): {fix}") from None
+    try:
+        seen = json.loads(data.decode("utf-8")) if regular else None
+    except ValueError:
+        seen = None
+    if not isinstance(seen, dict) or not all(isinstance(n, int) and not isinstance(n, bool) for n in seen.values()):
+        raise ValueError(f"{path} is damaged (not a file of counts like {{\"3\": 1}}): {fix}")
+    return seen
+
+
 def hint(number, level=None, repo=exercises.REPO):
     """The text to show for `hint N [--level L]`: hint L, or the next one not yet seen (counted in repo)."""
     texts = hints(number)
     if not texts:
         return f"Step {number} has no hints: its section in EXERCISES.md says all there is."
     seen_path = Path(repo) / SEEN_FILE
-    seen = json.loads(seen_path.read_text(encoding="utf-8")) if seen_path.is_file() else {}
+    seen = read_seen(seen_path)
     if level is None:
         level = min(seen.get(str(number), 0) + 1, len(texts))
     if not 1 <= level <= len(texts):
         raise ValueError(f"step {number} has hints 1 to {len(texts)}; got --level {level}")
     seen[str(number)] = max(seen.get(str(number), 0), level)
-    seen_path.write_text(json.dumps(seen, indent=1) + "\n", encoding="utf-8")
+    safe_files.write_atomically(seen_path, json.dumps(seen, indent=1) + "\n")  # replaces a link, never follows one
     more = "" if level == len(texts) else f" (the next: `python classroom.py hint {number}`)"
     return f"Step {number}, hint {level} of {len(texts)}{more}:\n\n{texts[level - 1]}"
 

@@ -31,6 +31,18 @@ def in_ci() -> bool:
 
 
 @pytest.fixture
+def bubblewrap():
+    """Skip (fail in CI) where the gradebook's sandbox cannot be made: bubblewrap missing, or refused."""
+    from course import sandbox
+
+    why_not = sandbox.unavailable()
+    if why_not:
+        if in_ci():
+            pytest.fail("CI=true and the gradebook's sandbox is unavailable: " + why_not)
+        pytest.skip("the gradebook's sandbox is unavailable: " + why_not)
+
+
+@pytest.fixture
 def release_124M_dir():
     """Return `Path` of the folder with OpenAI's real 124M release files, or skip (fail in CI) without them.
 

@@ -146,6 +146,19 @@ def test_pytest_selects_a_steps_checks_by_its_marker(blank_copy):
     assert collected == [check.name for check in exercises.grade(7)]
 
 
+@pytest.mark.parametrize("damage", ["link", "not json", "a list", "a folder"])
+def test_the_hint_counter_is_never_read_or_written_through_a_link_and_a_damaged_one_is_named(damage, tmp_path):
+    """The counter (.classroom_hints_seen.json) is the learner's file: a link to another file is neither read nor
+    written through; a damaged counter is one line naming it and what to do, never a traceback."""
+    counter, elsewhere = tmp_path / classroom.SEEN_FILE, tmp_path / "elsewhere.json"
+    elsewhere.write_text('{"3": 1}')
+    {"link": lambda: counter.symlink_to(elsewhere), "not json": lambda: counter.write_text("{3: 1"),
+     "a list": lambda: counter.write_text("[1, 2]"), "a folder": counter.mkdir}[damage]()
+    with pytest.raises(ValueError, match=f"{classroom.SEEN_FILE}.*delete it, and the count of hints seen starts"):
+        classroom.hint(3, repo=tmp_path)
+    assert elsewhere.read_text() == '{"3": 1}'
+
+
 def test_hints_come_one_at_a_time_and_are_not_in_the_plain_text_of_exercises(tmp_path):
     exercises_md = (REPO_ROOT / "EXERCISES.md").read_text(encoding="utf-8")
     for number in exercises.GRADED:
@@ -176,6 +189,12 @@ def test_the_tokenizer_command_fetches_the_four_small_files_and_never_the_weight
     (["gradebook", "some-folder", "--csv", "grades.csv", "--jobs", "0"], "--jobs"),
     (["gradebook", "some-folder", "--csv", "grades.csv", "--steps", "7,11"], "open-ended"),
     (["gradebook", "--csv", "grades.csv"], "name the submission folders"),
+    (["gradebook", "some-folder", "--csv", "grades.csv", "--time_limit", "-1"], "--time_limit must be a number of "
+                                                                                 "seconds > 0"),
+    (["gradebook", "some-folder", "--csv", "grades.csv", "--time_limit", "0"], "--time_limit"),
+    (["gradebook", "some-folder", "--csv", "grades.csv", "--budget", "0"], "--budget"),
+    (["gradebook", "some-folder", "--csv", "grades.csv", "--run_untrusted_code_as_me", "maybe"],
+     "--run_untrusted_code_as_me"),
     (["tokenizer", "--models_dir", ""], "--models_dir is empty"),  # the current folder, after a download
 ])
 def test_every_argument_is_checked_before_any_work_one_line_and_exit_2(args, message, tmp_path):
@@ -186,7 +205,7 @@ def test_every_argument_is_checked_before_any_work_one_line_and_exit_2(args, mes
     assert message in run.stderr
 
 
-def test_the_gradebook_command_grades_folders_into_a_csv_with_feedback(tmp_path):
+def test_the_gradebook_command_grades_folders_into_a_csv_with_feedback(tmp_path, bubblewrap):
     """The README's command, with --steps quoted, --jobs and --feedback: the reference's files earn every point."""
     reference = tmp_path / "alice"
     reference.mkdir()

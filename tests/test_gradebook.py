@@ -6,8 +6,8 @@ submission; why the checks are drawn fresh and judged in the gradebook's own pro
 
 Hostile submissions of `sampling.py`, graded on steps 7 (`_accept`) and 8 (`_residual`), each misbehaving in
 one or two steps: every misbehaving step scores 0 with a reason that says what happened, every other step is
-graded as usual, and nothing a submission started is left running. The limits are small to keep the tests
-short: 8 seconds a step, 1 GB of memory.
+graded as usual. The limits are small to keep the tests short: 8 seconds a step, 1 GB of memory. What the
+sandbox hides and stops (the teacher's clone, other hand-ins, processes left behind) is tests/test_sandbox.py's.
 """
 
 import csv
@@ -18,7 +18,11 @@ import sys
 import pytest
 
 from course import gradebook
+from course import no_sandbox
+from course import sandbox
 from conftest import REPO_ROOT
+
+pytestmark = pytest.mark.usefixtures("bubblewrap")  # every hand-in is graded in bubblewrap's sandbox
 
 REFERENCE = (REPO_ROOT / "sampling.py").read_text(encoding="utf-8")
 ACCEPT_BODY = '''    u = rng.random()  # u ~ U[0, 1)
@@ -30,8 +34,7 @@ RESIDUAL_BODY = '''    residual = np.maximum(q_row - p_row, 0.0)  # [n_vocab]
 '''
 LOOP = "    while True:\n        pass\n"
 SPAWN = '''    import subprocess, sys
-    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    open({pid_file!r}, "w").write(str(child.pid))
+    subprocess.Popen([sys.executable, "-c", "while True: pass"])
     while True:
         pass
 '''
@@ -49,20 +52,7 @@ def submission(folder, accept=ACCEPT_BODY, residual=RESIDUAL_BODY, files=None):
     return folder
 
 
-def running(pid):
-    """Whether process pid still runs (a zombie, killed but not yet reaped by its new parent, does not)."""
-    status = f"/proc/{pid}/stat"
-    if os.path.exists("/proc"):
-        return os.path.exists(status) and open(status).read().split(")")[-1].split()[0] not in ("Z", "X")
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
-
-
 def test_each_misbehaving_step_scores_0_with_its_reason_and_the_rest_is_graded(tmp_path):
-    pid_file = tmp_path / "grandchild.pid"
     submissions = [
         submission(tmp_path / "loops", accept=LOOP),
         submission(tmp_path / "crashes_and_floods", accept="    import os\n    os._exit(3)\n",
@@ -70,7 +60,7 @@ def test_each_misbehaving_step_scores_0_with_its_reason_and_the_rest_is_graded(t
         submission(tmp_path / "edits_its_tests", residual="    return q_row\n", files={
             "tests/test_accept_and_residual.py": "import pytest\n\n@pytest.mark.step8\ndef test_fine():\n    pass\n",
             "tests/conftest.py": "", "classroom.py": "raise SystemExit(0)\n", "course/exercises.py": "GRADED = ()\n"}),
-        submission(tmp_path / "spawns_and_hogs", accept=SPAWN.format(pid_file=str(pid_file)),
+        submission(tmp_path / "spawns_and_hogs", accept=SPAWN,
                    residual="    return np.ones(4 * 1024**3 // 8)\n"),
     ]
     rows = gradebook.gradebook(submissions, tmp_path / "grades.csv", steps=(7, 8), time_limit=8,
@@ -85,9 +75,9 @@ def test_each_misbehaving_step_scores_0_with_its_reason_and_the_rest_is_graded(t
     assert "step 7: _accept on fresh rows and seeds: the run ended with exit code 3" in reasons["crashes_and_floods"]
     assert "step 8: _residual of fresh rows: printed more than 1024 kB" in reasons["crashes_and_floods"]
     assert reasons["edits_its_tests"].startswith("step 8: _residual of fresh rows: case ")
-    assert "step 7: _accept on fresh rows and seeds: ran past its time limit" in reasons["spawns_and_hogs"]
+    assert "step 7: _accept on fresh rows and seeds: case 1 of 40: PermissionError: [Errno 1] Operation not " \
+           "permitted" in reasons["spawns_and_hogs"]  # the sandbox starts no process
     assert "MemoryError" in reasons["spawns_and_hogs"]
-    assert pid_file.exists() and not running(int(pid_file.read_text())), "the looping grandchild was left running"
     with open(tmp_path / "grades.csv", newline="", encoding="utf-8") as written:
         assert [row[:3] + row[5:7] for row in csv.reader(written)][1:] == [
             [str(s)] + [str(v) for v in scores[os.path.basename(str(s))]] for s in submissions]
@@ -104,8 +94,8 @@ def test_a_submission_that_is_not_a_folder_is_refused_before_anything_runs(tmp_p
 def test_the_job_object_limits_have_the_layout_of_windows_own_structures():
     """Windows reads the bytes as JOBOBJECT_BASIC_LIMIT_INFORMATION (64 bytes on x64) inside
     JOBOBJECT_EXTENDED_LIMIT_INFORMATION (144 bytes), the memory limit for the whole job at offset 120."""
-    assert ctypes.sizeof(gradebook.BasicLimits) == 64 and ctypes.sizeof(gradebook.ExtendedLimits) == 144
-    assert gradebook.ExtendedLimits.JobMemoryLimit.offset == 120
+    assert ctypes.sizeof(no_sandbox.BasicLimits) == 64 and ctypes.sizeof(no_sandbox.ExtendedLimits) == 144
+    assert no_sandbox.ExtendedLimits.JobMemoryLimit.offset == 120
 
 
 GPT2 = (REPO_ROOT / "gpt2.py").read_text(encoding="utf-8")
@@ -168,7 +158,7 @@ def test_every_score_is_one_the_work_earned_forged_reports_and_replayed_answers_
     assert reasons["naive"] == "step 2: attention at scores near 200 (a softmax safe from overflow): case 1 of 2: " \
                                "NaN where the reference is finite"
     assert reasons["nested"].startswith("warning: it holds none of") and "they are in homework" in reasons["nested"]
-    files = sorted(path.name for path in feedback.iterdir())
+    files = sorted(path.name for path in feedback.iterdir() if path.name != gradebook.FEEDBACK_LIST)
     assert files == ["001-reference.txt", "002-forger.txt", "003-replayer.txt", "004-naive.txt", "005-helped.txt",
                      "006-nested.txt"]
     naive_feedback = (feedback / "004-naive.txt").read_text(encoding="utf-8")
@@ -215,16 +205,20 @@ def test_step_5_finds_the_tokenizer_files_in_the_teachers_models_folder_and_the_
     assert rows[1][1:2] == [1], rows[1]
 
 
-def test_a_system_that_refuses_the_memory_cap_is_graded_with_the_time_limit_and_a_note(tmp_path, monkeypatch, capsys):
-    """macOS 12 and later reject setrlimit(RLIMIT_AS): the cap fails in the child before Python starts (here
-    made to fail the same way), which once ended the gradebook in a traceback."""
+def test_a_system_that_refuses_the_memory_cap_is_graded_unsandboxed_with_the_time_limit_and_a_note(tmp_path,
+                                                                                                   monkeypatch, capsys):
+    """macOS 12 and later reject setrlimit(RLIMIT_AS) (and have no bubblewrap: the teacher passed
+    --run_untrusted_code_as_me): the cap fails in the child before Python starts (here made to fail the same
+    way), which once ended the gradebook in a traceback."""
     resource = pytest.importorskip("resource")  # POSIX only: Windows caps memory with a Job Object
 
     def refuse(*args):
         raise ValueError("current limit exceeds maximum limit")
 
+    monkeypatch.setattr(sandbox, "unavailable", lambda: "bubblewrap runs on Linux only (this is darwin)")
     monkeypatch.setattr(resource, "setrlimit", refuse)  # the forked child runs the parent's resource module
-    rows = gradebook.gradebook([submission(tmp_path / "student")], tmp_path / "grades.csv", steps=(8,))
+    rows = gradebook.gradebook([submission(tmp_path / "student")], tmp_path / "grades.csv", steps=(8,),
+                               trust_unsandboxed=True)
     assert rows[1][1] == 1
     assert "memory is not capped, the time limit holds" in capsys.readouterr().err
 
@@ -242,3 +236,27 @@ def test_answers_a_child_wrote_are_read_as_numbers_or_refused_with_a_reason(writ
         path.write_text(written)
     with pytest.raises(ValueError, match=why):
         hidden.read_answers(path)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_residual_without_the_zero_total_guard_fails_step_8_whatever_the_seed(seed, monkeypatch):
+    """Equal rows leave a residual of total 0 (the reference returns q). Drawn at random they came in 5 seeds
+    of 40, so the gradebook once gave this slip the point in 5 runs of 6; step 8's check now always holds
+    them. The reference passes on the same seeds (the check is not simply failing everything)."""
+    from course import hidden
+    from course import probe
+    import numpy as np
+    import sampling
+
+    request = hidden.request(8, seed)
+    expected = hidden.expected_answers(request)
+    assert hidden.judge(request, expected, hidden.through_json(probe.observe(request)))[0].passed
+
+    def unguarded(q_row, p_row):
+        with np.errstate(invalid="ignore"):
+            residual = np.maximum(q_row - p_row, 0.0)
+            return residual / residual.sum()
+
+    monkeypatch.setattr(sampling, "_residual", unguarded)
+    judged = hidden.judge(request, expected, hidden.through_json(probe.observe(request)))[0]
+    assert not judged.passed and "NaN where the reference is finite" in judged.reason
