@@ -235,10 +235,14 @@ class Check(NamedTuple):
     reason: str  # one line: why it failed or was skipped ("" when it passed)
 
 
+def pytest_arguments(number):
+    """pytest's arguments for step N's checks: its marker on the step's test files."""
+    return ["-m", f"step{number}", *graded_step(number).tests, "-q", "-p", "no:cacheprovider", PER_TEST_TIMEOUT]
+
+
 def pytest_command(number, report, *extra):
-    """The child's command line: step N's marker on the step's test files, a JUnit report into `report`."""
-    return [sys.executable, "-m", "pytest", "-m", f"step{number}", *graded_step(number).tests, "-q",
-            "-p", "no:cacheprovider", PER_TEST_TIMEOUT, f"--junitxml={report}", *extra]
+    """The child's command line: step N's checks, a JUnit report into `report`."""
+    return [sys.executable, "-m", "pytest", *pytest_arguments(number), f"--junitxml={report}", *extra]
 
 
 def child_environment():

@@ -101,7 +101,7 @@ def run_limited(process, job, time_limit, stopping, output_cap=OUTPUT_CAP):
 
 def child_request(step_request, sandboxed):
     """The request as the child reads it: in the sandbox, step 5's tokenizer files are at sandbox.MODELS."""
-    if not sandboxed:
+    if not sandboxed or "checks" not in step_request:
         return step_request
     checks = [{**check, "shared": {**check["shared"], "models_dir": sandbox.MODELS}} if "models_dir" in
               check.get("shared", {}) else check for check in step_request["checks"]]
@@ -209,6 +209,25 @@ def grade_handin(submission, own, template, requests, expected, limits, models_d
         bar.update()
     exercises.remove_tree(own)
     return checks, warning
+
+
+def shipped_checks(number, repo, time_limit=600.0, memory_bytes=MEMORY_CAP_BYTES):
+    """[Check] of step `number`'s shipped tests (`classroom.py grade N`) on the folder `repo`, run as the
+    gradebook runs a hand-in: in the sandbox, through the probe, under the limits. The report is the learner's
+    code speaking (fine for practice, never for a grade); what matters is that it runs the way a grade does."""
+    if not (Path(repo) / "pytest.ini").is_file():
+        raise ValueError(f"{repo} is not a copy of the repository (no pytest.ini): pass --repo FOLDER")
+    limits = Limits(time_limit, memory_bytes, time_limit, sandboxed=True)
+    with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
+        folder, stopping = Path(scratch), threading.Event()
+        process, job = start_child(Path(repo), folder, {"pytest": exercises.pytest_arguments(number)}, time_limit,
+                                   limits, hidden.tokenizer_folder(repo))
+        try:
+            returncode, output, stopped = run_limited(process, job, time_limit, stopping)
+        except KeyboardInterrupt:
+            no_sandbox.stop_all(process, job)
+            raise
+        return exercises.checks_or_crash(folder / "answers" / "report.xml", returncode, stopped or output)
 
 
 def check_outputs(csv_path, feedback):

@@ -113,7 +113,7 @@ def command(argv, handin, request, answers, teachers_clone, seccomp, models=None
                   "--size", str(TMP_BYTES), "--tmpfs", "/dev/shm",
                   "--ro-bind", str(handin), HANDIN, "--ro-bind", str(request), REQUEST, "--bind", str(answers), ANSWERS]
     if models is not None:
-        arguments += ["--ro-bind", str(models), f"{MODELS}/124M"]
+        arguments += ["--ro-bind", str(models), f"{MODELS}/124M", "--setenv", "GPT2_MODELS_DIR", MODELS]
     return [shutil.which("bwrap") or "bwrap", *arguments, "--chdir", HANDIN, "--seccomp", str(seccomp), "--", *argv]
 
 

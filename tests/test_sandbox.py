@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import REPO_ROOT
+from course import exercises
 from course import gradebook
 from course import sandbox
 
@@ -237,3 +238,18 @@ def test_a_second_run_replaces_the_feedback_files_of_the_first_and_keeps_the_tea
     gradebook.gradebook([carol], tmp_path / "grades.csv", steps=(7,), feedback=feedback)
     assert sorted(p.name for p in feedback.glob("*.txt")) == ["001-carol.txt", "notes.txt"]
     assert (feedback / "notes.txt").read_text() == "the teacher's own notes"
+
+
+def test_grade_n_runs_a_hand_in_as_the_gradebook_does_so_a_teachers_spot_check_shows_what_it_saw(tmp_path):
+    """An _accept that works only when the command line names pytest: `classroom.py grade 7` (the probe, in the
+    sandbox) and the gradebook both fail it for the same reason. Run by plain pytest, as grade N once ran it,
+    it passes: the spot check misled."""
+    cheat = '    import sys\n    if "pytest" not in " ".join(sys.argv):\n        raise NotImplementedError("not pytest")\n'
+    copy = exercises.write_student_copy(REPO_ROOT, tmp_path / "copy")
+    (copy / "sampling.py").write_text(REFERENCE.replace(ACCEPT_BODY, cheat + ACCEPT_BODY), encoding="utf-8")
+    spot_check = gradebook.shipped_checks(7, copy)
+    assert [(c.passed, c.reason.endswith("NotImplementedError: not pytest")) for c in spot_check] == [(False, True)]
+    graded = grade(tmp_path, [hand_in(tmp_path / "hand-ins" / "cheat", accept=cheat + ACCEPT_BODY)])
+    assert graded["cheat"] == (0, "step 7: _accept on fresh rows and seeds: case 1 of 40: NotImplementedError: "
+                                  "not pytest")
+    assert all(check.passed for check in exercises.grade(7, copy))  # plain pytest: the cheat passes
