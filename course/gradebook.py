@@ -168,8 +168,9 @@ def handin_files(submission, used):
         files[name] = data
     if any(name in files for name in exercises.STUDENT_FILES):
         return files, "", ""
-    nested = sorted({path.parent.relative_to(submission).as_posix() for file in exercises.STUDENT_FILES
-                     for path in submission.rglob(Path(file).name) if path.parent != submission})
+    names = {Path(file).name for file in exercises.STUDENT_FILES}
+    nested = sorted({Path(folder).relative_to(submission).as_posix() for folder, _, found in os.walk(submission)
+                     if names & set(found) and Path(folder) != submission})  # os.walk follows no link
     where = f" (they are in {', '.join(nested)}: hand in the files themselves, at the top)" if nested else ""
     return files, "", f"warning: it holds none of {', '.join(exercises.STUDENT_FILES)}{where}"
 
@@ -336,9 +337,10 @@ def gradebook(submissions, csv_path, steps=exercises.GRADED, time_limit=TIME_LIM
                 except Exception as error:  # a hand-in that breaks the gradebook's own work: its row says how
                     why = f"the gradebook could not grade it: {type(error).__name__}: {error}"
                     checks, warning = {n: failed_step(requests[n], why) for n in steps}, ""
+                warning = printable(warning, 400)  # it may name the hand-in's folders
                 if warning:
                     bar.write(f"{printable(submission)}: {warning}", file=sys.stderr)
-                return checks, printable(warning)
+                return checks, warning
 
             with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
                 futures = [pool.submit(grade_one, i, s) for i, s in enumerate(submissions)]
