@@ -8,6 +8,7 @@
     python main.py --tree 2,2,1          # a tree of guesses (2 at depth 1, 2 under each, 1 under those)
     python main.py --trace               # one line per round: the guesses, p, q, the draw, kept or rejected
     python main.py --plot rounds.png     # a picture of the rounds (needs matplotlib)
+    python main.py --html rounds.html    # a web page of the rounds: every round's p, q, u, residual, one click away
     python main.py --verbose             # also what only the machine needs (each matrix product's route)
     python main.py --plain               # gpt2.py alone, without speed/ plugged in: the same tokens, slower
 
@@ -49,7 +50,7 @@ import numpy as np
 import drafters
 import sampling
 import show
-from command_line import report
+from command_line import page, report
 from command_line.checks import load_and_check
 from command_line.flags import check_flags, damage_as_one_line, errors_as_one_line
 from command_line.report import Run
@@ -110,7 +111,7 @@ def main(prompt="Alan Turing theorized that computers would one day become", n_t
          draft_model_size="124M", target_model_size="355M", K=4, temperature=0.0, top_k=None, top_p=None, seed=123,
          kv_cache=True, models_dir="models", base_url=None, download_retries=3, drafter="model", max_ngram=None,
          min_ngram=1, tree=None, color="auto", trace=False, plot=None, download_deadline=None, r_table=None,
-         verbose=False, plain=False):
+         verbose=False, plain=False, html=None):
     """Generate the same continuation with autoregressive sampling (target alone) and speculative sampling.
 
     Args:
@@ -138,6 +139,7 @@ def main(prompt="Alan Turing theorized that computers would one day become", n_t
         r_table: with --K auto, plan with the costs in this file (as a run with --K auto keeps them, e.g. models/355M/r_table.json) instead of measuring them.
         verbose: also print what only the machine needs: the route each matrix product takes on this machine.
         plain: run gpt2.py alone, without speed/ plugged in (the same greedy tokens, slower): what the core does by itself.
+        html: write a web page of the rounds to this file, e.g. rounds.html: each guess's p, q and u, the residual, the bonus token's row (one self-contained file).
     """
     arguments = dict(locals())  # main()'s arguments, as given
     with errors_as_one_line():  # a bad flag, a failed download, a damaged checkpoint: one line `error: ...`
@@ -167,6 +169,7 @@ def main(prompt="Alan Turing theorized that computers would one day become", n_t
                                       show.TextStream(token_bytes, sys.stdout, color))
         report.print_run(speculative, has_draft=draft is not None)
     report.print_summary(flags, len(prompt_ids), autoregressive, speculative, token_bytes, color)
+    page.write_page(flags, autoregressive, speculative, token_bytes, costs)  # --html FILE: the rounds' page
 
 
 def run_command_line(argv):

@@ -261,26 +261,40 @@ def check_models_dir(models_dir):
                          f"folder to download models into")
 
 
-def check_plot_path(plot):
-    """ValueError unless matplotlib is installed and `plot` names a file that can be written, in an existing
-    folder, with a suffix matplotlib knows. Checked before the run, so a bad path does not waste one."""
-    show.import_matplotlib()  # one line saying how to install it, if it is missing
-    path = Path(plot)
+def output_path(value, flag, example):
+    """Path(value), or a ValueError unless it names a file in an existing folder (example: what to write)."""
+    path = Path(value)
     try:
-        if "\0" in plot:
+        if "\0" in value:
             raise ValueError("it holds a NUL character")
         misplaced = path.is_dir() or not path.parent.is_dir()
     except (OSError, ValueError) as error:  # a name too long for the file system, say
         reason = getattr(error, "strerror", error)
-        raise ValueError(f"--plot {shown(plot)} cannot be written: {reason}") from None
+        raise ValueError(f"{flag} {shown(value)} cannot be written: {reason}") from None
     if misplaced:
-        raise ValueError(f"--plot must name a file in an existing folder, e.g. rounds.png; got {shown(plot)}")
+        raise ValueError(f"{flag} must name a file in an existing folder, e.g. {example}; got {shown(value)}")
+    return path
+
+
+def check_plot_path(plot):
+    """ValueError unless matplotlib is installed and `plot` names a file that can be written, in an existing
+    folder, with a suffix matplotlib knows. Checked before the run, so a bad path does not waste one."""
+    show.import_matplotlib()  # one line saying how to install it, if it is missing
+    path = output_path(plot, "--plot", "rounds.png")
     from matplotlib.figure import Figure
 
     formats = Figure().canvas.get_supported_filetypes()
     if path.suffix.lstrip(".").lower() not in formats:
         raise ValueError(f"--plot {plot}: the name must end in one of {', '.join('.' + f for f in formats)}")
     check_writable(path, "--plot")
+
+
+def check_html_path(html):
+    """ValueError unless `html` names a writable .html (or .htm) file in an existing folder, before the run."""
+    path = output_path(html, "--html", "rounds.html")
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"--html {shown(html)}: the name must end in .html (a web page opens by its suffix)")
+    check_writable(path, "--html")
 
 
 def check_writable(path, flag):
@@ -365,6 +379,7 @@ class Flags:
     r_table: object  # None, or the path of a costs file (calibration.load_costs) that K=auto plans with
     verbose: bool = False  # also print what only the machine needs (the routes of the matrix products)
     plain: bool = False  # the plain core alone: create_model_fn(..., plain=True), no speed/ plugged in
+    html: object = None  # None, or the file the rounds' page is written to (command_line/page.py)
 
 
 def check_flags(**arguments):
@@ -404,6 +419,7 @@ def check_flags(**arguments):
         r_table=as_optional(a["r_table"], as_text, "--r_table"),
         verbose=as_bool(a["verbose"], "--verbose"),
         plain=as_bool(a["plain"], "--plain"),
+        html=as_optional(a["html"], as_text, "--html"),
     )
     if not flags.prompt:
         raise ValueError("--prompt is empty: give some text to continue")
@@ -431,6 +447,8 @@ def check_flags(**arguments):
     check_models_dir(flags.models_dir)
     if flags.plot is not None:
         check_plot_path(flags.plot)
+    if flags.html is not None:
+        check_html_path(flags.html)
     if all(name in MODEL_SIZES or name in HUB_MODELS for name in names):  # all of them have n_ctx = 1024
         if flags.n_tokens_to_generate + 1 > RELEASED_N_CTX:  # a prompt has at least one token
             raise ValueError(

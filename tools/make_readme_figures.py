@@ -15,7 +15,8 @@ the plots and the sentences that quote them come from the same run. The parts, i
 
     README        worked-round (tools/worked_round.py), exactness-table, cost-table and cost-summary (c and r
                   with and without the KV cache, the predicted speedup, break-even alphas), sample-run
-                  (`python main.py` on tools/random_models.py's folders; skipped with real weights)
+                  (`python main.py` on tools/random_models.py's folders; skipped with real weights), page-size
+                  (`python main.py --html` on tiny random models; img/rounds_page.png: the page, by headless Chromium)
     BENCHMARKS    drafter-table and drafter-summary (tools/benchmark.py's drafters), tree-table,
                   break-even-table (from lookahead.R_TABLE, no timing), forward-run, forward-table,
                   forward-breakdown, forward-summary, r-table, context-table (tools/benchmark_forward.py),
@@ -43,6 +44,7 @@ import contextlib
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,6 +58,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
+
+import numpy as np  # noqa: E402
 
 from tools import benchmark  # noqa: E402
 import drafters  # noqa: E402
@@ -83,7 +87,9 @@ from tools.measured_parts import (  # noqa: E402
     text_benchmark_block,
 )
 from tools.pages import fix_line_links, fmt_alpha, read_part, span, wrap, write_parts  # noqa: E402
-from tools.random_models import SAMPLE_RUN_SEED, write_random_models  # noqa: E402
+from loaders.random_weights import random_params  # noqa: E402
+from tools.model_files import write_hf_folder  # noqa: E402
+from tools.random_models import SAMPLE_RUN_SEED, TINY_HPARAMS, write_random_models, write_trace_models  # noqa: E402
 from tools.small_parts import SMALL_PARTS  # noqa: E402
 
 ALPHA = 0.8  # the one acceptance rate the cost table predicts at
@@ -191,6 +197,45 @@ def sample_run(seed, tokenizer_dir, n_tokens, sizes=("124M", "355M")):
         out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=True).stdout
     shown = " ".join(["python"] + command[1:]).replace(str(Path(tmp)), "/tmp")
     return f"```text\n$ {shown}\n{out.replace(str(Path(tmp)), '/tmp').rstrip()}\n```"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The rounds' page (main.py --html): a screenshot, and what a long run's page weighs
+# ------------------------------------------------------------------------------------------------------------
+
+
+PAGE_COMMAND = ["--prompt", "Alan Turing theorized that computers", "--n_tokens_to_generate", "30", "--K", "4",
+                "--temperature", "1", "--color", "never"]  # the README's trace run
+PAGE_SIZE_TOKENS = 1550  # enough tokens for over 1,000 rounds of a draft that is mostly wrong
+
+
+def rounds_page(tokenizer_dir, img_dir, dry_run):
+    """The page-size part; unless dry_run, img_dir/rounds_page.png too: headless Chromium's screenshot of the
+    README's trace run's page at its round 2. The size is measured on a run of PAGE_SIZE_TOKENS tokens by two
+    unrelated tiny random models (TINY_HPARAMS, a longer context), whose rounds mostly write one token."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    with tempfile.TemporaryDirectory() as tmp:
+        near, target = write_trace_models(Path(tmp) / "models", tokenizer_dir)  # named as the README's command does
+        html = Path(tmp) / "rounds.html"
+        subprocess.run([sys.executable, REPO / "main.py", *PAGE_COMMAND, "--draft_model_size", f"models/{near.name}",
+                        "--target_model_size", f"models/{target.name}", "--html", html], cwd=tmp, capture_output=True,
+                       check=True)
+        if not dry_run and chromium:
+            subprocess.run([chromium, "--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
+                            f"--user-data-dir={Path(tmp) / 'profile'}", f"--screenshot={Path(img_dir).resolve() / 'rounds_page.png'}",
+                            "--window-size=1100,1250", html.as_uri() + "#round=2"], capture_output=True, check=True)
+        hparams = {**TINY_HPARAMS, "n_ctx": PAGE_SIZE_TOKENS + 50}
+        folders = [write_hf_folder(Path(tmp) / name, random_params(hparams, np.random.default_rng(seed), std=0.5),
+                                   hparams, tokenizer_dir) for name, seed in (("draft", 2), ("target", 1))]
+        out = subprocess.run([sys.executable, "main.py", "--n_tokens_to_generate", str(PAGE_SIZE_TOKENS), "--temperature",
+                              "1", "--draft_model_size", folders[0], "--target_model_size", folders[1], "--html", html,
+                              "--color", "never"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+        rounds = int(re.search(r"; (\d+) rounds, \d+ target forward passes", out).group(1))
+        size = html.stat().st_size
+    template = (REPO / "command_line" / "page.html").stat().st_size
+    return wrap(f"A page of {rounds:,} rounds ({PAGE_SIZE_TOKENS:,} tokens, K = 4, two unrelated tiny random models): "
+                f"{size / 1000:,.0f}\u00a0kB, {template / 1000:.0f}\u00a0kB of it CSS and script, "
+                f"{(size - template) / rounds:,.0f} bytes a round.")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -369,8 +414,8 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
             gradebook; 0 leaves its table as it is).
         only: some of the small parts alone, comma-separated (of SMALL_PARTS: lookup-timing, bpe-timing,
             sampler-timing, design-timing, hf-agreement, unicode-count; or text-benchmark, llama-cpp,
-            grading-time, which take some minutes, or sample-run: main.py on random weights, as --random_weights
-            runs it), each marked as measured alone.
+            grading-time, which take some minutes, page-size (the rounds' page and its screenshot), or
+            sample-run: main.py on random weights, as --random_weights runs it), each marked as measured alone.
     """
     started = time.time()
     flags = " --random_weights" if random_weights else ""
@@ -422,6 +467,7 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
             alone = {**SMALL_PARTS, "text-benchmark": lambda forward, tokenizer: text_benchmark_block(text_repeats),
                      "llama-cpp": lambda forward, tokenizer: llama_cpp_block(llama_repeats),
                      "grading-time": lambda forward, tokenizer: grading_block(grading_submissions),
+                     "page-size": lambda forward, tokenizer: rounds_page(tokenizer, img_dir, dry_run),
                      "sample-run": lambda forward, tokenizer: sample_run(
                          seed + SAMPLE_RUN_SEED, tokenizer, sample_run_tokens,
                          benchmark.as_list(sample_run_sizes, "sample_run_sizes", str))}
@@ -464,6 +510,7 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         blocks["sample-run"] = sample_run(seed + SAMPLE_RUN_SEED, tokenizer_dir, sample_run_tokens,
                                           benchmark.as_list(sample_run_sizes, "sample_run_sizes", str))
     blocks["break-even-table"] = break_even_table()
+    blocks["page-size"] = rounds_page(tokenizer_dir, img_dir, dry_run)
 
     forward = {"results": [], "contexts": {}, "runs": []}
     forward_sizes = ",".join(benchmark_forward.parse_list(forward_sizes)) if forward_sizes else ""
