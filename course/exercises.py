@@ -281,7 +281,10 @@ def grade(number, repo=REPO):
 def checks_or_crash(report, returncode, output):
     """The report's checks; or, when there is none (a crash, a collection error, nothing selected), one failed
     check whose reason is the run's last line of output."""
-    checks = read_report(report) if Path(report).is_file() else []
+    try:
+        checks = read_report(report) if Path(report).is_file() and Path(report).stat().st_size else []
+    except ElementTree.ParseError:  # a report cut short (a crash while pytest wrote it)
+        checks = []
     if not checks:
         last = next((line for line in reversed(output.splitlines()) if line.strip()), "no output")
         checks = [Check("the run", False, f"ended with exit code {returncode} and no check run: {last.strip()[:200]}")]

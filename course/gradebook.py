@@ -53,6 +53,7 @@ MEMORY_CAP_BYTES = 2 * 1024**3
 OUTPUT_CAP = 1024**2  # bytes of output a step may print before it is stopped
 KEPT_OUTPUT = 16 * 1024  # bytes of that output kept to explain a crash
 FILE_CAP = 1024**2  # bytes of one file of a hand-in (a learner's gpt2.py is about 20 kB)
+ANSWER_FILES = ("answers.json", "report.xml")  # what a child writes: the probe's answers, pytest's report
 FEEDBACK_LIST = ".gradebook-feedback.json"  # in the feedback folder: the files the last run wrote there
 
 
@@ -114,6 +115,8 @@ def start_child(tree, folder, step_request, seconds, limits, models_dir):
     writable."""
     request_path, answers = folder / "request.json", folder / "answers"
     answers.mkdir()
+    for name in ANSWER_FILES:  # the only files the child can write outside its /tmp: made here, empty
+        (answers / name).touch()
     request_path.write_text(json.dumps(replay.encode(child_request(step_request, limits.sandboxed)),
                                        separators=(",", ":")), encoding="utf-8")
     if limits.sandboxed:

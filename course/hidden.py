@@ -193,6 +193,8 @@ def read_answers(path):
         raise ValueError("it wrote no answers") from None
     except OSError as error:  # a link (ELOOP), a folder: not answers
         raise ValueError(f"its answers could not be read ({error.strerror})") from None
+    if not data:  # the gradebook makes the file empty: the child never wrote it
+        raise ValueError("it wrote no answers")
     if len(data) > ANSWERS_CAP:
         raise ValueError(f"its answers are larger than {ANSWERS_CAP // 1024**2} MB")
     try:

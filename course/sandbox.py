@@ -8,10 +8,12 @@ processes behind and files in /tmp. Autograders grade in containers for this rea
 use Docker); on Linux, bubblewrap (`bwrap`, Debian/Ubuntu's package `bubblewrap`, used by Flatpak) makes the same
 kind of sandbox from the kernel's namespaces, without root and without a daemon. Inside, the hand-in sees:
 - /handin: its own copy (the teacher's student copy with the hand-in's files), read-only, as the working folder;
-- /request.json read-only and /answers, the one folder it can write, which the gradebook reads back;
+- /request.json read-only, and the files in /answers (answers.json, report.xml), the only files outside /tmp
+  it can write (each a file the gradebook made, bound alone: it can make no new one there), read back after;
 - the Python and the packages it runs with, read-only (the interpreter's folders; /usr; the 124M folder at
   /models/124M for step 5's tokenizer files), and nothing else of the disk: not the teacher's clone, home or other hand-ins;
-- a private /tmp and /dev/shm (tmpfs of TMP_BYTES each, gone with the sandbox), an empty environment but for
+- a private /tmp and /dev/shm (tmpfs of TMP_BYTES each, gone with the sandbox; the rest read-only, bwrap's
+  own / and /dev included), an empty environment but for
   ENVIRONMENT, no network, its own hostname, its own process IDs (/proc shows only its own processes, and when
   the sandbox's first process ends the kernel ends every other one: setsid and double forks do not escape);
 - no new processes: a seccomp filter (`bwrap --seccomp`) refuses fork, vfork and every clone that is not a
@@ -31,7 +33,7 @@ import sys
 from pathlib import Path
 
 TMP_BYTES = 64 * 1024**2  # the size of the sandbox's /tmp, and of its /dev/shm
-FILE_BYTES = 128 * 1024**2  # the largest file the hand-in may write (RLIMIT_FSIZE)
+FILE_BYTES = 65 * 1024**2  # the largest file the hand-in may write (RLIMIT_FSIZE): the answers' cap and a little
 OPEN_FILES = 256  # RLIMIT_NOFILE
 ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONUTF8": "1",
                "PYTHONDONTWRITEBYTECODE": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -101,7 +103,7 @@ def system_mounts():
 
 def command(argv, handin, request, answers, teachers_clone, seccomp, models=None):
     """The bwrap command line running `argv` in the sandbox: `handin` at HANDIN (read-only, the working folder),
-    `request` at REQUEST, the folder `answers` at ANSWERS (writable), `models` (a 124M folder: the tokenizer
+    `request` at REQUEST, each file of the folder `answers` in ANSWERS (writable), `models` (a 124M folder: the tokenizer
     files) at MODELS/124M. The
     seccomp program is read from the file descriptor `seccomp` (`start` passes it to the child)."""
     arguments = ["--unshare-all", "--die-with-parent", "--new-session", "--hostname", "handin",
@@ -111,9 +113,12 @@ def command(argv, handin, request, answers, teachers_clone, seccomp, models=None
         arguments += ["--ro-bind", str(folder), str(folder)]
     arguments += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
                   "--size", str(TMP_BYTES), "--tmpfs", "/dev/shm",
-                  "--ro-bind", str(handin), HANDIN, "--ro-bind", str(request), REQUEST, "--bind", str(answers), ANSWERS]
+                  "--ro-bind", str(handin), HANDIN, "--ro-bind", str(request), REQUEST]
+    for file in sorted(Path(answers).iterdir()):  # each file, not the folder: no new file, the disk not filled
+        arguments += ["--bind", str(file), f"{ANSWERS}/{file.name}"]
     if models is not None:
         arguments += ["--ro-bind", str(models), f"{MODELS}/124M", "--setenv", "GPT2_MODELS_DIR", MODELS]
+    arguments += ["--remount-ro", "/", "--remount-ro", "/dev"]  # bwrap's own tmpfs: memory no cap would count
     return [shutil.which("bwrap") or "bwrap", *arguments, "--chdir", HANDIN, "--seccomp", str(seccomp), "--", *argv]
 
 

@@ -253,3 +253,45 @@ def test_grade_n_runs_a_hand_in_as_the_gradebook_does_so_a_teachers_spot_check_s
     assert graded["cheat"] == (0, "step 7: _accept on fresh rows and seeds: case 1 of 40: NotImplementedError: "
                                   "not pytest")
     assert all(check.passed for check in exercises.grade(7, copy))  # plain pytest: the cheat passes
+
+
+def test_inside_the_sandbox_only_the_answer_files_tmp_and_dev_shm_can_be_written_and_those_within_their_size(
+        tmp_path):
+    """A script run as the gradebook runs a hand-in tries every place: its copy, the root, /dev, /usr, a new
+    file beside the answers, then 100 MB into /tmp. Only the answer files the gradebook made, /tmp and
+    /dev/shm take writes, and /tmp holds TMP_BYTES at most (its tmpfs is full after that)."""
+    handin, answers = tmp_path / "handin", tmp_path / "answers"
+    handin.mkdir()
+    answers.mkdir()
+    (answers / "answers.json").touch()
+    (tmp_path / "request.json").write_text("{}")
+    (handin / "try.py").write_text('''import os
+for path in ("/handin/x", "/x", "/dev/x", "/usr/x", "/answers/new", "/answers/answers.json", "/tmp/x", "/dev/shm/x"):
+    try:
+        open(path, "w").write("x")
+        print("wrote", path)
+    except OSError as error:
+        print("refused", path, error.strerror)
+written = 0
+try:
+    with open("/tmp/big", "wb") as big:
+        for _ in range(100):
+            big.write(bytes(2**20))
+            written += 2**20
+except OSError as error:
+    print("stopped", error.strerror)
+print("tmp took", written // 2**20, "MB")
+''')
+    descriptor = sandbox.filter_descriptor()
+    try:
+        run = subprocess.run(sandbox.command([sys.executable, "try.py"], handin, tmp_path / "request.json", answers,
+                                             REPO_ROOT, descriptor), pass_fds=(descriptor,), capture_output=True,
+                             text=True, timeout=60)
+    finally:
+        os.close(descriptor)
+    lines = run.stdout.splitlines()
+    assert [line.split()[1] for line in lines if line.startswith("wrote")] == ["/answers/answers.json", "/tmp/x",
+                                                                              "/dev/shm/x"], run.stdout + run.stderr
+    assert "stopped No space left on device" in lines
+    assert int(lines[-1].split()[2]) <= sandbox.TMP_BYTES // 2**20
+    assert (answers / "answers.json").read_text() == "x" and sorted(os.listdir(answers)) == ["answers.json"]
