@@ -286,11 +286,14 @@ class Helper:
         been stopped (SIGSTOP, a debugger) for STOPPED_SECONDS of this process's own time. A look every 10,000
         spins of a wait. Ctrl-Z stops both processes and `fg` wakes both: this one's time stands still meanwhile."""
         if not self.reaped:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)  # (a stopped child is not reported without WUNTRACED)
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)  # (a stopped child is not reported without WUNTRACED)
+            except ChildProcessError:  # the program waited for every child of its own (os.wait): this one too
+                pid, status = self.pid, None
             self.reaped, self.status = pid != 0, status
         if self.reaped:
-            how = (f"killed by signal {os.WTERMSIG(self.status)}" if os.WIFSIGNALED(self.status)
-                   else f"exit code {os.waitstatus_to_exitcode(self.status)}")
+            how = ("how, unknown" if self.status is None else f"killed by signal {os.WTERMSIG(self.status)}"
+                   if os.WIFSIGNALED(self.status) else f"exit code {os.waitstatus_to_exitcode(self.status)}")
             return f"the helper process (pid {self.pid}) has ended ({how})"
         if _state(self.pid) not in ("T", "t"):
             self.stopped_since = None
@@ -314,8 +317,12 @@ class Helper:
     def stop(self):
         """End the child and wait for it: killed, since it keeps nothing (and a stopped child ends so too)."""
         if not self.reaped:
-            os.kill(self.pid, signal.SIGKILL)  # our child, not waited for yet: its pid is still its own
-            os.waitpid(self.pid, 0)
+            try:
+                if os.waitpid(self.pid, os.WNOHANG)[0] == 0:  # our child, not waited for: its pid is its own
+                    os.kill(self.pid, signal.SIGKILL)
+                    os.waitpid(self.pid, 0)
+            except ChildProcessError:  # the program waited for it itself (os.wait): no kill, the pid may be reused
+                pass
             self.reaped = True
         os.close(self.wake)
 
