@@ -508,6 +508,8 @@ def shared_empty(shape):
         memory, fd = _memory_file(nbytes)
     except OSError as error:  # memfd_create missing (ENOSYS: an old kernel, a sandbox), no memory (ENOMEM)
         give_up(f"the KV cache cannot be shared with the second core's helper process ({_error_text(error)})")
+        memory, fd = None, None
+    if memory is None:  # (out of the except: a MemoryError here is no error "during" that one)
         return np.empty(shape, dtype=np.float32)
     flat = np.frombuffer(memory, dtype=np.float32)  # [nbytes / 4], owns nothing: the mmap does
     _shared[id(memory)] = SharedBuffer(next(_numbers), fd, nbytes, flat.ctypes.data, weakref.ref(flat),

@@ -164,3 +164,23 @@ def test_a_memory_limit_the_helpers_cache_does_not_fit_is_one_line_and_the_heads
     assert done.stdout.split() == ["same", "True"], done.stdout
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and "Cannot allocate memory" in lines[0] and "one core" in lines[0], lines
+
+
+def test_a_helper_the_program_waited_for_itself_is_lost_and_stopping_it_kills_nothing(block, monkeypatch):
+    """A program that waits for every child of its own (os.wait) reaps the helper too: the next wait says it has
+    ended, and `stop` sends no signal to its pid, which may be another process's by then."""
+    w, x = block
+    helper = second_core.Helper({id(w): w}, products.columns, rows_max=4)
+    os.kill(helper.pid, signal.SIGKILL)
+    os.waitpid(helper.pid, 0)  # the program's own wait
+    helper.post(x, id(w), False, 1152, 2304)
+    with pytest.raises(second_core.HelperLost, match=f"pid {helper.pid}\\) has ended \\(how, unknown\\)"):
+        helper.collect(np.empty((3, 1152), dtype=np.float32))
+    other = second_core.Helper({id(w): w}, products.columns, rows_max=4)
+    os.kill(other.pid, signal.SIGKILL)
+    os.waitpid(other.pid, 0)  # waited for before any wait of the helper's own looked
+    killed = []
+    monkeypatch.setattr(second_core.os, "kill", lambda *signal_to: killed.append(signal_to))
+    helper.stop()
+    other.stop()
+    assert killed == []
