@@ -55,7 +55,7 @@ from command_line.checks import load_and_check
 from command_line.flags import check_flags, damage_as_one_line, errors_as_one_line
 from command_line.report import Run
 from command_line.scripts import run_script
-from command_line.warm_up import warm_up, with_costs
+from command_line.warm_up import check_kept_files, warm_up, with_costs
 from model_fn import create_model_fn
 from records import AutoregressiveStats, SpeculativeStats
 
@@ -144,6 +144,7 @@ def main(prompt="Alan Turing theorized that computers would one day become", n_t
     arguments = dict(locals())  # main()'s arguments, as given
     with errors_as_one_line():  # a bad flag, a failed download, a damaged checkpoint: one line `error: ...`
         flags = check_flags(**arguments)
+        check_kept_files(flags)  # a bad routes file, a costs file of another model or machine: before loading
         draft, target, prompt_ids = load_and_check(flags)  # (encoder, hparams, params) each; draft None: lookup
     settings = dict(temperature=flags.temperature, top_k=flags.top_k, top_p=flags.top_p, kv_cache=flags.kv_cache,
                     plain=flags.plain)

@@ -25,6 +25,19 @@ def target_folder(flags):
     return Path(size) if Path(size).is_dir() else Path(flags.models_dir) / size if size in MODEL_SIZES else None
 
 
+def check_kept_files(flags):
+    """Before the models load: the routes kept in the target's folder (speed/routes.read_routes) and the costs
+    file of --r_table, measured for this target and this machine (calibration.check_costs_fit); else a
+    ValueError in one line naming the file, what is wrong and what to do."""
+    folder = target_folder(flags)
+    path = folder / product_routes.ROUTES_FILE if folder is not None else None
+    if path is not None and path.is_file() and not flags.plain:
+        product_routes.read_routes(path)
+    if flags.r_table is not None:
+        costs = calibration.load_costs(flags.r_table)
+        calibration.check_costs_fit(costs, flags.r_table, flags.target_model_size, flags.draft_model_size)
+
+
 def warm_up(flags, prompt_ids, new_draft, new_target):
     """Untimed: a pass of each model over the prompt, the products' routes, and with --K auto the costs it plans
     with (returned; else None). new_draft is None when there is no draft model."""

@@ -118,9 +118,33 @@ def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, p
         if draft_model is not None:
             draft_seconds.append(_seconds(lambda: draft_model(tokens[: len(prefix) + 1], 1)))
     costs = costs_from_seconds(seconds, draft_seconds if draft_model is not None else None, m_max)
-    costs.machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor() or platform.system()}"
+    costs.machine = this_machine()
     costs.routes, costs.routes_for = routes, product_routes.fingerprint() if routes else ""
     return costs
+
+
+def this_machine():
+    """The machine in a few words, as a costs file records it: 'x86_64, 2 cores, x86_64'."""
+    return f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor() or platform.system()}"
+
+
+def check_costs_fit(costs, path, target, draft=None):
+    """A ValueError in one line if the costs loaded from path were measured for another target model (by its
+    name: 355M, a folder .../355M and openai-community/gpt2-medium's last part compare as their last part), another
+    draft model, or on another machine (`this_machine`): r(m) and c are properties of both, so K="auto" would plan
+    with another machine's costs. A file that names none of them (written by hand) is taken as it is."""
+    run = {"target": target, "draft": draft or "", "machine": this_machine()}
+    wrong = [f"{name} {getattr(costs, name)!r} (this run: {run[name]!r})" for name in run
+             if getattr(costs, name) and run[name] and _last_part(getattr(costs, name)) != _last_part(run[name])]
+    if wrong:
+        raise ValueError(f"the costs file {path} was measured for another {', '.join(wrong)}: drop --r_table to "
+                         f"measure them on this run (--K auto keeps them in {COSTS_FILE} next to the target model)")
+    return costs
+
+
+def _last_part(name):
+    """'355M' for 'models/355M/' or '355M'; a machine's description as it is."""
+    return Path(name).name if "," not in name else name
 
 
 def costs_from_seconds(seconds, draft_seconds=None, m_max=None):

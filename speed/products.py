@@ -186,6 +186,9 @@ def multiply(x, w, route, kind):
         helper.post(x, key, transposed, split, n_out, how)  # the helper: columns split .. n_out
         columns(x, w, 0, split, y[:, :split], how)  # meanwhile, here: columns 0 .. split
         helper.collect(y[:, split:])
+    except second_core.HelperLost as lost:  # killed, stopped, or its job failed: its columns made here
+        second_core.give_up(str(lost))
+        columns(x, w, split, n_out, y[:, split:], how)
     finally:
         second_core.release()
     return y
@@ -273,6 +276,9 @@ def share_heads(attend, q, k, v, mask):
         helper.post_heads(key, q[split:], k[split:], v[split:], mask, cache)  # the helper: heads split ..
         out[:split] = attend(q[:split], k[:split], v[:split], mask)  # meanwhile, here: heads 0 .. split - 1
         helper.collect(out[split:])
+    except second_core.HelperLost as lost:  # killed, stopped, or its job failed: its heads attended here
+        second_core.give_up(str(lost))
+        out[split:] = attend(q[split:], k[split:], v[split:], mask)
     finally:
         second_core.release()
     return out

@@ -16,14 +16,16 @@ The choice is made once, at a model's first use on this machine, and kept beside
 ROUTES_FILE in its folder, which later runs read instead of measuring) and with the costs (speed/calibration.py
 writes it into the costs file with r(m)): a run given either takes the same routes, so the same numbers, bit
 for bit. Both keep the `fingerprint` of what decides it: NumPy's version, its BLAS and the kernels it runs, the
-processor's name and its instruction sets, and the routes' own code. A choice made under another fingerprint is
-not used: it is made anew.
+processor's name and its instruction sets, the cores the process may use, and the routes' own code. A choice
+made under another fingerprint is not used: it is made anew. A file whose table `chosen` could not have made
+(`check`) is refused in one line, before the models load (command_line/warm_up.check_kept_files).
 """
 
 import hashlib
 import inspect
 import json
 import platform
+import re
 import time
 from pathlib import Path
 
@@ -52,8 +54,9 @@ ROUTE_CODE = (products.multiply, products.columns, products.panel_width, product
 
 def fingerprint():
     """One line naming what decides which route is fastest: NumPy's version, its BLAS and the kernels it runs
-    (OpenBLAS's core name), the processor's name, a digest of its instruction sets (/proc/cpuinfo's flags), and
-    a digest of the code that multiplies by each route (ROUTE_CODE): a route made faster is measured again."""
+    (OpenBLAS's core name), the processor's name, a digest of its instruction sets (/proc/cpuinfo's flags), the
+    cores this process may use (`taskset -c 0` leaves one) and whether a helper shares them, and a digest of the
+    code that multiplies by each route (ROUTE_CODE): a route made faster is measured again."""
     config = getattr(np, "__config__", None)
     blas = getattr(config, "CONFIG", {}).get("Build Dependencies", {}).get("blas", {})
     blas_text = f"{blas.get('name', 'BLAS')} {blas.get('version', '')}".strip()
@@ -61,8 +64,10 @@ def fingerprint():
     model, flags = processor()
     digest = hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest()[:12] if flags else ""
     code = hashlib.sha256("".join(inspect.getsource(function) for function in ROUTE_CODE).encode()).hexdigest()[:12]
+    cores = second_core._cores()  # "one call" on both cores is a route only without a helper (`candidates`)
     return (f"NumPy {np.__version__}, {blas_text}{', kernels ' + core if core else ''}, {model}"
-            f"{', flags ' + digest if digest else ''}, routes' code {code}")
+            f"{', flags ' + digest if digest else ''}, {cores} core{'s' if cores != 1 else ''} "
+            f"{'with' if second_core.unavailable() is None else 'without'} a helper, routes' code {code}")
 
 
 def processor():
@@ -195,23 +200,45 @@ def choose(m_max=M_MAX, repeats=REPEATS):
 
 
 def check(table, where):
-    """table, if it is {kind of products.KINDS: [a route of that kind, for m = 1 .. up to 256]}, with every
-    padded route naming a larger m of the same table; else a ValueError in one line naming `where`."""
+    """table, if it is one `chosen` could have made: {kind of products.KINDS: [route for m = 1 .. at most M_MAX]},
+    each route one `valid` for its m; else a ValueError in one line naming `where`, the kind and the m."""
     if not isinstance(table, dict) or not set(table) <= set(products.KINDS):
         raise ValueError(f"{where}: \"routes\" must be {{kind: [route, ...]}} for kinds among "
                          f"{', '.join(products.KINDS)}")
     for kind, routes in table.items():
-        known = products.SCORE_ROUTES if kind == "scores" else products.ROUTES
-        if not (isinstance(routes, list) and 1 <= len(routes) <= 256):
-            raise ValueError(f"{where}: \"routes\" of {kind} must be a list of 1 to 256 routes")
+        if not (isinstance(routes, list) and 1 <= len(routes) <= M_MAX):
+            got = f"{len(routes)} routes" if isinstance(routes, list) else f"{routes!r:.40}"
+            raise ValueError(f"{where}: \"routes\" of {kind} must be a list of 1 to {M_MAX} routes, one for each m "
+                             f"from 1 (as they are measured); got {got}")
         for m, route in enumerate(routes, start=1):
-            rows = route[len(products.PADDED):] if isinstance(route, str) and route.startswith(products.PADDED) else ""
-            direct = rows.isdigit() and m < int(rows) <= len(routes) and routes[int(rows) - 1] in known
-            if not (route in known or direct):
-                raise ValueError(f"{where}: \"routes\" of {kind} for m = {m} must be one of {', '.join(known)}, or "
-                                 f"'{products.PADDED}N' for a larger N of the table whose route is one of them; got "
+            if not valid(kind, m, route, routes):
+                raise ValueError(f"{where}: \"routes\" of {kind} for m = {m} must be {allowed(kind, m)}; got "
                                  f"{str(route)[:40]!r}")
     return table
+
+
+def valid(kind, m, route, routes):
+    """True if `chosen` can give route for m rows of this kind in the table routes: for one row of a weight matrix
+    the default (it is never timed), else a route of the kind, or from m = 2 PADDED + N, N written in ASCII digits,
+    m < N <= m + PAD_MAX within the table, N's own route direct."""
+    known = products.SCORE_ROUTES if kind == "scores" else products.ROUTES
+    if m == 1 and kind != "scores":
+        return route == products.default_route(kind, 1)
+    if route in known:
+        return True
+    rows = route[len(products.PADDED):] if isinstance(route, str) and route.startswith(products.PADDED) else ""
+    if not re.fullmatch("[0-9]{1,3}", rows):  # not str.isdigit: "²" is a digit to it, and no int
+        return False
+    return 1 < m < int(rows) <= min(m + PAD_MAX, len(routes)) and routes[int(rows) - 1] in known
+
+
+def allowed(kind, m):
+    """What `valid` takes for m rows of this kind, in words."""
+    if m == 1 and kind != "scores":
+        return f"{products.default_route(kind, 1)} (one row keeps the default route)"
+    known = products.SCORE_ROUTES if kind == "scores" else products.ROUTES
+    padded = f", or '{products.PADDED}N', N from {m + 1} to {m + PAD_MAX}, whose route is one of them" if m > 1 else ""
+    return f"one of {', '.join(known)}{padded}"
 
 
 def text(table):

@@ -2,7 +2,7 @@
 while this process multiplies the other half (and attends with half of attention's heads, the same way).
 
 Read speed/products.py's docstring first; products.matmul and products.share_heads are the only callers. This
-file needs only NumPy and the standard library.
+file needs only NumPy, the standard library and speed/openblas_env.py (OpenBLAS's functions).
 
 Why a process, and why it spins. A decoding pass multiplies by 49 matrices one after the other, each in a
 fraction of a millisecond, so sharing each between two cores means 49 hand-overs a pass, and a hand-over must
@@ -24,7 +24,7 @@ What is shared, and why it is safe:
   program's own fork (multiprocessing's workers) gets a private copy of each cache (`_after_fork_in_child`).
 - BLAS runs on one thread in each process (`openblas_function`): OpenBLAS's own threads would compete with the
   helper for the two cores. A prompt's products get them back (`all_cores`); the next shared job (a product,
-  or the prompt's own heads) ends them (`_end_blas_threads`), or, where OpenBLAS cannot, they sleep within a
+  or the prompt's own heads) ends them (`end_blas_threads`), or, where OpenBLAS cannot, they sleep within a
   millisecond (speed/openblas_env.py).
 - Memory: pages either side writes after the fork are copied, so a model freed in the parent stays in the
   helper's copy until a new helper replaces it (`for_matrix` makes one for each new set of matrices).
@@ -33,11 +33,12 @@ It spins for SPIN_SECONDS after its last job, then sleeps on a pipe the parent w
 Ctrl-C (the parent handles that) and ends when the parent's end of the pipe closes, when the parent ends.
 
 When it runs: Linux on x86-64, two cores or more, OPENBLAS_NUM_THREADS not 1, and NumPy's BLAS OpenBLAS.
-`unavailable()` says why not; then every product is made here, with BLAS's own threads.
+`unavailable()` says why not; then every product is made here, with BLAS's own threads. A helper that cannot
+be made (fork or memfd_create refused, no memory) or is lost (killed, stopped, a failed job: `HelperLost`) is
+given up (`give_up`): one line on stderr, and the run goes on in this process alone, with the same tokens.
 """
 
 import ctypes
-import functools
 import gc
 import itertools
 import mmap
@@ -53,8 +54,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from speed.openblas_env import end_blas_threads, openblas_core, openblas_function  # noqa: F401 (also for callers)
+
 SHMEM_HUGE_PAGES = "/sys/kernel/mm/transparent_hugepage/shmem_enabled"  # Linux's rule for shared memory's pages
 SPIN_SECONDS = 0.05  # the helper polls for this long after a job, then sleeps until woken
+STOPPED_SECONDS = 1.0  # of this process's time, waiting for a stopped helper before going on without it
 MIN_BYTES = 1 << 20  # a smaller matrix (a tiny test model's) is multiplied here: a hand-over would cost more
 # room in the shared rows for a prompt's heads (`for_heads` checks q and the mask of ALL heads against it: 1558M's
 # 25 heads of 1024 queries and a 1024 x 1024 mask are 2.7 M numbers); pages in use only as a job writes them
@@ -65,42 +69,6 @@ MEMFD_NAME = "kv-cache"  # the name of a `shared_empty` buffer's memory file, as
 (POSTED, DONE, FAILED, SLEEPING, STOP, NAP, KEY, TRANSPOSED, ROWS, BEGIN, END,
  KIND, BUFFER, FD, NBYTES, K_OFFSET, V_OFFSET, KEYS, HEAD_STRIDE, HEAD_DIM, HOW) = range(21)
 COLUMNS, HEADS = 0, 1
-BLAS_PREFIXES = ("scipy_openblas_", "openblas_", "")  # NumPy 2's wheels, older builds, a name given whole
-BLAS_SUFFIXES = ("64_", "")  # the 64-bit-integer build, then the 32-bit one
-
-
-@functools.lru_cache(maxsize=None)  # looked up once per name: a mode switch calls it again
-def openblas_function(name):
-    """OpenBLAS's function `name` ("set_num_threads", "get_num_threads", "get_corename" or "blas_thread_shutdown_"),
-    from the OpenBLAS library this process has loaded, or None.
-
-    NumPy's wheels bring their own OpenBLAS under a name of their own; /proc/self/maps lists every library the
-    process has mapped (Linux), so it is found wherever NumPy put it (threadpoolctl does the same).
-    """
-    with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-        paths = sorted({line.split(maxsplit=5)[5].strip() for line in maps
-                        if len(line.split(maxsplit=5)) == 6 and "openblas" in line.lower() and ".so" in line})
-    for path in paths:
-        library = ctypes.CDLL(path)  # the library already loaded: the same copy NumPy calls
-        for symbol in (prefix + name + suffix for prefix in BLAS_PREFIXES for suffix in BLAS_SUFFIXES):
-            if hasattr(library, symbol):
-                function = getattr(library, symbol)
-                setting = name.startswith("set")
-                function.argtypes, function.restype = ([ctypes.c_int], None) if setting else ([], ctypes.c_int)
-                if name == "get_corename":
-                    function.restype = ctypes.c_char_p  # its name, as text
-                return function
-    return None
-
-
-def openblas_core():
-    """The name OpenBLAS gives the kernels it chose for this processor when it loaded ("Haswell", "SkylakeX"),
-    or '' where NumPy's BLAS is no OpenBLAS (speed/routes.py's fingerprint)."""
-    try:
-        function = openblas_function("get_corename")
-    except OSError:  # no /proc/self/maps: not Linux
-        return ""
-    return function().decode(errors="replace").strip() if function is not None else ""
 
 
 def _cores():
@@ -162,6 +130,7 @@ class Helper:
         self.known = weakref.WeakValueDictionary(matrices)  # the parent does not keep a model alive for it
         self.posted, self.out_shape, self.parent = 0, None, os.getpid()
         self.work, self.rows_max = work, rows_max
+        self.reaped, self.stopped_since = False, None  # the child ended and waited for; when it was seen stopped
         wake_read, self.wake = os.pipe()
         global _making_helper
         with warnings.catch_warnings():  # Python 3.12+ warns that forking a process with threads may deadlock
@@ -169,6 +138,10 @@ class Helper:
             _making_helper = True  # the fork hooks below leave the caches alone: the helper maps what it needs
             try:
                 self.pid = os.fork()
+            except OSError:  # EAGAIN (too many processes), ENOMEM: no child, so no pipe either
+                os.close(wake_read)
+                os.close(self.wake)
+                raise
             finally:
                 _making_helper = False
         if self.pid == 0:  # the child: serve, and never return into the parent's code
@@ -282,27 +255,54 @@ class Helper:
         self.out_shape = out_shape
         control[POSTED] = self.posted  # last: the job is complete in memory before its number is seen
         if control[SLEEPING]:
+            self._wake()
+
+    def _wake(self):
+        """A byte down the pipe the child sleeps on; none if it has ended (the wait then finds out why)."""
+        try:
             os.write(self.wake, b"!")
+        except BrokenPipeError:
+            pass
 
     def collect(self, out):
-        """Wait for the posted job (spinning), then copy its columns into out; RuntimeError if it failed."""
+        """Wait for the posted job (spinning), then copy its columns into out; HelperLost if the job failed, or
+        the child has ended or is stopped (`_lost`)."""
         control, woken, spins = self.control, False, 0
         while control[DONE] != self.posted:
             if control[SLEEPING] and not woken:  # it went to sleep just as the job was posted: wake it
-                os.write(self.wake, b"!")
+                self._wake()
                 woken = True
             spins += 1
-            if spins % 100_000 == 0 and self._ended():
-                raise RuntimeError(f"the helper process (pid {self.pid}) has ended; set OPENBLAS_NUM_THREADS=1 "
-                                   "to run without it")
+            lost = self._lost() if spins % 10_000 == 0 else None
+            if lost:
+                raise HelperLost(lost)
             os.sched_yield()
         if control[FAILED] == self.posted:
-            raise RuntimeError("the helper process failed: " + bytes(self.message).decode(errors="replace").strip())
+            raise HelperLost("the helper process failed: " + bytes(self.message).decode(errors="replace").strip())
         out[...] = self.rows_out[: out.size].reshape(self.out_shape)
 
-    def _ended(self):
-        """True if the child has ended (a look every 100,000 spins of a wait, so a dead helper is not waited for)."""
-        return os.waitpid(self.pid, os.WNOHANG)[0] != 0
+    def _lost(self):
+        """Why the child will do no job any more, or None: it has ended (killed, by the OOM killer say), or it has
+        been stopped (SIGSTOP, a debugger) for STOPPED_SECONDS of this process's own time. A look every 10,000
+        spins of a wait. Ctrl-Z stops both processes and `fg` wakes both: this one's time stands still meanwhile."""
+        if not self.reaped:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)  # (a stopped child is not reported without WUNTRACED)
+            except ChildProcessError:  # the program waited for every child of its own (os.wait): this one too
+                pid, status = self.pid, None
+            self.reaped, self.status = pid != 0, status
+        if self.reaped:
+            how = ("how, unknown" if self.status is None else f"killed by signal {os.WTERMSIG(self.status)}"
+                   if os.WIFSIGNALED(self.status) else f"exit code {os.waitstatus_to_exitcode(self.status)}")
+            return f"the helper process (pid {self.pid}) has ended ({how})"
+        if _state(self.pid) not in ("T", "t"):
+            self.stopped_since = None
+            return None
+        now = time.process_time()
+        self.stopped_since = now if self.stopped_since is None else self.stopped_since
+        if now - self.stopped_since < STOPPED_SECONDS:
+            return None
+        return f"the helper process (pid {self.pid}) is stopped (SIGSTOP, or a debugger)"
 
     def nap(self):
         """Send the child to sleep now, not after SPIN_SECONDS, and wait until it sleeps (its core is free)."""
@@ -310,19 +310,35 @@ class Helper:
         spins = 0
         while not self.control[SLEEPING]:
             spins += 1
-            if spins % 100_000 == 0 and self._ended():
-                return  # it has ended: its core is free too
+            if spins % 10_000 == 0 and self._lost():
+                return  # the next job's `collect` says so
             os.sched_yield()
 
     def stop(self):
-        """Tell the child to end, and wait for it."""
-        self.control[STOP] = 1
-        try:
-            os.write(self.wake, b"!")  # wakes it if it sleeps
-            os.waitpid(self.pid, 0)
-        except (BrokenPipeError, ChildProcessError):  # it has ended already (and `collect` said so)
-            pass
+        """End the child and wait for it: killed, since it keeps nothing (and a stopped child ends so too)."""
+        if not self.reaped:
+            try:
+                if os.waitpid(self.pid, os.WNOHANG)[0] == 0:  # our child, not waited for: its pid is its own
+                    os.kill(self.pid, signal.SIGKILL)
+                    os.waitpid(self.pid, 0)
+            except ChildProcessError:  # the program waited for it itself (os.wait): no kill, the pid may be reused
+                pass
+            self.reaped = True
         os.close(self.wake)
+
+
+class HelperLost(RuntimeError):
+    """The helper process did not do its job: it has ended, it is stopped, or the job failed in it
+    (products.py then does the helper's part itself, after `give_up`)."""
+
+
+def _state(pid):
+    """The state letter of a process (/proc/PID/stat: R running, S sleeping, T stopped, Z ended...), or ''."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 _helper = None  # the helper process, made on first need
@@ -402,10 +418,13 @@ def _helper_for(owner, work, rows_max):
         work, rows_max = (work, rows_max) if work is not None else (_helper.work, _helper.rows_max)
         if _helper is not None:
             _helper.stop()
+            _helper = None  # (`give_up` must not stop it twice)
         _blas_threads = _blas_threads or openblas_function("get_num_threads")()
         openblas_function("set_num_threads")(1)  # from now on BLAS runs on the calling thread, here and in the helper
-        _helper, _all_cores = Helper(matrices, work, rows_max), False
+        _helper, _all_cores = _new_helper(matrices, work, rows_max), False
         _seen.clear()
+        if _helper is None:
+            return None
     if not _in_use.acquire(blocking=False):
         return None
     one_core()
@@ -418,7 +437,7 @@ def one_core():
     global _all_cores
     if _all_cores:
         openblas_function("set_num_threads")(1)
-        _end_blas_threads()
+        end_blas_threads()
         _all_cores = False
 
 
@@ -432,11 +451,46 @@ def renew():
     try:
         matrices, work, rows_max = dict(_helper.known), _helper.work, _helper.rows_max
         _helper.stop()
+        _helper = None
         one_core()  # the new helper is forked with BLAS on one thread, as every helper is
         alive = any(isinstance(w, np.ndarray) for w in matrices.values())  # else its matrices were all freed
-        _helper = Helper(matrices, work, rows_max) if alive else None
+        _helper = _new_helper(matrices, work, rows_max) if alive else None
     finally:
         _in_use.release()
+
+
+def _new_helper(matrices, work, rows_max):
+    """A new Helper, or None where one cannot be made (fork refused: EAGAIN; no memory for the shared rows:
+    ENOMEM), after `give_up` has said so."""
+    try:
+        return Helper(matrices, work, rows_max)
+    except (OSError, MemoryError) as error:
+        give_up(f"the helper process for the second core could not be made ({_error_text(error)})")
+        return None
+
+
+def give_up(reason):
+    """Go on without the second core: the helper is lost (`HelperLost`) or cannot be made. Every product and
+    every head is made here from now on, BLAS on all its threads, as where `unavailable()`: the same numbers to
+    float32 rounding (tests/test_products.py), so greedy decoding writes the same tokens, more slowly. Said
+    once, in one line on stderr."""
+    global _REASON, _helper, _all_cores
+    if _REASON is None:
+        print(f"{reason}: going on with one core (the same tokens, more slowly)", file=sys.stderr, flush=True)
+        _REASON = reason
+    helper, _helper = _helper, None
+    if helper is not None and helper.parent == os.getpid():  # not a helper of the process this one forked from
+        helper.stop()
+    if _blas_threads:
+        openblas_function("set_num_threads")(_blas_threads)
+    _all_cores = False
+
+
+def _error_text(error):
+    """'fork: Resource temporarily unavailable' for an OSError; the type and message of anything else."""
+    if isinstance(error, OSError) and error.strerror:
+        return f"{error.strerror} (errno {error.errno})"
+    return f"{type(error).__name__}: {error}"
 
 
 def shared_empty(shape):
@@ -450,6 +504,21 @@ def shared_empty(shape):
     nbytes = 4 * int(np.prod(shape))
     if _REASON is not None or nbytes < MIN_BYTES:
         return np.empty(shape, dtype=np.float32)
+    try:
+        memory, fd = _memory_file(nbytes)
+    except OSError as error:  # memfd_create missing (ENOSYS: an old kernel, a sandbox), no memory (ENOMEM)
+        give_up(f"the KV cache cannot be shared with the second core's helper process ({_error_text(error)})")
+        memory, fd = None, None
+    if memory is None:  # (out of the except: a MemoryError here is no error "during" that one)
+        return np.empty(shape, dtype=np.float32)
+    flat = np.frombuffer(memory, dtype=np.float32)  # [nbytes / 4], owns nothing: the mmap does
+    _shared[id(memory)] = SharedBuffer(next(_numbers), fd, nbytes, flat.ctypes.data, weakref.ref(flat),
+                                       weakref.finalize(memory, _forget, id(memory), fd))
+    return flat.reshape(shape)
+
+
+def _memory_file(nbytes):
+    """(a shared mapping of a new memfd of nbytes, its descriptor): memory a helper can map too."""
     fd = os.memfd_create(MEMFD_NAME)
     try:
         os.ftruncate(fd, nbytes)
@@ -459,10 +528,7 @@ def shared_empty(shape):
     except BaseException:
         os.close(fd)
         raise
-    flat = np.frombuffer(memory, dtype=np.float32)  # [nbytes / 4], owns nothing: the mmap does
-    _shared[id(memory)] = SharedBuffer(next(_numbers), fd, nbytes, flat.ctypes.data, weakref.ref(flat),
-                                       weakref.finalize(memory, _forget, id(memory), fd))
-    return flat.reshape(shape)
+    return memory, fd
 
 
 def _ask_for_huge_pages(memory):
@@ -543,7 +609,7 @@ def all_cores():
     """Before a product of many rows (a prompt): the helper sleeps, and BLAS runs on all its threads here, until
     the next product `for_matrix` shares. Its big kernel is the faster there (the arithmetic has caught up with
     the reading of the weights), and it would not fit the shared buffers anyway. The next shared product ends
-    BLAS's threads again (`_end_blas_threads`)."""
+    BLAS's threads again (`end_blas_threads`)."""
     global _all_cores
     if _helper is None or _all_cores or _helper.parent != os.getpid() or not _in_use.acquire(blocking=False):
         return
@@ -553,22 +619,6 @@ def all_cores():
         _all_cores = True
     finally:
         _in_use.release()
-
-
-def _end_blas_threads():
-    """End OpenBLAS's own threads, back from a prompt. Idle, they spin for 2^28 cycles before they sleep, and
-    the waits of this process and the helper give their core away to them (sched_yield) at every hand-over: the
-    first decoding steps after a prompt took several times their usual time. OpenBLAS starts them again at the
-    next product that wants them, as it does after every fork.
-    Only where OpenBLAS exports blas_thread_shutdown_ (0.3.27 and 0.3.31 do; NumPy 2.5's 0.3.34 does not: there
-    the scripts have them sleep within a millisecond instead, speed/openblas_env.py), and only while every other
-    Python thread is a daemon: a thread the program does not wait for, such as the monitor of a tqdm progress
-    bar, is taken to do no arithmetic, but any other might be inside a BLAS call on those threads, which would
-    then wait for ever."""
-    shutdown = openblas_function("blas_thread_shutdown_")
-    others = [thread for thread in threading.enumerate() if thread is not threading.current_thread()]
-    if shutdown is not None and all(thread.daemon for thread in others):
-        shutdown()
 
 
 MAP_FIXED = 0x10  # Linux's flag (Python's mmap module does not name it): map at exactly the address given

@@ -8,9 +8,12 @@ so r(m) and c come out exactly as the fake costs say, and a wrong ratio (say, ti
 """
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+from conftest import REPO_ROOT
 
 import drafters
 from speed import calibration
@@ -92,3 +95,46 @@ def test_a_bad_costs_file_is_a_value_error_saying_what_it_needs(tmp_path, conten
     path.write_text(content)
     with pytest.raises(ValueError, match=message):
         calibration.load_costs(path)
+
+
+@pytest.mark.parametrize("fields, named", [
+    ({"target": "1558M", "machine": "aarch64, 4 cores, aarch64"}, ["target '1558M'", "machine 'aarch64, 4 cores"]),
+    ({"target": "models/1558M"}, ["target 'models/1558M'"]),
+    ({"machine": "aarch64, 4 cores, aarch64"}, ["machine 'aarch64, 4 cores"]),
+    ({"target": "124M", "draft": "355M"}, ["draft '355M' (this run: 'distilgpt2')"]),
+])
+def test_a_costs_file_of_another_model_or_machine_is_refused_in_one_line_naming_the_file_and_what_differs(
+        tmp_path, fields, named):
+    """r(m) and c belong to a target, a draft and a machine: a file measured for others would plan with another
+    machine's costs without a word, so it is refused, saying what differs and what to do."""
+    path = tmp_path / "r_table.json"
+    path.write_text(json.dumps({"r_table": [1.0, 1.5], "c": 0.3, **fields}))
+    with pytest.raises(ValueError) as refused:
+        calibration.check_costs_fit(calibration.load_costs(path), path, "124M", "distilgpt2")
+    message = str(refused.value)
+    assert str(path) in message and "drop --r_table" in message and "\n" not in message, message
+    assert all(name in message for name in named), message
+
+
+def test_a_costs_file_of_this_model_and_machine_or_naming_neither_is_taken():
+    """The same target by another spelling of its folder (models/124M, /abs/124M, 124M) is the same target; a file
+    that names no model and no machine (written by hand) is taken as it is: there is nothing to compare."""
+    ours = calibration.MeasuredCosts(r_table=[1.0, 1.5], target="124M", draft="", machine=calibration.this_machine())
+    assert calibration.check_costs_fit(ours, "r_table.json", "/somewhere/models/124M", "distilgpt2") is ours
+    by_hand = calibration.MeasuredCosts(r_table=[1.0, 1.5])
+    assert calibration.check_costs_fit(by_hand, "r_table.json", "355M") is by_hand
+
+
+def test_main_py_refuses_a_costs_file_of_another_model_before_it_loads_any(tmp_path):
+    """The check comes before the models load: the target here is an empty folder, which loading would refuse
+    with another error (after printing 'loading the target')."""
+    target = tmp_path / "355M"
+    target.mkdir()
+    path = tmp_path / "r_table.json"
+    path.write_text(json.dumps({"r_table": [1.0, 1.5], "target": "1558M", "machine": "aarch64, 4 cores, aarch64"}))
+    done = subprocess.run([sys.executable, "main.py", "--target_model_size", str(target), "--drafter", "lookup",
+                           "--K", "auto", "--r_table", str(path)], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    assert done.stderr.startswith(f"error: the costs file {path} was measured for another target '1558M'")
+    assert done.stderr.count("\n") == 1, done.stderr

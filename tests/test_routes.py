@@ -7,8 +7,13 @@ blocked sum, as BLAS's kernels make, is bounded by the same). A wrong column or 
 No test here reads a clock: the choice is tested on times given to it.
 """
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
+from conftest import REPO_ROOT
 
 from speed import calibration
 from speed import products
@@ -132,16 +137,47 @@ def test_the_choice_takes_the_fastest_keeps_the_default_within_noise_and_pads_to
 
 @pytest.mark.parametrize("table, message", [
     ({"blocks": ["panels", "sideways"]}, "for m = 2 must be one of"),
-    ({"blocks": ["padded to 1", "panels"]}, "for m = 1 must be one of"),
-    ({"blocks": ["padded to 3", "panels"]}, "for m = 1 must be one of"),
-    ({"blocks": ["padded to 2", "padded to 2"]}, "for m = 1 must be one of"),
+    ({"blocks": ["padded to 1", "panels"]}, "for m = 1 must be panels"),
+    ({"blocks": ["padded to 3", "panels"]}, "for m = 1 must be panels"),
+    ({"blocks": ["padded to 2", "padded to 2"]}, "for m = 1 must be panels"),
     ({"scores": ["panels"]}, "of scores for m = 1 must be one of"),
     ({"weights": ["panels"]}, "for kinds among"),
-    ({"blocks": []}, "a list of 1 to 256 routes"),
+    ({"blocks": []}, "a list of 1 to 17 routes"),
 ])
 def test_a_table_of_routes_that_names_no_route_is_refused_in_one_line(table, message):
     with pytest.raises(ValueError, match=message):
         routes.check(table, "the costs file x")
+
+
+@pytest.mark.parametrize("table, message", [
+    ({"blocks": ["panels"] + ["padded to 256"] * 255}, "of blocks must be a list of 1 to 17 routes.*got 256 routes"),
+    ({"head": ["padded to 17"] * 17}, r"of head for m = 1 must be panels \(one row keeps the default route\)"),
+    ({"scores": ["padded to 2", "plain"]}, "of scores for m = 1 must be one of turned round, plain, vectors; got"),
+    ({"blocks": ["panels"] + ["padded to 17"] * 15 + ["panels"]}, "for m = 2 must be .* N from 3 to 5"),
+    ({"blocks": ["panels", "padded to 3", "padded to 4", "vectors"]}, "for m = 2 must be"),
+    ({"blocks": ["panels", "padded to \u00b2", "vectors"]}, "for m = 2 must be .*got 'padded to \u00b2'"),
+    ({"blocks": ["panels", "padded to \u0663", "vectors"]}, "for m = 2 must be"),
+])
+def test_a_table_chosen_could_not_have_made_is_refused_naming_the_kind_and_the_m(table, message):
+    """What a measurement can give, and nothing else: M_MAX rows at most (256 rows all padded to 256 decoded
+    about 12 times slower), one row of a weight matrix on its default route, a padded row count only from m = 2
+    to at most PAD_MAX rows more, that m's route direct, its digits ASCII ("²" and "٣" are digits to str.isdigit,
+    which int() refuses or reads as 3)."""
+    with pytest.raises(ValueError, match=message) as refused:
+        routes.check(table, "the routes file x")
+    assert str(refused.value).startswith("the routes file x: ") and "\n" not in str(refused.value)
+
+
+def test_every_table_chosen_makes_passes_the_check():
+    """The check's other half: whatever times are given, `chosen`'s table is taken (here, random times for every
+    kind and every m up to M_MAX, which pad at random)."""
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        times = {kind: {m: {route: float(rng.uniform(0.5, 2.0)) * (m if rng.uniform() < 0.5 else 1)
+                            for route in (products.SCORE_ROUTES if kind == "scores" else routes.candidates(kind, m))}
+                        for m in range(1, routes.M_MAX + 1)} for kind in products.KINDS}
+        table = routes.chosen(times)
+        assert routes.check(table, "here") == table
 
 
 def test_the_routes_survive_the_costs_file_and_are_taken_only_on_a_machine_of_the_same_fingerprint(tmp_path,
@@ -170,6 +206,14 @@ def test_the_fingerprint_names_numpys_version_its_blas_and_the_processor(monkeyp
     assert f"NumPy {np.__version__}" in before
     monkeypatch.setattr(np, "__version__", "9.9.9")
     assert routes.fingerprint() != before and "NumPy 9.9.9" in routes.fingerprint()
+
+
+def test_the_fingerprint_names_the_cores_this_process_may_use(monkeypatch):
+    """Routes chosen under `taskset -c 0` (one core: one BLAS call is a candidate there) are not taken on two."""
+    monkeypatch.setattr(routes.second_core, "_cores", lambda: 1)
+    one = routes.fingerprint()
+    monkeypatch.setattr(routes.second_core, "_cores", lambda: 2)
+    assert "1 core " in one and "2 cores " in routes.fingerprint() and one != routes.fingerprint()
 
 
 def test_the_fingerprint_changes_with_the_code_of_a_route(monkeypatch):
@@ -242,7 +286,8 @@ def test_settle_chooses_the_routes_once_keeps_them_in_the_folder_and_a_later_run
 @pytest.mark.parametrize("text, message", [
     ("{", "cannot read"),
     ('{"routes": {}}', "must hold"),
-    ('{"fingerprint": "x", "routes": {"blocks": ["sideways"]}}', "for m = 1 must be one of"),
+    ('{"fingerprint": "x", "routes": {"blocks": ["sideways"]}}', "for m = 1 must be panels"),
+    ('{"fingerprint": "x", "routes": {"blocks": ["panels", "padded to \u00b2"]}}', "of blocks for m = 2 must be"),
 ])
 def test_a_routes_file_settle_did_not_write_is_refused_in_one_line_that_says_to_delete_it(tmp_path, text, message):
     (tmp_path / routes.ROUTES_FILE).write_text(text)
@@ -267,3 +312,15 @@ def test_one_blas_call_on_both_cores_is_timed_only_where_no_helper_shares_the_se
     assert "one call" not in routes.candidates("blocks", 4) and "halves" in routes.candidates("blocks", 4)
     monkeypatch.setattr(routes.second_core, "unavailable", lambda: "OPENBLAS_NUM_THREADS=1")
     assert routes.candidates("blocks", 4) == list(products.ROUTES)
+
+
+def test_main_py_refuses_a_bad_routes_file_before_it_loads_the_models(tmp_path):
+    """The routes file of the target's folder is checked before the models load (not after their warm-up): the
+    target here is a folder with no weights, which loading would refuse with another error."""
+    (tmp_path / routes.ROUTES_FILE).write_text(json.dumps({"fingerprint": "x", "routes": {"blocks": ["padded to 256"]
+                                                                                           * 256}}))
+    done = subprocess.run([sys.executable, "main.py", "--target_model_size", str(tmp_path), "--drafter", "lookup"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    assert done.stderr.startswith(f"error: the routes file {tmp_path / routes.ROUTES_FILE}: ") and "delete it" in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
