@@ -45,7 +45,7 @@ import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from loaders.random_weights import random_params
+from loaders.random_weights import check_memory_for, random_params
 
 from loaders.download import HPARAMS
 from lookahead import AUTO_K_MAX, break_even_alpha, predicted_speedup
@@ -353,6 +353,7 @@ def random_pair(draft_model_size, target_model_size, seed):
     if draft_hparams["n_vocab"] != target_hparams["n_vocab"]:
         raise ValueError(f"the draft and target have different vocabularies (n_vocab {draft_hparams['n_vocab']} "
                          f"and {target_hparams['n_vocab']})")
+    check_memory_for([(draft_model_size, draft_hparams), (target_model_size, target_hparams)])  # both are made
     rng = np.random.default_rng(seed)
     prompt_ids = rng.integers(0, target_hparams["n_vocab"], 10).tolist()
     print(f"making random weights of the shapes of {draft_model_size} and {target_model_size} ...", flush=True)

@@ -58,7 +58,7 @@ from speed import routes  # noqa: E402
 from speed import second_core  # noqa: E402
 from tools.benchmark import model_name  # noqa: E402
 from speed.plug import routed_attention as attention  # noqa: E402  (what a pass attends with)
-from loaders.random_weights import random_params  # noqa: E402
+from loaders.random_weights import check_memory_for, random_params  # noqa: E402
 from loaders.download import HPARAMS  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
@@ -525,7 +525,7 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
         context_size = as_optional(context_size, as_text, "--context_size")
         lengths = as_whole_numbers(context_lengths, "--context_lengths") if context_size else []
         for size in sizes + no_cache_sizes + ([context_size] if context_size else []):
-            size_hparams(size)  # an unknown size stops the run here, before any work
+            check_memory_for([(size, size_hparams(size))])  # an unknown or too large size stops the run here
         for size in sizes:  # a run's tokens, and r(m)'s passes after at least one cached token, fit the context
             n_ctx = size_hparams(size)["n_ctx"]
             if n_prompt + n_new > n_ctx:

@@ -54,7 +54,7 @@ from tools import benchmark  # noqa: E402
 import drafters  # noqa: E402
 from speed import calibration  # noqa: E402
 from encoder import get_encoder  # noqa: E402
-from loaders.random_weights import random_params  # noqa: E402
+from loaders.random_weights import check_memory_for, random_params  # noqa: E402
 from lookahead import MATCH_BUCKETS, match_bucket  # noqa: E402
 from model_fn import create_model_fn  # noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402
@@ -398,7 +398,7 @@ def main(texts="prose,code,rewrite,quotes,excerpts", Ks="4,8,16,auto", size="124
         repeats, calibrate_repeats = (as_whole_number(repeats, "--repeats", 1),
                                       as_whole_number(calibrate_repeats, "--calibrate_repeats", 1))
         capped, seed = as_bool(capped, "--capped"), as_whole_number(seed, "--seed", 0, MAX_SEED)
-        benchmark.hparams_of(as_text(size, "--size"))
+        check_memory_for([(size, benchmark.hparams_of(as_text(size, "--size")))])
         encode, tokenizer_name = tokenizer()
         check_fit(read_texts(names, encode), benchmark.hparams_of(size)["n_ctx"], tokenizer_name)  # each fits
         if r_table is not None:

@@ -56,7 +56,7 @@ from speed import products  # noqa: E402
 from speed import routes  # noqa: E402
 from gpt2 import causal_mask  # noqa: E402
 from speed.plug import routed_attention as attention  # noqa: E402  (what a pass attends with)
-from loaders.random_weights import random_params  # noqa: E402
+from loaders.random_weights import check_memory_for, random_params  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
 from tools.benchmark_forward import block_matrices  # noqa: E402
@@ -263,6 +263,7 @@ def main(size="124M", n_cached=512, ms="1,2,3,4,8,16", rounds=7, seed=0, markdow
     """Print the table (see the module docstring); markdown=True: as docs/BENCHMARKS.md holds it."""
     with errors_as_one_line():  # every flag before any work: one line `error: ...`, exit code 2
         hparams = benchmark.hparams_of(as_text(size, "--size"))
+        check_memory_for([(size, hparams)])
         n_cached = as_whole_number(n_cached, "--n_cached", 1)
         ms, rounds = as_whole_numbers(ms, "--ms"), as_whole_number(rounds, "--rounds", 1)
         seed = as_whole_number(seed, "--seed", 0, MAX_SEED)
