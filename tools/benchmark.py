@@ -34,6 +34,7 @@ against K, ms per token against K, and for --random_weights the predicted speedu
 alpha (file names: tools/benchmark_plots.py).
 """
 
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -538,5 +539,26 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
     return results
 
 
+PROMPT_FLAGS = ("prompts", "copy_prompts", "free_prompts")
+
+
+def prompts_kept_whole(argv):
+    """argv with the text of each prompts flag quoted for fire (repr), unless it is a list ('["one", "two"]'):
+    fire reads "Hello, world" as the two prompts "Hello" and "world"; main.py and compare_llama_cpp keep it one.
+
+    prompts_kept_whole(["--prompts", "Hello, world"]) == ["--prompts", "'Hello, world'"]
+    """
+    argv = list(argv)
+    for i, argument in enumerate(argv):
+        flag, has_value, value = argument.partition("=")
+        if not flag.startswith("--") or flag[2:].replace("-", "_") not in PROMPT_FLAGS:
+            continue
+        if has_value and not value.lstrip().startswith("["):
+            argv[i] = f"{flag}={value!r}"
+        elif not has_value and i + 1 < len(argv) and not re.match(r"--|-[a-zA-Z]|\s*\[", argv[i + 1]):
+            argv[i + 1] = repr(argv[i + 1])  # (a flag next: --prompts has no value, which as_prompts says)
+    return argv
+
+
 if __name__ == "__main__":
-    run_script(main, sys.argv[1:], "tools/benchmark.py")
+    run_script(main, prompts_kept_whole(sys.argv[1:]), "tools/benchmark.py")
