@@ -162,6 +162,20 @@ def as_text(value, flag):
     return text
 
 
+def as_typed_text(value, flag):
+    """as_text for text that is read as text (a prompt), not used as a file name: bytes a C or POSIX locale could
+    not decode reach sys.argv as surrogate escapes even when they are UTF-8, and are read as UTF-8 here.
+
+    `LANG=C python main.py --prompt café` gives 'caf\\udcc3\\udca9', whose bytes (os.fsencode) are 'café' in
+    UTF-8. A file name keeps its escapes (as_text): that is how this process's file system calls find the file.
+    """
+    try:
+        text = os.fsencode(value).decode("utf-8") if isinstance(value, str) else value
+    except (UnicodeError, ValueError):  # not the locale's escapes, or bytes that are not UTF-8
+        text = value  # as_text names the first bad character
+    return as_text(text, flag)
+
+
 def as_seconds(value, flag):
     """value as a number of seconds > 0 (a float): text of one ("600", "1.5") or a number."""
     seconds = as_number(value, flag)
@@ -380,7 +394,7 @@ def check_flags(**arguments):
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ValueError(f"--drafter must be one of {', '.join(DRAFTERS)}; got {shown(a['drafter'])}{hint}")
     flags = Flags(
-        prompt=as_text(a["prompt"], "--prompt"),
+        prompt=as_typed_text(a["prompt"], "--prompt"),
         n_tokens_to_generate=as_whole_number(a["n_tokens_to_generate"], "--n_tokens_to_generate", 1),
         draft_model_size=None if drafter == "lookup" else as_text(a["draft_model_size"], "--draft_model_size"),
         target_model_size=as_text(a["target_model_size"], "--target_model_size"),

@@ -51,7 +51,7 @@ from loaders.random_weights import check_memory_for, random_params
 from loaders.download import HPARAMS
 from lookahead import AUTO_K_MAX, break_even_alpha, predicted_speedup
 from command_line.flags import MAX_SEED, as_bool, as_text, as_whole_number, check_model_names, check_models_dir, check_sampling_flags
-from command_line.flags import check_whole_number, errors_as_one_line
+from command_line.flags import as_typed_text, check_whole_number, errors_as_one_line
 from command_line.scripts import as_fractions, as_whole_numbers, check_output_folder, run_script
 from records import timed
 from utils import check_same_tokenizer, download_and_load
@@ -315,7 +315,7 @@ def comparison_flags(drafters, drafter_Ks, trees, max_ngram):
 def as_prompts(value, flag):
     """[str] of a prompts flag: one text, or fire's list of them (--prompts '["one", "two"]'). At least one, and
     none empty: an empty prompt has no token for the first pass to continue from."""
-    prompts = [as_text(prompt, flag) for prompt in (value if isinstance(value, (list, tuple)) else [value])]
+    prompts = [as_typed_text(prompt, flag) for prompt in (value if isinstance(value, (list, tuple)) else [value])]
     if not prompts:
         raise ValueError(f"{flag} is empty: give a prompt, or a list of them like '[\"one\", \"two\"]'")
     if "" in prompts:
