@@ -286,6 +286,20 @@ def test_K_hf_runs_hugging_faces_schedule_and_reports_the_positions_it_drafted(t
     assert "the two texts are identical: yes" in out
 
 
+def test_a_run_that_drafted_no_guess_says_so_instead_of_an_empty_range_of_positions():
+    """--K auto choosing k = 0 every round read "by draft position 1..0:" with nothing after it. A fixed K still
+    lists its positions, each n/a."""
+    from types import SimpleNamespace
+
+    from command_line.report import acceptance_line
+    from records import SpeculativeStats
+
+    line = acceptance_line(SpeculativeStats(), SimpleNamespace(K="auto", tree=None))
+    assert line == "acceptance rate: 0.00 (0 of 0 checked draft tokens kept; no guess was drafted)"
+    line = acceptance_line(SpeculativeStats(), SimpleNamespace(K=3, tree=None))
+    assert line.endswith("kept; by draft position 1..3: n/a, n/a, n/a)")
+
+
 def test_an_unknown_flag_thousands_of_characters_long_is_quoted_cut_short(tmp_path, monkeypatch, capsys):
     code, out, err = run_in_process(["--" + "a" * 5000, "1"], tmp_path, monkeypatch, capsys)
     assert code == 2
