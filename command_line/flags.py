@@ -30,7 +30,7 @@ import numpy as np
 from speed import calibration
 import show
 from loaders.download import MODEL_SIZES, DownloadError, download_deadline
-from loaders.hub import HUB_MODELS, check_model_name
+from loaders.hub import HUB_MODELS, check_hub_cache, check_model_name, hub_repo_id
 from loaders.weights import CheckpointError
 from loaders.messages import os_error_text, shown
 
@@ -70,6 +70,9 @@ def check_model_names(draft_model_size, target_model_size):
                 check_model_name(name)
             except ValueError as error:
                 raise ValueError(f"{flag}: {error}") from None
+    if any(name is not None and name not in MODEL_SIZES and hub_repo_id(name) and not Path(name).is_dir()
+           for name in (draft_model_size, target_model_size)):
+        check_hub_cache()  # a Hub name is read from (or downloaded into) the Hugging Face cache
 
 
 def as_whole_number(value, flag, minimum, maximum=MAX_WHOLE_NUMBER):
