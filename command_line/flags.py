@@ -30,7 +30,7 @@ import numpy as np
 from speed import calibration
 import show
 from loaders.download import MODEL_SIZES, DownloadError, download_deadline
-from loaders.hub import HUB_MODELS, check_model_name
+from loaders.hub import HUB_MODELS, check_hub_cache, check_model_name, hub_repo_id
 from loaders.weights import CheckpointError
 from loaders.messages import os_error_text, shown
 
@@ -70,6 +70,9 @@ def check_model_names(draft_model_size, target_model_size):
                 check_model_name(name)
             except ValueError as error:
                 raise ValueError(f"{flag}: {error}") from None
+    if any(name is not None and name not in MODEL_SIZES and hub_repo_id(name) and not Path(name).is_dir()
+           for name in (draft_model_size, target_model_size)):
+        check_hub_cache()  # a Hub name is read from (or downloaded into) the Hugging Face cache
 
 
 def as_whole_number(value, flag, minimum, maximum=MAX_WHOLE_NUMBER):
@@ -160,6 +163,20 @@ def as_text(value, flag):
         raise ValueError(f"{flag} is not valid UTF-8 text: it holds {what} at character {error.start}; give it "
                          f"in UTF-8") from None
     return text
+
+
+def as_typed_text(value, flag):
+    """as_text for text that is read as text (a prompt), not used as a file name: bytes a C or POSIX locale could
+    not decode reach sys.argv as surrogate escapes even when they are UTF-8, and are read as UTF-8 here.
+
+    `LANG=C python main.py --prompt café` gives 'caf\\udcc3\\udca9', whose bytes (os.fsencode) are 'café' in
+    UTF-8. A file name keeps its escapes (as_text): that is how this process's file system calls find the file.
+    """
+    try:
+        text = os.fsencode(value).decode("utf-8") if isinstance(value, str) else value
+    except (UnicodeError, ValueError):  # not the locale's escapes, or bytes that are not UTF-8
+        text = value  # as_text names the first bad character
+    return as_text(text, flag)
 
 
 def as_seconds(value, flag):
@@ -395,7 +412,7 @@ def check_flags(**arguments):
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ValueError(f"--drafter must be one of {', '.join(DRAFTERS)}; got {shown(a['drafter'])}{hint}")
     flags = Flags(
-        prompt=as_text(a["prompt"], "--prompt"),
+        prompt=as_typed_text(a["prompt"], "--prompt"),
         n_tokens_to_generate=as_whole_number(a["n_tokens_to_generate"], "--n_tokens_to_generate", 1),
         draft_model_size=None if drafter == "lookup" else as_text(a["draft_model_size"], "--draft_model_size"),
         target_model_size=as_text(a["target_model_size"], "--target_model_size"),

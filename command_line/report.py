@@ -96,6 +96,15 @@ def acceptance_by_position(stats, flags):
     return ", ".join("n/a" if rate is None else f"{rate:.2f}" for rate in rates), len(rates)
 
 
+def acceptance_line(stats, flags):
+    """'acceptance rate: 0.50 (2 of 4 checked draft tokens kept; by draft position 1..2: 0.50, 0.50)'; where
+    no guess was drafted at all (K=auto that chose k = 0 every round), it says so instead of a range 1..0."""
+    by_position, n_positions = acceptance_by_position(stats, flags)
+    where = f"by draft position 1..{n_positions}: {by_position}" if n_positions else "no guess was drafted"
+    return (f"acceptance rate: {stats.acceptance_rate:.2f} ({stats.accepted} of {stats.checked} checked draft "
+            f"tokens kept; {where})")
+
+
 def round_report(flags, stats, rounds):
     """The drafter's lines: rounds and mean k, lookup's matches, a tree's nodes per pass and accepted depths."""
     ks = [rnd.k for rnd in rounds]
@@ -133,10 +142,8 @@ def print_summary(flags, n_prompt, autoregressive, speculative, token_bytes, col
     ar, sp, rounds = autoregressive.stats, speculative.stats, speculative.rounds
     if flags.trace:
         print("\n".join(show.trace_line(rnd, token_bytes, color) for rnd in rounds) + "\n")
-    by_position, n_positions = acceptance_by_position(sp, flags)
     print(f"speedup: {autoregressive.seconds / speculative.seconds:.2f}x (wall time, autoregressive / speculative)")
-    print(f"acceptance rate: {sp.acceptance_rate:.2f} ({sp.accepted} of {sp.checked} checked draft tokens kept; by "
-          f"draft position 1..{n_positions}: {by_position})")
+    print(acceptance_line(sp, flags))
     print(f"target forward passes: autoregressive {ar.target_passes}, speculative {sp.target_passes} "
           f"({sp.tokens_per_target_pass:.2f} tokens per target pass)")
     print("\n".join(round_report(flags, sp, rounds)))

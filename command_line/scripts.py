@@ -10,7 +10,8 @@ what a command owes the person who typed it:
 - The standard output is checked before any work: `python main.py >&-` starts Python without one, and the
   first print, after minutes of loading, would fail.
 - Ctrl-C ends a run with the one line `Interrupted.` and exit code 130 (128 + SIGINT, as shells report it).
-  It is Python's KeyboardInterrupt, which Ctrl-C raises on Linux, macOS and Windows alike.
+  It is Python's KeyboardInterrupt, which Ctrl-C raises on Linux, macOS and Windows alike. Where the output and
+  the errors are one file (a terminal, `2>&1`) and a text was cut mid-line, the line starts on a line of its own.
 - A full disk (or a file past the system's size limit, or a quota) is one line naming the file, exit code 1.
 - A reader that goes away (`python main.py | head`) ends the run quietly, as Unix tools do.
 """
@@ -57,11 +58,13 @@ def check_stdout():
 def ending_as_one_line():
     """Inside: Ctrl-C is `Interrupted.` and exit code 130; a full disk one `error:` line naming the file, exit
     code 1; a reader that went away (BrokenPipeError) a quiet exit 1. Any other exception is left alone."""
+    tracked = _line_ends_tracked()
     try:
         yield
     except KeyboardInterrupt:
+        mid_line = tracked is not None and tracked.mid_line
         _stdout_to_nowhere()
-        print("Interrupted.", file=sys.stderr)
+        print("\nInterrupted." if mid_line else "Interrupted.", file=sys.stderr)
         raise SystemExit(EXIT_INTERRUPTED) from None
     except BrokenPipeError:
         _stdout_to_nowhere()
@@ -72,6 +75,37 @@ def ending_as_one_line():
         _stdout_to_nowhere()
         print(f"error: {os_error_text(error, 'the output (or a file being written)')}", file=sys.stderr)
         raise SystemExit(1) from None
+    finally:
+        if tracked is not None and sys.stdout is tracked:
+            sys.stdout = tracked.stream
+
+
+class LineEnds:
+    """The standard output, noting whether what was last written to it ended its line (a text streamed token by
+    token does not): `Interrupted.` then starts a line of its own."""
+
+    def __init__(self, stream):
+        self.stream, self.mid_line = stream, False
+
+    def write(self, text):
+        self.mid_line = text[-1:] != "\n" if text else self.mid_line
+        return self.stream.write(text)
+
+    def __getattr__(self, name):  # everything else is the stream's own
+        return getattr(self.stream, name)
+
+
+def _line_ends_tracked():
+    """sys.stdout, replaced by a LineEnds of it, where the output and the errors are one file (a terminal, or
+    `2>&1`: an error line written after half a line of text would end that line); None elsewhere."""
+    try:
+        same = os.path.samestat(os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno()))
+    except (AttributeError, OSError, ValueError):  # no file behind one of them (a test's capture, >&-)
+        return None
+    if same:
+        sys.stdout = LineEnds(sys.stdout)
+        return sys.stdout
+    return None
 
 
 def _stdout_to_nowhere():

@@ -135,6 +135,19 @@ def hf_hub_cache():
     return Path.home() / ".cache" / "huggingface" / "hub"
 
 
+def check_hub_cache():
+    """ValueError naming the variable unless the Hugging Face cache can be a folder: HF_HUB_CACHE=/etc/passwd (or
+    a folder under a file) can never hold one, and said "File exists" only once a download began."""
+    folder = hf_hub_cache()
+    existing = next((path for path in (folder, *folder.parents) if os.path.lexists(path)), None)
+    if existing is None or existing.is_dir():
+        return
+    variable = next((name for name in ("HF_HUB_CACHE", "HF_HOME") if os.environ.get(name)), None)
+    where = f"${variable}={shown(os.environ[variable], 300)}" if variable else f"the Hugging Face cache {folder}"
+    raise ValueError(f"{where}: {existing} is not a folder, so the Hugging Face cache cannot be there; point "
+                     f"{variable or 'HF_HUB_CACHE'} at a folder (or unset it for ~/.cache/huggingface/hub)")
+
+
 def hub_cache_folders(repo_id):
     """The cache folders a repository may be under: its canonical name, and the legacy one for the models the
     Hub once had without an owner ("gpt2" was renamed "openai-community/gpt2")."""

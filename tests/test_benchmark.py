@@ -196,6 +196,22 @@ def test_prompts_and_n_longer_than_the_context_get_one_error_line(tmp_path, tiny
     assert err.startswith("error: ") and "is more than the models' context of 64 tokens" in err
 
 
+@pytest.mark.parametrize("flags", [["--prompts", "Hello, world"], ["--prompts=Hello, world"]])
+def test_a_prompt_with_a_comma_stays_one_prompt_as_in_main_py(tmp_path, tiny_dir, flags):
+    """fire reads "Hello, world" as the two prompts "Hello" and "world"; main.py and compare_llama_cpp keep it
+    one, and so does tools/benchmark.py now (a list is still '["one", "two"]')."""
+    import subprocess
+
+    from conftest import REPO_ROOT
+
+    assert benchmark.prompts_kept_whole(["--prompts", '["a, b", "c"]']) == ["--prompts", '["a, b", "c"]']
+    run = subprocess.run([sys.executable, str(REPO_ROOT / "tools/benchmark.py"), *flags, "--draft_model_size",
+                          str(tiny_dir), "--target_model_size", str(tiny_dir), "--Ks", "1", "--n_tokens_to_generate",
+                          "2", "--repeats", "1", "--img_dir", str(tmp_path / "img")], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "temperature 0.0, 1 prompt(s) x 2 tokens per run" in run.stdout, run.stderr[-2000:]
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Drafters and trees
 # ------------------------------------------------------------------------------------------------------------

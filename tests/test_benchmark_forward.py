@@ -152,3 +152,18 @@ def test_a_model_folder_is_a_size_with_its_shapes(tmp_path):
     assert benchmark_forward.size_hparams(str(tmp_path / "little")) == TINY
     context = benchmark_forward.measure_context(str(tmp_path / "little"), [4], 1, 1, np.random.default_rng(0))
     assert context.size == "little" and len(context.seconds[4]) == 1
+
+
+def test_a_context_model_measured_after_the_sizes_whose_matrices_are_all_freed_runs_to_its_table(
+        monkeypatch, capsys):
+    """A small size leaves the helper process holding only the bandwidth matrix, freed once the sizes are
+    measured; the context model's first shared attention then forked a new helper of no matrix at all (a
+    `max() arg is an empty sequence` traceback after the whole measurement). The bandwidth matrix here is big
+    enough to be shared, and the context model's cache too (2 layers x 1024 positions x 64 wide: 1 MB)."""
+    monkeypatch.setitem(benchmark_forward.HPARAMS, "tiny", TINY)
+    monkeypatch.setitem(benchmark_forward.HPARAMS, "wide", {**TINY, "n_ctx": 1024, "n_embd": 64})
+    monkeypatch.setattr(benchmark_forward, "BANDWIDTH_SHAPE", (512, 512))  # 1 MB: handed to the helper
+    benchmark_forward.main(sizes="tiny", n_prompt=4, n_new=3, repeats=1, no_cache_sizes="", breakdown_rounds=1,
+                           r_max=3, r_repeats=1, context_size="wide", context_lengths="16,64", context_steps=1,
+                           context_rounds=1, img_dir=None)
+    assert "wide: context" in capsys.readouterr().out

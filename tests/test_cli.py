@@ -128,6 +128,19 @@ def test_a_prompt_that_is_not_utf8_is_refused_before_the_models_load(tmp_path, t
     assert line == "error: --prompt is not valid UTF-8 text: it holds the byte 0xe9 at character 3; give it in UTF-8"
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="the C locale's surrogate escapes are POSIX's")
+def test_a_utf8_prompt_under_the_c_locale_is_read_as_the_text_it_is(tmp_path, target_dir, draft_dir):
+    """`LANG=C PYTHONUTF8=0 python main.py --prompt café`: the C locale decodes no byte past ASCII, so sys.argv held
+    'caf\\udcc3\\udca9' and the run called a valid prompt "not valid UTF-8". Its bytes are UTF-8: it is 'café'."""
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "main.py"), "--prompt", "café".encode(), "--draft_model_size", str(draft_dir),
+         "--target_model_size", str(target_dir), "--n_tokens_to_generate", "2"],
+        cwd=tmp_path, capture_output=True, text=True, encoding="utf-8", timeout=120,
+        env={**_base_env(), "LANG": "C", "LC_ALL": "C", "PYTHONUTF8": "0"},
+    )
+    assert result.returncode == 0 and "prompt (3 tokens): café\n" in result.stdout, result.stderr[-2000:]
+
+
 @pytest.mark.parametrize("flag", ["--prompt", "--models_dir", "--target_model_size", "--draft_model_size", "--plot",
                                   "--base_url", "--color", "--drafter"])
 def test_every_text_flag_must_be_utf8(tmp_path, monkeypatch, capsys, flag):
@@ -271,6 +284,20 @@ def test_K_hf_runs_hugging_faces_schedule_and_reports_the_positions_it_drafted(t
     assert "drafter model, K=hf: 2 rounds, mean k 5.00" in out
     assert "target forward passes: autoregressive 12, speculative 2 (6.00 tokens per target pass)" in out
     assert "the two texts are identical: yes" in out
+
+
+def test_a_run_that_drafted_no_guess_says_so_instead_of_an_empty_range_of_positions():
+    """--K auto choosing k = 0 every round read "by draft position 1..0:" with nothing after it. A fixed K still
+    lists its positions, each n/a."""
+    from types import SimpleNamespace
+
+    from command_line.report import acceptance_line
+    from records import SpeculativeStats
+
+    line = acceptance_line(SpeculativeStats(), SimpleNamespace(K="auto", tree=None))
+    assert line == "acceptance rate: 0.00 (0 of 0 checked draft tokens kept; no guess was drafted)"
+    line = acceptance_line(SpeculativeStats(), SimpleNamespace(K=3, tree=None))
+    assert line.endswith("kept; by draft position 1..3: n/a, n/a, n/a)")
 
 
 def test_an_unknown_flag_thousands_of_characters_long_is_quoted_cut_short(tmp_path, monkeypatch, capsys):

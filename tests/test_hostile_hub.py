@@ -421,14 +421,19 @@ def test_a_config_json_of_100000_nested_arrays_is_one_error_naming_it(hub, repos
         resolve_model("gpt2", tmp_path / "models")
 
 
+@pytest.mark.parametrize("variable", ["HF_HUB_CACHE", "HF_HOME"])
 @pytest.mark.parametrize("where", ["a_file", "under_a_file"])
-def test_an_hf_hub_cache_that_cannot_be_a_folder_is_one_error_line_naming_it(hub, tmp_path, capsys, monkeypatch,
-                                                                            where):
+def test_an_hf_cache_variable_that_cannot_name_a_folder_is_one_line_naming_it_before_any_work(
+        hub, tmp_path, capsys, monkeypatch, where, variable):
+    """HF_HUB_CACHE=/etc/passwd said "File exists", exit code 1, once a download had begun. It is bad input: one
+    line naming the variable and its value, exit code 2, with the flags."""
     (tmp_path / "a_file").write_text("not a folder")
     cache = tmp_path / "a_file" if where == "a_file" else tmp_path / "a_file" / "hub"
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv(variable, str(cache))
     line, code = main_error(tmp_path, capsys, "--drafter", "lookup", "--target_model_size", "gpt2")
-    assert code == 1 and f"cannot write into {cache}" in line and "HF_HUB_CACHE" in line
+    assert code == 2 and line.startswith(f"error: ${variable}='{cache}': {tmp_path / 'a_file'} is not a folder")
+    assert f"point {variable} at a folder" in line and hub.requests == []  # checked before any download
 
 
 def test_an_unwritable_hf_hub_cache_is_one_download_error_naming_it(hub, tmp_path, monkeypatch, read_only_folder):

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 
@@ -139,3 +140,52 @@ def test_benchmark_py_checks_a_model_folders_hparams_json_as_the_loaders_do(tmp_
                              "--img_dir", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     line = one_error_line(result)
     assert str(folder / "hparams.json") in line and "n_head=3 does not divide n_embd=8" in line
+
+
+HUGE = {"model_type": "gpt2", "vocab_size": 50257, "n_positions": 1024, "n_embd": 8192, "n_head": 64, "n_layer": 192}
+RANDOM_WEIGHT_RUNS = {  # every command that makes random weights of a named model's shapes; "{huge}" is the model
+    "random_models": ["tools/random_models.py", "--sizes", "{huge}", "--folder", "{out}"],
+    "benchmark_text": ["tools/benchmark_text.py", "--size", "{huge}", "--texts", "prose"],
+    "pass_parts": ["tools/pass_parts.py", "--size", "{huge}"],
+    "benchmark": ["tools/benchmark.py", "--random_weights", "--draft_model_size", "124M", "--target_model_size",
+                  "{huge}", "--img_dir", "{out}"],
+    "benchmark_forward": ["tools/benchmark_forward.py", "--sizes", "{huge}", "--no_cache_sizes", "",
+                          "--img_dir", "{out}"],
+    "measure_loading": ["tools/measure_loading.py", "--sizes", "{huge}", "--folder", "{out}"],
+}
+
+
+def _cap_memory_at_4_gb():  # should the check ever go, the run fails fast instead of waking the OOM killer
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the memory cap is set with POSIX's setrlimit")
+@pytest.mark.parametrize("command", RANDOM_WEIGHT_RUNS.values(), ids=RANDOM_WEIGHT_RUNS)
+def test_a_config_json_naming_600_gb_of_weights_is_refused_in_one_line_before_any_is_made(tmp_path, command):
+    """A folder holding only a config.json within the loaders' limits (192 layers x 8192 wide) made these try to
+    allocate about 600 GB: a MemoryError after 15 s under a cap, the OOM killer without. The bytes are counted
+    from the shapes first; the run is one line, exit code 2, and nothing is written."""
+    huge = tmp_path / "huge"
+    huge.mkdir()
+    (huge / "config.json").write_text(json.dumps(HUGE))
+    args = [arg.replace("{huge}", str(huge)).replace("{out}", str(tmp_path / "out")) for arg in command]
+    result = subprocess.run([sys.executable, str(REPO_ROOT / args[0]), *args[1:]], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60, preexec_fn=_cap_memory_at_4_gb)
+    line = one_error_line(result)
+    assert result.returncode == 2 and "GB of memory and this machine has" in line and str(huge) in line, line
+    assert sorted(tmp_path.iterdir()) == [huge]
+
+
+def test_the_bytes_a_model_needs_cover_its_random_weights_and_the_check_refuses_one_byte_less():
+    """bytes_needed counts at least what random_params makes; the check passes at exactly that many bytes."""
+    from loaders.random_weights import bytes_needed, check_memory_for, random_params
+    from tools.benchmark_forward import n_bytes
+
+    weights = n_bytes(random_params(TINY_HPARAMS, np.random.default_rng(0)))
+    needed = bytes_needed(TINY_HPARAMS)
+    assert weights <= needed <= 4 * weights  # the weights, two of the largest matrix (tiny: wte), a cache
+    check_memory_for([("tiny", TINY_HPARAMS)], available=needed)
+    with pytest.raises(ValueError, match=r"^tiny and tiny: random weights of these shapes need"):
+        check_memory_for([("tiny", TINY_HPARAMS), ("tiny", TINY_HPARAMS)], available=2 * needed - 1)

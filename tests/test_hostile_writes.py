@@ -122,3 +122,98 @@ def test_a_blobs_part_that_is_not_a_regular_file_is_replaced_never_followed(hub,
     folder, = finishes_within(10, lambda: resolve_model("gpt2", tmp_path / "models"), part)
     assert (folder / "model.safetensors").read_bytes() == data and not os.path.lexists(part)
     assert_untouched(outside)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# A tool's scratch folder: what the user had there stays
+# ------------------------------------------------------------------------------------------------------------
+
+
+def tiny_size(tmp_path):
+    """A model folder holding only hparams.json: a size for tools/measure_loading.py (its weights are random)."""
+    import json
+
+    from test_main import TINY_HPARAMS
+
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    (folder / "hparams.json").write_text(json.dumps(TINY_HPARAMS))
+    return folder
+
+
+def snapshot(folder):
+    return {str(path.relative_to(folder)): path.read_bytes() if path.is_file() else None
+            for path in sorted(folder.rglob("*"))}
+
+
+def users_folder(tmp_path):
+    folder = tmp_path / "work"
+    (folder / "notes").mkdir(parents=True)
+    (folder / "thesis.txt").write_text("years of work")
+    (folder / "notes" / "todo.txt").write_text("back it up")
+    return folder
+
+
+def test_measure_loading_writes_into_a_folder_of_its_own_and_leaves_what_the_folder_held(tmp_path):
+    """`--folder F` removed F whole when it was done, the user's files in it included (`--folder .` emptied the
+    working folder). Now the checkpoints go into a new folder inside F, the only thing removed; and a --folder
+    the run made itself is gone again afterwards."""
+    import subprocess
+    import sys
+
+    from conftest import REPO_ROOT
+
+    folder, made = users_folder(tmp_path), tmp_path / "new" / "load"
+    before = snapshot(folder)
+    for where in (folder, made):
+        run = subprocess.run([sys.executable, str(REPO_ROOT / "tools/measure_loading.py"), "--sizes",
+                              str(tiny_size(tmp_path) if where == folder else tmp_path / "tiny"), "--repeats", "1",
+                              "--folder", str(where)], cwd=folder, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0 and "TF checkpoint: peak RSS" in run.stdout, run.stderr[-2000:]
+    assert snapshot(folder) == before
+    assert not (tmp_path / "new").exists()
+
+
+def test_measure_loading_on_a_full_disk_removes_its_partial_checkpoint_and_names_it(tmp_path, monkeypatch, capsys):
+    """The disk filled up in the middle of a checkpoint: its partial files stayed and the line named no file.
+    Now the line names the file being written, says it was removed, and the folder holds what it held."""
+    import errno
+
+    import pytest
+
+    from command_line.scripts import run_script
+    from tools import measure_loading
+
+    def fill_the_disk(path, tensors, dtype):
+        path.write_bytes(b"half a checkpoint")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(measure_loading, "write_safetensors", fill_the_disk)
+    folder = users_folder(tmp_path)
+    before = snapshot(folder)
+    with pytest.raises(SystemExit) as exit_info:
+        run_script(measure_loading.main, ["--sizes", str(tiny_size(tmp_path)), "--folder", str(folder)],
+                   "tools/measure_loading.py")
+    line = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 1 and "\n" not in line
+    assert line.startswith(f"error: {folder}/measure-loading-") and "/hf/model.safetensors (the Hugging Face " in line
+    assert "removed): the disk is full" in line and snapshot(folder) == before
+
+
+def test_measure_loading_refuses_a_size_whose_checkpoints_do_not_fit_on_the_disk_before_writing(
+        tmp_path, monkeypatch, capsys):
+    import shutil
+
+    import pytest
+
+    from command_line.scripts import run_script
+    from tools import measure_loading
+
+    monkeypatch.setattr(measure_loading.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**9, 10**9, 1000))
+    folder = users_folder(tmp_path)
+    before = snapshot(folder)
+    with pytest.raises(SystemExit) as exit_info:
+        run_script(measure_loading.main, ["--sizes", "124M", "--folder", str(folder)], "tools/measure_loading.py")
+    line = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and line.startswith(f"error: --folder {folder}: 124M's two checkpoints need")
+    assert "0.0 GB free; free some space" in line and snapshot(folder) == before

@@ -51,3 +51,33 @@ def test_without_the_tokenizer_files_it_says_what_works_offline_in_one_line(tmp_
                            f"{tmp_path / 'empty' / '124M'}: copy encoder.json and vocab.bpe"), line
     assert "set GPT2_MODELS_DIR=DIR" in line and "run python main.py once" not in line
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_damaged_encoder_json_is_one_line_naming_it_and_no_model_folder_is_written(tmp_path, release_124M_dir):
+    """An encoder.json cut in half in $GPT2_MODELS_DIR/124M was copied into every new model folder, exit 0 (the
+    folder then failed to load). The files are read as encoder.py reads them first."""
+    damaged = tmp_path / "models" / "124M"
+    damaged.mkdir(parents=True)
+    text = (release_124M_dir / "encoder.json").read_text(encoding="utf-8")
+    (damaged / "encoder.json").write_text(text[: len(text) // 2], encoding="utf-8")
+    (damaged / "vocab.bpe").write_bytes((release_124M_dir / "vocab.bpe").read_bytes())
+    out = tmp_path / "out"
+    out.mkdir()
+    run = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "random_models.py"), "--trace", "--folder",
+                          str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "GPT2_MODELS_DIR": str(tmp_path / "models")})
+    assert run.returncode == 2 and run.stdout == "", run.stdout + run.stderr
+    [line] = run.stderr.splitlines()
+    assert line.startswith(f"error: GPT-2 vocabulary file {damaged / 'encoder.json'} is not valid JSON"), line
+    assert "set GPT2_MODELS_DIR" in line and list(out.iterdir()) == []
+
+
+def test_an_empty_gpt2_models_dir_counts_as_unset_never_as_the_current_folder(monkeypatch):
+    """`GPT2_MODELS_DIR=` made Path(""), the current folder: a tool read (and random_models copied) whatever
+    124M/ the user stood next to. Empty is unset, as for HF_HUB_CACHE: models/ in the repository."""
+    from tools import release_files
+
+    monkeypatch.setenv("GPT2_MODELS_DIR", "")
+    assert release_files.models_dir() == REPO_ROOT / "models"
+    monkeypatch.setenv("GPT2_MODELS_DIR", "/data/gpt2")
+    assert str(release_files.models_dir()) == "/data/gpt2"

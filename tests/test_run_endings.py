@@ -136,3 +136,30 @@ def test_ctrl_c_in_the_middle_of_benchmark_py_is_one_line_interrupted_and_exit_c
     code, err = interrupted(command("tools/benchmark.py", "--random_weights", "--target_model_size", "1558M",
                                     "--img_dir", tmp_path), tmp_path, "making random weights")
     assert code == 130 and err.strip().splitlines()[-1] == "Interrupted." and "Traceback" not in err, err
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a test cannot press Ctrl-C in a Windows console")
+def test_ctrl_c_mid_line_on_a_shared_terminal_puts_interrupted_on_a_line_of_its_own(tmp_path, release_124M_dir):
+    """The output and the errors in one file (a terminal, or `2>&1` as here) and the text cut mid-line: the last
+    line read "Hi, the text so farInterrupted.". Now `Interrupted.` is a line of its own."""
+    from loaders.random_weights import random_params
+    import numpy as np
+
+    hparams = {**TINY_HPARAMS, "n_ctx": 1024}
+    folder = write_hf_folder(tmp_path / "long", random_params(hparams, np.random.default_rng(0), std=0.5), hparams,
+                             release_124M_dir)
+    process = subprocess.Popen(command("main.py", "--drafter", "lookup", "--n_tokens_to_generate", 1000, "--kv_cache",
+                                       "false", "--prompt", "Hi", "--target_model_size", folder), cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        for line in process.stdout:
+            if line.startswith("autoregressive sampling"):
+                break
+        time.sleep(1.0)  # the text streams: "Hi" and some tokens, no end of line yet
+        process.send_signal(signal.SIGINT)
+        rest, _ = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    lines = rest.splitlines()
+    assert process.returncode == 130 and lines[-1] == "Interrupted." and "Traceback" not in rest, rest[-2000:]

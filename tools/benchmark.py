@@ -34,6 +34,7 @@ against K, ms per token against K, and for --random_weights the predicted speedu
 alpha (file names: tools/benchmark_plots.py).
 """
 
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,12 +46,12 @@ import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from loaders.random_weights import random_params
+from loaders.random_weights import check_memory_for, random_params
 
 from loaders.download import HPARAMS
 from lookahead import AUTO_K_MAX, break_even_alpha, predicted_speedup
 from command_line.flags import MAX_SEED, as_bool, as_text, as_whole_number, check_model_names, check_models_dir, check_sampling_flags
-from command_line.flags import check_whole_number, errors_as_one_line
+from command_line.flags import as_typed_text, check_whole_number, errors_as_one_line
 from command_line.scripts import as_fractions, as_whole_numbers, check_output_folder, run_script
 from records import timed
 from utils import check_same_tokenizer, download_and_load
@@ -314,7 +315,7 @@ def comparison_flags(drafters, drafter_Ks, trees, max_ngram):
 def as_prompts(value, flag):
     """[str] of a prompts flag: one text, or fire's list of them (--prompts '["one", "two"]'). At least one, and
     none empty: an empty prompt has no token for the first pass to continue from."""
-    prompts = [as_text(prompt, flag) for prompt in (value if isinstance(value, (list, tuple)) else [value])]
+    prompts = [as_typed_text(prompt, flag) for prompt in (value if isinstance(value, (list, tuple)) else [value])]
     if not prompts:
         raise ValueError(f"{flag} is empty: give a prompt, or a list of them like '[\"one\", \"two\"]'")
     if "" in prompts:
@@ -353,6 +354,7 @@ def random_pair(draft_model_size, target_model_size, seed):
     if draft_hparams["n_vocab"] != target_hparams["n_vocab"]:
         raise ValueError(f"the draft and target have different vocabularies (n_vocab {draft_hparams['n_vocab']} "
                          f"and {target_hparams['n_vocab']})")
+    check_memory_for([(draft_model_size, draft_hparams), (target_model_size, target_hparams)])  # both are made
     rng = np.random.default_rng(seed)
     prompt_ids = rng.integers(0, target_hparams["n_vocab"], 10).tolist()
     print(f"making random weights of the shapes of {draft_model_size} and {target_model_size} ...", flush=True)
@@ -537,5 +539,26 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
     return results
 
 
+PROMPT_FLAGS = ("prompts", "copy_prompts", "free_prompts")
+
+
+def prompts_kept_whole(argv):
+    """argv with the text of each prompts flag quoted for fire (repr), unless it is a list ('["one", "two"]'):
+    fire reads "Hello, world" as the two prompts "Hello" and "world"; main.py and compare_llama_cpp keep it one.
+
+    prompts_kept_whole(["--prompts", "Hello, world"]) == ["--prompts", "'Hello, world'"]
+    """
+    argv = list(argv)
+    for i, argument in enumerate(argv):
+        flag, has_value, value = argument.partition("=")
+        if not flag.startswith("--") or flag[2:].replace("-", "_") not in PROMPT_FLAGS:
+            continue
+        if has_value and not value.lstrip().startswith("["):
+            argv[i] = f"{flag}={value!r}"
+        elif not has_value and i + 1 < len(argv) and not re.match(r"--|-[a-zA-Z]|\s*\[", argv[i + 1]):
+            argv[i + 1] = repr(argv[i + 1])  # (a flag next: --prompts has no value, which as_prompts says)
+    return argv
+
+
 if __name__ == "__main__":
-    run_script(main, sys.argv[1:], "tools/benchmark.py")
+    run_script(main, prompts_kept_whole(sys.argv[1:]), "tools/benchmark.py")

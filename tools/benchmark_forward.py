@@ -55,9 +55,10 @@ from tools import benchmark  # noqa: E402
 from speed import calibration  # noqa: E402
 from speed import products  # noqa: E402
 from speed import routes  # noqa: E402
+from speed import second_core  # noqa: E402
 from tools.benchmark import model_name  # noqa: E402
 from speed.plug import routed_attention as attention  # noqa: E402  (what a pass attends with)
-from loaders.random_weights import random_params  # noqa: E402
+from loaders.random_weights import check_memory_for, random_params  # noqa: E402
 from loaders.download import HPARAMS  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
@@ -524,7 +525,7 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
         context_size = as_optional(context_size, as_text, "--context_size")
         lengths = as_whole_numbers(context_lengths, "--context_lengths") if context_size else []
         for size in sizes + no_cache_sizes + ([context_size] if context_size else []):
-            size_hparams(size)  # an unknown size stops the run here, before any work
+            check_memory_for([(size, size_hparams(size))])  # an unknown or too large size stops the run here
         for size in sizes:  # a run's tokens, and r(m)'s passes after at least one cached token, fit the context
             n_ctx = size_hparams(size)["n_ctx"]
             if n_prompt + n_new > n_ctx:
@@ -558,7 +559,8 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
         for size in sizes:
             results.append(measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, r_repeats,
                                         r_context, size in no_cache_sizes, rng))
-        del w, v
+        del w, v  # and every size's weights are gone: a helper holding only freed matrices is stopped (renew),
+        second_core.renew()  # else the context model's first shared attention forks one that holds none
         print(f"Greedy decoding through the sampler (autoregressive_sampling, create_model_fn), {n_new} tokens after "
               f"a {n_prompt}-token prompt\n(prompt pass not timed), random weights, ms per token; best and median of "
               f"{repeats} runs. floor = weights / the best bandwidth\nof single float32 {BANDWIDTH_SHAPE[0]}x"

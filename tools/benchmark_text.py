@@ -38,7 +38,6 @@ and the decoding after it. Before anything is timed, calibration.calibrate measu
 """
 
 import json
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -50,11 +49,11 @@ import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which
 
 import numpy as np  # noqa: E402
 
-from tools import benchmark  # noqa: E402
+from tools import benchmark, release_files  # noqa: E402
 import drafters  # noqa: E402
 from speed import calibration  # noqa: E402
 from encoder import get_encoder  # noqa: E402
-from loaders.random_weights import random_params  # noqa: E402
+from loaders.random_weights import check_memory_for, random_params  # noqa: E402
 from lookahead import MATCH_BUCKETS, match_bucket  # noqa: E402
 from model_fn import create_model_fn  # noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402
@@ -103,7 +102,7 @@ BPE_NAME = "GPT-2's BPE"
 
 def tokenizer(models_dir=None):
     """(encode, description): GPT-2's BPE from models_dir/124M if its files are there, else UTF-8 bytes."""
-    models_dir = models_dir or os.environ.get("GPT2_MODELS_DIR", "models")
+    models_dir = models_dir or release_files.models_dir()  # $GPT2_MODELS_DIR (unless empty), else models/
     if (Path(models_dir) / "124M" / "encoder.json").exists() and (Path(models_dir) / "124M" / "vocab.bpe").exists():
         return get_encoder("124M", models_dir).encode, BPE_NAME
     return (lambda text: list(text.encode("utf-8"))), "UTF-8 bytes (GPT-2's BPE files were not found)"
@@ -398,7 +397,7 @@ def main(texts="prose,code,rewrite,quotes,excerpts", Ks="4,8,16,auto", size="124
         repeats, calibrate_repeats = (as_whole_number(repeats, "--repeats", 1),
                                       as_whole_number(calibrate_repeats, "--calibrate_repeats", 1))
         capped, seed = as_bool(capped, "--capped"), as_whole_number(seed, "--seed", 0, MAX_SEED)
-        benchmark.hparams_of(as_text(size, "--size"))
+        check_memory_for([(size, benchmark.hparams_of(as_text(size, "--size")))])
         encode, tokenizer_name = tokenizer()
         check_fit(read_texts(names, encode), benchmark.hparams_of(size)["n_ctx"], tokenizer_name)  # each fits
         if r_table is not None:

@@ -58,7 +58,7 @@ import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which
 import numpy as np  # noqa: E402
 
 from tools import benchmark  # noqa: E402
-from command_line.flags import as_bool, as_text, as_whole_number, check_writable, errors_as_one_line  # noqa: E402
+from command_line.flags import as_bool, as_text, as_typed_text, as_whole_number, check_writable, errors_as_one_line  # noqa: E402
 from command_line.scripts import run_script  # noqa: E402
 from gpt2 import gpt2  # noqa: E402
 from loaders.random_weights import random_params  # noqa: E402
@@ -117,7 +117,7 @@ def check_flags(args) -> dict:
     """The settings from the command line's text (a dict of DEFAULTS' keys), each checked:
     a ValueError naming the flag and what it takes. Nothing is loaded but the hyperparameters and the tokenizer."""
     args = dict(args)
-    settings = {"model": as_text(args["model"], "--model"), "prompt": as_text(args["prompt"], "--prompt"),
+    settings = {"model": as_text(args["model"], "--model"), "prompt": as_typed_text(args["prompt"], "--prompt"),
                 "threads": whole_numbers(args["threads"], "--threads"),
                 "ms": sorted(set(whole_numbers(args["ms"], "--ms")) | {1}),
                 "flash_attn": as_bool(args["flash_attn"], "--flash_attn"),

@@ -69,6 +69,7 @@ from command_line.flags import (as_bool, as_optional, as_text, as_whole_number, 
 from loaders.weights import shown  # noqa: E402
 from command_line.scripts import as_fractions, as_names, as_whole_numbers, check_output_folder, run_script  # noqa: E402
 from loaders.download import HPARAMS  # noqa: E402
+from loaders.random_weights import check_memory_for  # noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402
 from tools import benchmark_forward, release_files, worked_round  # noqa: E402
 from tools.machine import KINDS, blas_description, blas_threads, machine_description, machine_kind  # noqa: E402
@@ -178,6 +179,17 @@ def exactness_table():
 # ------------------------------------------------------------------------------------------------------------
 # The sample run
 # ------------------------------------------------------------------------------------------------------------
+
+
+def checked_sample_sizes(value):
+    """[draft, target] of --sample_run_sizes: two sizes or model folders whose random weights fit in memory (one
+    at a time: tools/random_models.py writes each and frees it); else a ValueError naming the flag."""
+    sizes = as_names(value, "--sample_run_sizes")
+    if len(sizes) != 2:
+        raise ValueError(f"--sample_run_sizes takes two sizes, the draft's and the target's; got {shown(value)}")
+    for size in sizes:
+        check_memory_for([(size, benchmark.hparams_of(size))])
+    return sizes
 
 
 def sample_run(seed, tokenizer_dir, n_tokens, sizes=("124M", "355M")):
@@ -444,12 +456,10 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         forward_context_size = as_optional(forward_context_size, as_text, "--forward_context_size") or None
         if forward_context_size:
             benchmark_forward.size_hparams(forward_context_size)
-        if random_weights:  # the shapes of the cost table's pair and of the sample run's
-            sample_sizes = as_names(sample_run_sizes, "--sample_run_sizes")
-            if len(sample_sizes) != 2:
-                raise ValueError(f"--sample_run_sizes takes two sizes, the draft's and the target's; got "
-                                 f"{shown(sample_run_sizes)}")
-            for size in [draft_model_size, target_model_size, *sample_sizes]:
+        if random_weights or (only is not None and "sample-run" in as_names(only, "--only")):
+            sample_run_sizes = checked_sample_sizes(sample_run_sizes)  # --only sample-run runs it alone
+        if random_weights:  # the shapes of the cost table's pair
+            for size in [draft_model_size, target_model_size]:
                 benchmark.hparams_of(size)
         else:
             check_model_names(draft_model_size, target_model_size)
@@ -469,8 +479,7 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
                      "grading-time": lambda forward, tokenizer: grading_block(grading_submissions),
                      "page-size": lambda forward, tokenizer: rounds_page(tokenizer, img_dir, dry_run),
                      "sample-run": lambda forward, tokenizer: sample_run(
-                         seed + SAMPLE_RUN_SEED, tokenizer, sample_run_tokens,
-                         benchmark.as_list(sample_run_sizes, "sample_run_sizes", str))}
+                         seed + SAMPLE_RUN_SEED, tokenizer, sample_run_tokens, sample_run_sizes)}
             unknown = [name for name in names if name not in alone]
             if unknown:
                 raise ValueError(f"--only takes some of {', '.join(alone)}; got {', '.join(unknown)}")
@@ -507,8 +516,7 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         blocks["tree-table"] = benchmark.format_table(results["tree_rows"], markdown=True)
 
     if random_weights:
-        blocks["sample-run"] = sample_run(seed + SAMPLE_RUN_SEED, tokenizer_dir, sample_run_tokens,
-                                          benchmark.as_list(sample_run_sizes, "sample_run_sizes", str))
+        blocks["sample-run"] = sample_run(seed + SAMPLE_RUN_SEED, tokenizer_dir, sample_run_tokens, sample_run_sizes)
     blocks["break-even-table"] = break_even_table()
     blocks["page-size"] = rounds_page(tokenizer_dir, img_dir, dry_run)
 

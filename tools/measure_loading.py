@@ -11,7 +11,10 @@ can take: `cat` reuses one small buffer, a load must fault in fresh pages for ev
     python tools/measure_loading.py --sizes 124M --json loading.json        # also write the numbers
 
 Linux only: the peak comes from /proc, and the file is read by `cat`. A size is a released one or a model
-folder (its shapes; the weights are random). Each size's files are deleted before the next size is written. Of
+folder (its shapes; the weights are random). Each size's files go into a new folder of their own inside --folder
+(measure-loading-...), deleted before the next size is written: what --folder held stays, and a --folder this
+run made is removed at the end if it is left empty. A size whose two checkpoints do not fit on --folder's disk is
+refused before any is written; a disk that fills up anyway removes the partial files and names them. Of
 --repeats loads of each file, the peak is the largest (the memory a load may need) and the time the best (noise
 only ever adds time). Not a test (it takes minutes and gigabytes); tools/make_readme_figures.py runs it with
 --json and writes docs/BENCHMARKS.md's "Loading weights" table.
@@ -23,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -34,11 +38,11 @@ sys.path.insert(0, str(ROOT))
 
 import gpt2  # noqa: E402
 from tools.benchmark import hparams_of, model_name  # noqa: E402
-from loaders.safe_files import write_atomically  # noqa: E402
+from loaders.safe_files import new_folders, remove_if_empty, write_atomically  # noqa: E402
 from tools.model_files import flat_params, hf_config, hf_name, write_safetensors, write_tf_checkpoint  # noqa: E402
-from command_line.flags import as_whole_number, errors_as_one_line  # noqa: E402
+from command_line.flags import as_whole_number, errors_as_one_line, first_existing  # noqa: E402
 from command_line.scripts import as_names, check_output_file, check_output_folder, run_script  # noqa: E402
-from loaders.random_weights import random_params  # noqa: E402
+from loaders.random_weights import bytes_needed, check_memory_for, random_params  # noqa: E402
 
 
 def measure(code):
@@ -66,18 +70,56 @@ def cat_seconds(path):
     return time.perf_counter() - start
 
 
+@contextmanager
+def own_folder(parent):
+    """Inside: a new folder in `parent` that this run made (measure-loading-...), removed whole on the way out;
+    whatever else `parent` holds is never touched."""
+    folder = Path(tempfile.mkdtemp(dir=parent, prefix="measure-loading-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+@contextmanager
+def named_if_it_fails(path, what):
+    """Inside: writing `path`; an OSError (a full disk's names no file) names it and says it will be removed."""
+    try:
+        yield
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, f"{path} ({what}, removed)") from None
+
+
+def check_disk_for(size, folder):
+    """ValueError unless the disk of `folder` (or of its first existing parent) has room for size's two
+    checkpoints (twice the float32 weights)."""
+    needed = 2 * bytes_needed(hparams_of(size))  # a little more than twice the weights: a margin
+    free = shutil.disk_usage(first_existing(folder)).free
+    if needed > free:
+        raise ValueError(f"--folder {folder}: {model_name(size)}'s two checkpoints need {needed / 1e9:.1f} GB and "
+                         f"its disk has {free / 1e9:.1f} GB free; free some space or name a folder on another disk")
+
+
+def write_both(hparams, root):
+    """size's random weights written under root as a TF checkpoint (root/tf) and an HF folder (root/hf); returns
+    the bytes of the weights."""
+    arrays = flat_params(random_params(hparams, np.random.default_rng(0)))
+    with named_if_it_fails(root / "tf", "the TF checkpoint being written"):
+        weights = write_tf_checkpoint(root / "tf", arrays, hparams)
+    hf = root / "hf"
+    with named_if_it_fails(hf / "model.safetensors", "the Hugging Face checkpoint being written"):
+        hf.mkdir()
+        write_atomically(hf / "config.json", json_module.dumps(hf_config(hparams)))
+        write_safetensors(hf / "model.safetensors", {hf_name(n, "transformer."): a for n, a in arrays.items()}, "F32")
+    return weights
+
+
 def measure_size(size, root, repeats):
     """One row per layout: {"size", "layout", "weights", "empty_python", "peak", "seconds", "fresh_copy", "cat"}
-    (bytes and seconds; fresh_copy: the best time of fresh_copy_code). The files are written under root,
-    measured, and deleted."""
+    (bytes and seconds; fresh_copy: the best time of fresh_copy_code). The files are written under root (a
+    folder this run made: own_folder), measured, and deleted with it."""
     hparams = hparams_of(size)
-    arrays = flat_params(random_params(hparams, np.random.default_rng(0)))
-    weights = write_tf_checkpoint(root / "tf", arrays, hparams)
-    hf = root / "hf"
-    hf.mkdir(parents=True, exist_ok=True)
-    write_atomically(hf / "config.json", json_module.dumps(hf_config(hparams)))
-    write_safetensors(hf / "model.safetensors", {hf_name(n, "transformer."): a for n, a in arrays.items()}, "F32")
-    del arrays
+    weights, hf = write_both(hparams, root), root / "hf"
     empty_python, _ = measure("pass")
     rows = []
     for layout, code, data_file in [
@@ -95,7 +137,6 @@ def measure_size(size, root, repeats):
         rows.append({"size": model_name(size), "layout": layout, "weights": weights, "empty_python": empty_python,
                      "peak": max(peak for peak, _ in loads), "seconds": min(seconds for _, seconds in loads),
                      "fresh_copy": min(copies), "cat": cat})
-    shutil.rmtree(root)
     return rows
 
 
@@ -104,7 +145,8 @@ def main(sizes="124M", folder=None, repeats=2, json=None):
 
     Args:
         sizes: comma-separated sizes or model folders.
-        folder: where the files are written (then deleted); default: gpt2-load in the temporary folder.
+        folder: where the files are written, in a new folder of their own (then deleted; nothing else in
+            folder is touched); default: gpt2-load in the temporary folder.
         repeats: loads of each file, each in a fresh process.
         json: a file to write the rows into, for make_readme_figures.py.
     """
@@ -113,27 +155,38 @@ def main(sizes="124M", folder=None, repeats=2, json=None):
             raise ValueError("tools/measure_loading.py measures on Linux only: it reads a process's peak memory "
                              "from /proc")
         sizes = as_names(sizes, "--sizes")
-        for size in sizes:
-            hparams_of(size)
         folder = Path(tempfile.gettempdir()) / "gpt2-load" if folder is None else folder
         folder = check_output_folder(folder, "--folder")
+        for size in sizes:  # one at a time: each size's weights and files are gone before the next is made
+            check_memory_for([(size, hparams_of(size))])
+            check_disk_for(size, folder)
         repeats = as_whole_number(repeats, "--repeats", 1)
         json_path = check_output_file(json, "--json")
-    rows = []
-    for size in sizes:
-        size_rows = measure_size(size, folder, repeats)
-        first = size_rows[0]
-        print(f"{first['size']}: weights {first['weights'] / 1e9:.2f} GB; an empty Python "
-              f"{first['empty_python'] / 1e6:.0f} MB")
-        for row in size_rows:
-            print(f"  {row['layout']}: peak RSS {row['peak'] / 1e9:.2f} GB = {row['peak'] / row['weights']:.2f}x the "
-                  f"weights ({(row['peak'] - row['empty_python']) / row['weights']:.2f}x above an empty Python); "
-                  f"{row['seconds']:.1f} s = {row['seconds'] / row['cat']:.2f}x reading the file ({row['cat']:.1f} s); "
-                  f"copying the file into fresh memory {row['fresh_copy']:.1f} s = "
-                  f"{row['fresh_copy'] / row['cat']:.2f}x")
-        rows += size_rows
+    rows, made = [], new_folders(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        for size in sizes:
+            with own_folder(folder) as root:
+                rows += measure_and_print(size, root, repeats)
+    finally:
+        remove_if_empty(made)  # a --folder this run made, and only if nothing else was put there meanwhile
     if json_path:
         write_atomically(json_path, json_module.dumps({"loads": rows, "repeats": repeats}, indent=1))
+
+
+def measure_and_print(size, root, repeats):
+    """measure_size's rows for one size, printed as they come."""
+    size_rows = measure_size(size, root, repeats)
+    first = size_rows[0]
+    print(f"{first['size']}: weights {first['weights'] / 1e9:.2f} GB; an empty Python "
+          f"{first['empty_python'] / 1e6:.0f} MB")
+    for row in size_rows:
+        print(f"  {row['layout']}: peak RSS {row['peak'] / 1e9:.2f} GB = {row['peak'] / row['weights']:.2f}x the "
+              f"weights ({(row['peak'] - row['empty_python']) / row['weights']:.2f}x above an empty Python); "
+              f"{row['seconds']:.1f} s = {row['seconds'] / row['cat']:.2f}x reading the file ({row['cat']:.1f} s); "
+              f"copying the file into fresh memory {row['fresh_copy']:.1f} s = "
+              f"{row['fresh_copy'] / row['cat']:.2f}x")
+    return size_rows
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ from speed import products  # noqa: E402
 from speed import routes  # noqa: E402
 from gpt2 import causal_mask  # noqa: E402
 from speed.plug import routed_attention as attention  # noqa: E402  (what a pass attends with)
-from loaders.random_weights import random_params  # noqa: E402
+from loaders.random_weights import check_memory_for, random_params  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
 from tools.benchmark_forward import block_matrices  # noqa: E402
@@ -259,11 +259,13 @@ def header_text(size, n_cached, rounds, loads=None):
             f"m = 1 pass. One route, best: the fastest whole pass with every weight matrix on one route, and which.")
 
 
-def main(size="124M", n_cached=512, ms="1,2,3,4,8,16", rounds=7, seed=0, markdown=False):
-    """Print the table (see the module docstring); markdown=True: as docs/BENCHMARKS.md holds it."""
+def main(size="124M", n_cached=None, ms="1,2,3,4,8,16", rounds=7, seed=0, markdown=False):
+    """Print the table (see the module docstring); markdown=True: as docs/BENCHMARKS.md holds it. n_cached:
+    by default 512, or as many as the model's context holds before the largest m (a small model's); a number
+    given that does not fit is refused, never cut down behind the header's back."""
     with errors_as_one_line():  # every flag before any work: one line `error: ...`, exit code 2
         hparams = benchmark.hparams_of(as_text(size, "--size"))
-        n_cached = as_whole_number(n_cached, "--n_cached", 1)
+        check_memory_for([(size, hparams)])
         ms, rounds = as_whole_numbers(ms, "--ms"), as_whole_number(rounds, "--rounds", 1)
         seed = as_whole_number(seed, "--seed", 0, MAX_SEED)
         markdown = as_bool(markdown, "--markdown")
@@ -271,6 +273,11 @@ def main(size="124M", n_cached=512, ms="1,2,3,4,8,16", rounds=7, seed=0, markdow
             raise ValueError(f"--ms must hold 1: every part is counted in one-position passes; got {ms}")
         if max(ms) >= hparams["n_ctx"]:
             raise ValueError(f"--ms: {max(ms)} must be less than {size}'s context of {hparams['n_ctx']} tokens")
+        room = hparams["n_ctx"] - max(ms)  # the cached tokens, then the largest pass
+        n_cached = min(512, room) if n_cached is None else as_whole_number(n_cached, "--n_cached", 1)
+        if n_cached > room:
+            raise ValueError(f"--n_cached {n_cached} + the largest of --ms, {max(ms)}, is more than {size}'s "
+                             f"context of {hparams['n_ctx']} tokens: give --n_cached {room} or fewer")
     params = random_params(hparams, np.random.default_rng(seed))  # made once, timed twice
     start = load_average()
     best = measure(size, n_cached, ms, rounds, seed, params)

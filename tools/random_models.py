@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tools.benchmark import hparams_of, model_name  # noqa: E402
-from loaders.random_weights import random_params  # noqa: E402
+from loaders.random_weights import check_memory_for, random_params  # noqa: E402
 from loaders.messages import shown
 from command_line.flags import MAX_SEED, as_whole_number, errors_as_one_line  # noqa: E402
 from command_line.scripts import as_names, check_output_folder, run_script  # noqa: E402
@@ -104,8 +104,8 @@ def main(sizes="124M,355M", folder=None, seed=SAMPLE_RUN_SEED, trace=False):
         if not isinstance(trace, bool):
             raise ValueError(f"--trace takes no value (it is on or off); got --trace={shown(trace)}")
         sizes = as_names(sizes, "--sizes")
-        for size in sizes:
-            hparams_of(size)
+        for size in sizes:  # one at a time: each model's weights are freed once its folder is written
+            check_memory_for([(size, hparams_of(size))])
         folder = check_output_folder(tempfile.gettempdir() if folder is None else folder, "--folder")
         seed = as_whole_number(seed, "--seed", 0, MAX_SEED)
         paths = write_trace_models(folder) if trace else write_random_models(sizes, folder, seed)
