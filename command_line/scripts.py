@@ -12,7 +12,8 @@ what a command owes the person who typed it:
 - Ctrl-C ends a run with the one line `Interrupted.` and exit code 130 (128 + SIGINT, as shells report it).
   It is Python's KeyboardInterrupt, which Ctrl-C raises on Linux, macOS and Windows alike. Where the output and
   the errors are one file (a terminal, `2>&1`) and a text was cut mid-line, the line starts on a line of its own.
-- A full disk (or a file past the system's size limit, or a quota) is one line naming the file, exit code 1.
+- A full disk (or a file past the system's size limit, or a quota) is one line naming the file, exit code 1;
+  memory run out past a limit no check could see (`ulimit -v`) is one line too, exit code 1.
 - A reader that goes away (`python main.py | head`) ends the run quietly, as Unix tools do.
 """
 
@@ -57,7 +58,8 @@ def check_stdout():
 @contextmanager
 def ending_as_one_line():
     """Inside: Ctrl-C is `Interrupted.` and exit code 130; a full disk one `error:` line naming the file, exit
-    code 1; a reader that went away (BrokenPipeError) a quiet exit 1. Any other exception is left alone."""
+    code 1; memory run out one `error:` line, exit 1; a reader that went away (BrokenPipeError) a quiet exit 1.
+    Any other exception is left alone."""
     tracked = _line_ends_tracked()
     try:
         yield
@@ -68,6 +70,12 @@ def ending_as_one_line():
         raise SystemExit(EXIT_INTERRUPTED) from None
     except BrokenPipeError:
         _stdout_to_nowhere()
+        raise SystemExit(1) from None
+    except MemoryError as error:  # past a memory limit (`ulimit -v`, a container's) the checks could not see
+        _stdout_to_nowhere()
+        print(f"error: out of memory ({error or 'no more could be allocated'}): the models and their caches need "
+              f"more than this process may use; free some memory, raise the limit (ulimit -v), or use smaller "
+              f"models or fewer tokens", file=sys.stderr)
         raise SystemExit(1) from None
     except OSError as error:
         if error.errno not in DISK_FULL:

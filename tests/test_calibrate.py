@@ -138,3 +138,14 @@ def test_main_py_refuses_a_costs_file_of_another_model_before_it_loads_any(tmp_p
     assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
     assert done.stderr.startswith(f"error: the costs file {path} was measured for another target '1558M'")
     assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_benchmark_text_refuses_a_costs_file_of_another_machine_as_main_py_does(tmp_path):
+    """tools/benchmark_text.py --r_table plans K=auto with the file's costs: one of another machine is refused in
+    one line before any model is made (it was taken without a word)."""
+    path = tmp_path / "r_table.json"
+    path.write_text(json.dumps({"r_table": [1.0, 1.07], "c": 0.3, "machine": "aarch64, 4 cores, aarch64"}))
+    run = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "benchmark_text.py"), "--r_table", str(path)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stdout == "", run.stderr
+    assert run.stderr.startswith("error: the costs file") and "drop --r_table" in run.stderr

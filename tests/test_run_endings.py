@@ -163,3 +163,17 @@ def test_ctrl_c_mid_line_on_a_shared_terminal_puts_interrupted_on_a_line_of_its_
         process.kill()
     lines = rest.splitlines()
     assert process.returncode == 130 and lines[-1] == "Interrupted." and "Traceback" not in rest, rest[-2000:]
+
+
+def test_memory_run_out_past_a_limit_no_check_could_see_is_one_line_and_exit_code_1(capsys):
+    """Under `ulimit -v` a model that the checks let through can still fail to get its cache (MemoryError,
+    which once ended even `--plain` in a traceback): one `error:` line saying what to do, exit code 1."""
+    from command_line.scripts import ending_as_one_line
+
+    with pytest.raises(SystemExit) as ended:
+        with ending_as_one_line():
+            raise MemoryError("Unable to allocate 1.2 GiB for an array")
+    assert ended.value.code == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: out of memory (Unable to allocate 1.2 GiB for an array)")
+    assert "raise the limit (ulimit -v)" in err

@@ -400,8 +400,8 @@ def main(texts="prose,code,rewrite,quotes,excerpts", Ks="4,8,16,auto", size="124
         check_memory_for([(size, benchmark.hparams_of(as_text(size, "--size")))])
         encode, tokenizer_name = tokenizer()
         check_fit(read_texts(names, encode), benchmark.hparams_of(size)["n_ctx"], tokenizer_name)  # each fits
-        if r_table is not None:
-            calibration.load_costs(as_text(r_table, "--r_table"))
+        if r_table is not None:  # measured for this model and this machine, or refused (as main.py's --r_table)
+            calibration.check_costs_fit(calibration.load_costs(as_text(r_table, "--r_table")), r_table, size)
         json = check_output_file(json, "--json")
 
     def show(results, info):  # after each repeat: the table so far (and the file), in case the run is cut short
