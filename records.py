@@ -171,11 +171,12 @@ class SpeculativeStats:
     def summary(self):
         """A few readable lines, e.g. for main.py."""
         per_position = ", ".join("n/a" if rate is None else f"{rate:.2f}" for rate in self.acceptance_rate_at)
+        by_position = f" (by draft position: {per_position})" if per_position else " (no guess was drafted)"
         return (
             f"{self.tokens} tokens in {self.rounds} rounds: {self.target_passes} target passes, "
             f"{self.draft_passes} draft passes, {self.tokens_per_target_pass:.2f} tokens per target pass\n"
             f"draft tokens: {self.drafted} drafted, {self.checked} checked, {self.accepted} accepted; "
-            f"acceptance rate alpha = {self.acceptance_rate:.2f} (by draft position: {per_position})"
+            f"acceptance rate alpha = {self.acceptance_rate:.2f}{by_position}"
         )
 
 

@@ -335,7 +335,12 @@ def test_speculative_stats_add_up():
     )
     assert stats.acceptance_rate == stats.accepted / stats.checked
     assert stats.tokens_per_target_pass == stats.tokens / stats.target_passes > 1
-    assert "acceptance rate" in stats.summary()
+    assert "acceptance rate" in stats.summary() and "(by draft position: " in stats.summary()
+
+
+def test_a_summary_of_rounds_that_drafted_nothing_says_so_instead_of_an_empty_list():
+    """K=auto can keep k = 0 for a whole run: the summary once read "(by draft position: )"."""
+    assert SpeculativeStats().summary().endswith("acceptance rate alpha = 0.00 (no guess was drafted)")
 
 
 # --- bad input: one clear ValueError each ----------------------------------------------------------------
