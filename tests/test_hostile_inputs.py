@@ -156,9 +156,10 @@ RANDOM_WEIGHT_RUNS = {  # every command that makes random weights of a named mod
 
 
 def _cap_memory_at_4_gb():  # should the check ever go, the run fails fast instead of waking the OOM killer
-    import resource
+    if sys.platform != "win32":  # (the tests using it are skipped there: setrlimit is POSIX's)
+        import resource
 
-    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="the memory cap is set with POSIX's setrlimit")

@@ -25,6 +25,7 @@ from test_second_core import _alive, read_only, shared
 
 pytestmark = pytest.mark.skipif(second_core.unavailable() is not None,
                                 reason=f"no helper process here: {second_core.unavailable()}")
+KILL = signal.SIGKILL if sys.platform.startswith("linux") else None  # the helper runs on Linux only
 
 
 @pytest.fixture(autouse=True)
@@ -56,7 +57,7 @@ def test_a_helper_killed_mid_run_is_one_line_and_the_product_is_made_here(block,
     w, x = block
     helper = shared(w, x)
     capsys.readouterr()
-    os.kill(helper.pid, signal.SIGKILL)
+    os.kill(helper.pid, KILL)
     assert_same_product(products.matmul(x, w), x @ np.ascontiguousarray(w), "after the helper was killed")
     one_line(capsys, f"pid {helper.pid}", "killed by signal 9")
     assert second_core._helper is None and not _alive(helper.pid)
@@ -171,13 +172,13 @@ def test_a_helper_the_program_waited_for_itself_is_lost_and_stopping_it_kills_no
     ended, and `stop` sends no signal to its pid, which may be another process's by then."""
     w, x = block
     helper = second_core.Helper({id(w): w}, products.columns, rows_max=4)
-    os.kill(helper.pid, signal.SIGKILL)
+    os.kill(helper.pid, KILL)
     os.waitpid(helper.pid, 0)  # the program's own wait
     helper.post(x, id(w), False, 1152, 2304)
     with pytest.raises(second_core.HelperLost, match=f"pid {helper.pid}\\) has ended \\(how, unknown\\)"):
         helper.collect(np.empty((3, 1152), dtype=np.float32))
     other = second_core.Helper({id(w): w}, products.columns, rows_max=4)
-    os.kill(other.pid, signal.SIGKILL)
+    os.kill(other.pid, KILL)
     os.waitpid(other.pid, 0)  # waited for before any wait of the helper's own looked
     killed = []
     monkeypatch.setattr(second_core.os, "kill", lambda *signal_to: killed.append(signal_to))
