@@ -12,7 +12,7 @@ import re
 import pytest
 
 from page_blocks import generated_block, markdown_rows
-from tools.machine import KINDS
+from tools.machine import KINDS, NOT_MEASURED
 
 
 UNITS = {"GB": 1e9, "MB": 1e6, "kB": 1e3, "s": 1.0, "ms": 1e-3, "µs": 1e-6, "%": 1e-2}
@@ -196,7 +196,11 @@ CHECKS = {"forward-table": check_forward_table, "forward-breakdown": check_forwa
 
 @pytest.mark.parametrize("name", sorted(CHECKS))
 def test_each_measured_table_agrees_with_itself(name):
-    CHECKS[name](generated_block(name))
+    block = generated_block(name)
+    if block.startswith(NOT_MEASURED):  # a kind no figures run has measured yet: the one sentence, no figure
+        assert name.endswith(tuple(KINDS)) and not re.search(r"\d\.\d", block), block
+        return
+    CHECKS[name](block)
 
 
 def test_the_readmes_machine_kinds_table_is_what_both_llama_cpp_parts_measured():
@@ -229,4 +233,5 @@ def test_a_kind_with_no_llama_cpp_run_yet_says_so_in_the_machine_kinds_table():
 
     table = kinds_table({"avx512": generated_block("llama-cpp-avx512"), "avx2": ""})
     rows = {row[0]: row for row in markdown_rows(table)[1:]}
-    assert rows["AVX2"][1] == "not measured yet" and re.fullmatch(r".+, \d{4}-\d\d-\d\d", rows["AVX-512"][1])
+    assert rows["AVX2"][1] == "not measured yet" and rows["AVX-512, AMD"][1] == "not measured yet"
+    assert re.fullmatch(r".+, \d{4}-\d\d-\d\d", rows["AVX-512, Intel"][1])

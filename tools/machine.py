@@ -42,17 +42,22 @@ def blas_threads():
 
 
 AVX512_KERNELS = ("SkylakeX", "Cooperlake", "SapphireRapids")  # OpenBLAS's names for its AVX-512 kernels
-KINDS = {"avx512": "AVX-512", "avx2": "AVX2"}  # the machine kinds the pages keep figures for, and their names
+KINDS = {"avx512": "AVX-512, Intel", "avx512-amd": "AVX-512, AMD", "avx2": "AVX2"}  # the kinds the pages keep figures
+# for, and their names in the tables
+NOT_MEASURED = "Not measured yet on this kind"  # how a kind's part begins before a figures run on such a machine
 
 
 def machine_kind():
-    """'avx512' or 'avx2': which of the two kinds of machine this one measures as. The kernels NumPy's OpenBLAS
-    chose when it loaded decide it (an Intel Xeon runs SkylakeX's, with OpenBLAS's small-matrix kernel; an AMD
-    EPYC before Zen 4, or most laptops, Haswell's, without it; OPENBLAS_CORETYPE=Haswell gives a Xeon the
-    laptop's); where NumPy's BLAS is no OpenBLAS, the processor's avx512f flag. Anything else, an Arm processor
-    among them, has no such kernel either and counts as "avx2". The pages keep one block of each per-kind part
-    for each kind (NAME-avx512, NAME-avx2): a figures run writes its own kind's, and leaves the other's dated."""
+    """'avx512', 'avx512-amd' or 'avx2': which kind of machine this one measures as. The kernels NumPy's OpenBLAS
+    chose when it loaded decide AVX-512 or not (an Intel Xeon and an AMD EPYC Zen 4 run SkylakeX's, with
+    OpenBLAS's small-matrix kernel; an AMD EPYC before Zen 4, or most laptops, Haswell's, without it;
+    OPENBLAS_CORETYPE=Haswell gives a Xeon the laptop's); where NumPy's BLAS is no OpenBLAS, the processor's
+    avx512f flag. Among AVX-512 machines the maker splits the kind: the same kernels run at other speeds on an
+    AMD processor (its name says "AMD"). Anything else, an Arm processor among them, counts as "avx2". The pages
+    keep one block of each per-kind part for each kind (NAME-avx512, NAME-avx512-amd, NAME-avx2): a figures run
+    writes its own kind's, and leaves the others' dated (or NOT_MEASURED)."""
     core = openblas_core()
-    if core:
-        return "avx512" if core in AVX512_KERNELS else "avx2"
-    return "avx512" if "avx512f" in processor()[1] else "avx2"
+    avx512 = core in AVX512_KERNELS if core else "avx512f" in processor()[1]
+    if not avx512:
+        return "avx2"
+    return "avx512-amd" if "AMD" in processor()[0].upper().split() else "avx512"
