@@ -125,9 +125,10 @@ def route_of(kind, m):
 
 def use_routes(table):
     """Take the routes of `table`, {kind: [route for m = 1, 2, ...]} (speed/routes.py chooses and checks them);
-    {} for the defaults. Returns the routes taken before, in the same form."""
+    {} for the defaults; anything else it holds (its worker count: speed/routes.use) is not a route. Returns the
+    routes taken before, in the same form."""
     global _routes
-    before, _routes = _routes, {kind: list(table[kind]) for kind in table}
+    before, _routes = _routes, {kind: list(table[kind]) for kind in table if kind in KINDS}
     return before
 
 

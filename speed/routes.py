@@ -44,6 +44,7 @@ M_MAX = AUTO_K_MAX + 1  # the most rows a round's pass has: the last token and A
 SAMPLE_MATRICES = 8  # the block matrices timed: 2 layers' (124M's: 57 MB, more than a processor's cache)
 SCORE_LAYERS = 12  # the layers of keys the scores are timed over, each its own (as in a cache)
 REPEATS = 3
+WORKER_MS = (1, 4)  # the rows of the passes timed to choose the worker count: a step, and a round's pass
 PRUNE = 1.5  # a route this many times as slow as the fastest in the first turn is not timed again
 PAD_MAX = 3  # zero rows a padded route adds at most: m's and n's are timed at different moments, so a burst of
 # load on m's turns could make any larger n look faster; a kernel's block of rows is at most 4 wide
@@ -176,22 +177,29 @@ def worker_counts():
 
 
 def measure_workers(repeats=REPEATS, rng=None):
-    """{count: seconds} of the one-token step's weight products (a sample of the blocks' matrices and the LM head,
-    one row each) shared among each count of `worker_counts`, in turns, the slowest of each count's turns (as
-    `measure` takes a route's); {} where there is nothing to choose (one count, no big product made yet)."""
-    counts, work = worker_counts(), weight_products(1, rng or np.random.default_rng(0))
+    """{count: seconds} of the weight products (a sample of the blocks' matrices and the LM head) of a step and of
+    a round's pass (WORKER_MS rows), each by its fastest route for that count (`candidates`), shared among each
+    count of `worker_counts`, in turns, the slowest of each count's turns (as `measure` takes a route's); {} where
+    there is nothing to choose (one count, no big product made yet)."""
+    counts, work = worker_counts(), weight_products(max(WORKER_MS), rng or np.random.default_rng(0))
     if len(counts) < 2 or not work:
         return {}
     seconds = {count: [] for count in counts}
     for _ in range(repeats):
         for count in counts:
             second_core.use_workers(count)  # new helpers, as many as count says
-            for timed in (False, False, True):  # untimed twice: the first may fork the helpers
-                start = time.perf_counter()
-                for kind, make in work.items():
-                    make(products.default_route(kind, 1), 1)
-                seconds[count] += [time.perf_counter() - start] if timed else []
+            for make in work.values():
+                make(products.default_route("blocks", 1), 1)  # the first product may fork the helpers
+            seconds[count].append(sum(min(timed(make, route, m) for route in candidates(kind, m))
+                                      for kind, make in work.items() for m in WORKER_MS))
     return {count: float(max(times)) for count, times in seconds.items()}
+
+
+def timed(make, route, m):
+    """The seconds make(route, m) takes."""
+    start = time.perf_counter()
+    make(route, m)
+    return time.perf_counter() - start
 
 
 def fewest_fastest(seconds):
@@ -232,7 +240,7 @@ def use(table):
     in the helper processes (new helpers, forked from this process with them, where the count or the scores'
     routes change: a helper attends with its own copy of them). Returns the routes taken before."""
     before = current()
-    products.use_routes({kind: routes for kind, routes in table.items() if kind != WORKERS})
+    products.use_routes(table)  # (its routes: the count is second_core's)
     renewed = second_core.use_workers(table.get(WORKERS))
     if not renewed and before.get("scores") != table.get("scores"):  # each job names its weight matrix's route
         second_core.renew()
