@@ -4,8 +4,10 @@
                      and attention (python main.py --plain runs without it)
     products.py      how a weight matrix is stored (column-major) and multiplied (`matmul`), so that a pass
                      over a few positions costs about what one costs; attention's heads shared with the helper
-    second_core.py   the helper process on the second core: a forked copy of the program that multiplies half
-                     of every matrix's columns, and attends with half of the heads, through shared memory
+    second_core.py   the helper processes on the other cores: forked copies of the program, each multiplying
+                     a share of every matrix's columns and attending with a share of the heads, through shared
+                     memory; how many is measured (routes.py)
+    shared_cache.py  the KV cache's buffer in memory the helpers map, and what a program's own fork does to it
     routes.py        which route each product takes on this machine (panels, matrix-vector products, one BLAS
                      call, padded rows): measured in a few seconds when calibrate starts, kept in the costs file
     openblas_env.py  OpenBLAS's setting, made before NumPy loads it, so that its idle threads sleep at once

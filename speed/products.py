@@ -1,8 +1,8 @@
 """How a weight matrix is stored and multiplied, so that a pass over a few rows costs about what one row costs.
 
 Machinery: read it after gpt2.py and speed/plug.py, through which the model multiplies every weight matrix by
-`matmul` below and shares attention's heads through `share_heads`. It needs only NumPy, speed/second_core.py (the helper process on the
-second core) and speed/routes.py's choice. docs/BENCHMARKS.md's design-timing and pass-timing tables measure
+`matmul` below and shares attention's heads through `share_heads`. It needs only NumPy, speed/second_core.py (the helper processes on the
+other cores) and speed/routes.py's choice. docs/BENCHMARKS.md's design-timing and pass-timing tables measure
 every choice below, on each kind of machine; the figures command remakes them.
 
 The layout. A weight matrix w [n_in, n_out] is stored column by column (Fortran order, `column_major`): same
@@ -19,11 +19,11 @@ panels)`) reads each panel once and uses it from the core's cache for every row;
 multiplies a panel where it lies (`panel_width` keeps panels within it) until the arithmetic itself takes longer
 than reading the weights.
 
-Why two processes. One core cannot read memory as fast as two, and a panel product is too small for BLAS to
-split, so `matmul` splits the COLUMNS: this process multiplies the first half of w's panels and the helper
-process (speed/second_core.py: why a process, and how the two meet in shared memory) the second half, each on
-one core. A prompt (more than PANEL_ROWS_MAX rows) is one BLAS call on every core while the helper sleeps.
-Where no helper can run (not Linux on x86-64, one core, OPENBLAS_NUM_THREADS=1) this process does it all.
+Why several processes. One core cannot read memory as fast as several, and a panel product is too small for BLAS
+to split, so `matmul` splits the COLUMNS: this process multiplies the first equal share of w's panels, each
+helper process one of the others (speed/second_core.py: why processes, how many, how they meet), each on one
+core. A prompt (more than PANEL_ROWS_MAX rows) is one BLAS call on every core while the helpers sleep. Where
+no helper can run (not Linux on x86-64, one core, OPENBLAS_NUM_THREADS=1) this process does it all.
 
 Which route, by machine. The panels rely on OpenBLAS's small-matrix kernel, which exists for AVX-512 processors
 only; on an AVX2 one (most laptops) a few-row product runs the general kernel, compute-bound, and other routes
@@ -34,7 +34,7 @@ win there (m matrix-vector products, a larger m padded with zero rows, ...). So 
 Attention. The scores of a few queries, q @ k.T, hand OpenBLAS a TRANSPOSED operand, and past a small size it
 packs the keys first; the product turned round, (k @ q.T).T, transposes nothing, so `matmul` turns such a
 product round for 2 to PANEL_ROWS_MAX rows. And the attention reads the whole KV cache, memory-bound like the
-weights but in products too small to split: `share_heads` gives half of the HEADS to the helper, which maps
+weights but in products too small to split: `share_heads` gives a share of the HEADS to each helper, which maps
 the cache's buffer (`kv_buffer`: a memfd, second_core.shared_empty; both ask for 2 MB pages, which Linux grants
 shared memory only where /sys/kernel/mm/transparent_hugepage/shmem_enabled says "advise"). A prompt's heads
 too: there the softmax over every query's scores is most of attention's time, and NumPy runs it on one core.
@@ -47,7 +47,6 @@ import numpy as np
 from speed import second_core
 
 PANEL_ROWS_MAX = 24  # longer passes (a prompt) go to one BLAS call on all cores: faster there
-HELPER_SHARE = 0.5  # of a matrix's panels, for the helper process
 SMALL_KERNEL_MAX = 100**3  # OpenBLAS runs m x width x n_in <= this in its small-matrix kernel (see panel_width)
 SMALL_KERNEL_ROWS_BY_COLUMNS_MAX = 1200  # ... and, for a panel stored as ours are, m x width <= this
 
@@ -88,7 +87,7 @@ ROUTES = ("panels", "vectors", "halves", "one call")  # the routes of x @ w for 
 SCORE_ROUTES = ("turned round", "plain", "vectors")  # the routes of attention's scores, q @ k.T (`scores`)
 PADDED = "padded to "  # "padded to 4": the product of m rows made as one of 4, zero rows added (either kind)
 KINDS = ("blocks", "head", "scores")  # the products a pass makes, each with routes of its own (`kind_of`)
-HOWS = ("panels", "vectors", "halves")  # how one core multiplies its columns (`columns`; the helper gets the index)
+HOWS = ("panels", "vectors", "halves")  # how one core multiplies its columns (`columns`; a helper gets the index)
 
 _routes = {}  # kind -> [its route for m = 1, 2, ...] as speed/routes.py chose them; beyond: `default_route`
 _met = {kind: weakref.WeakValueDictionary() for kind in ("blocks", "head")}  # id -> a big matrix multiplied
@@ -126,9 +125,10 @@ def route_of(kind, m):
 
 def use_routes(table):
     """Take the routes of `table`, {kind: [route for m = 1, 2, ...]} (speed/routes.py chooses and checks them);
-    {} for the defaults. Returns the routes taken before, in the same form."""
+    {} for the defaults; anything else it holds (its worker count: speed/routes.use) is not a route. Returns the
+    routes taken before, in the same form."""
     global _routes
-    before, _routes = _routes, {kind: list(table[kind]) for kind in table}
+    before, _routes = _routes, {kind: list(table[kind]) for kind in table if kind in KINDS}
     return before
 
 
@@ -151,13 +151,13 @@ def multiply(x, w, route, kind):
     """x @ w by the route named (of ROUTES for a weight matrix, of SCORE_ROUTES for the scores, or PADDED + a
     larger row count, whose own route is then taken):
 
-    - "panels": the columns split between this process and the helper process where one runs
-      (`second_core.for_matrix`), each half multiplied panel by panel (`columns`);
-    - "vectors": the same split, each half panel by panel, each panel as m matrix-vector products (one call:
+    - "panels": the columns split between this process and the helper processes where they run
+      (`second_core.for_matrix`), each share multiplied panel by panel (`columns`);
+    - "vectors": the same split, each share panel by panel, each panel as m matrix-vector products (one call:
       NumPy's matmul loops over the panels, then the rows, so a panel is read from memory once, then from the
-      core's cache; the m products of a whole half, one after the other, read it m times from memory);
-    - "halves": the same split, each half as one BLAS call on its core;
-    - "one call": one BLAS call on every core (`second_core.all_cores`), the helper asleep.
+      core's cache; the m products of a whole share, one after the other, read it m times from memory);
+    - "halves": the same split, each share as one BLAS call on its core;
+    - "one call": one BLAS call on every core (`second_core.all_cores`), the helpers asleep.
 
     Every route adds the same products, in another order: the same numbers to float32 rounding."""
     m = x.shape[-2]
@@ -174,23 +174,18 @@ def multiply(x, w, route, kind):
     how = HOWS.index(route)
     m, n_out = x.shape[0], w.shape[1]
     y = np.empty((m, n_out), dtype=np.result_type(x, w))  # [m, n_out]
-    # for_matrix checks w (float32, big, read-only); x must be float32 to go into the helper's shared rows
+    # for_matrix checks w (float32, big, read-only); x must be float32 to go into the helpers' shared rows
     share = second_core.for_matrix(w, columns, PANEL_ROWS_MAX) if x.dtype == np.float32 else None
     if share is None:
         columns(x, w, 0, n_out, y, how)  # every column here
         return y
-    helper, key, transposed = share
+    team, key, transposed = share
     width = panel_width(w.shape[0], m)
-    split = width * round(n_out // width * (1 - HELPER_SHARE))  # whole panels here, the rest in the helper
-    try:
-        helper.post(x, key, transposed, split, n_out, how)  # the helper: columns split .. n_out
-        columns(x, w, 0, split, y[:, :split], how)  # meanwhile, here: columns 0 .. split
-        helper.collect(y[:, split:])
-    except second_core.HelperLost as lost:  # killed, stopped, or its job failed: its columns made here
-        second_core.give_up(str(lost))
-        columns(x, w, split, n_out, y[:, split:], how)
-    finally:
-        second_core.release()
+    bounds = [width * panel for panel in second_core.shares(n_out // width, len(team) + 1)]  # whole panels each
+    bounds[-1] = n_out  # the last share takes the columns of no whole panel (wte.T's last few)
+    second_core.run_shared(team, bounds, lambda helper, begin, end: helper.post(x, key, transposed, begin, end, how),
+                           lambda begin, end: columns(x, w, begin, end, y[:, begin:end], how),
+                           lambda begin, end: y[:, begin:end])  # the first share here, one per helper
     return y
 
 
@@ -254,31 +249,29 @@ def turned_round(x, w):
 
 
 def kv_buffer(shape):
-    """np.empty(shape, dtype=np.float32) for a KV cache buffer, in memory the helper process can read too where
-    one runs (second_core.shared_empty), so that `share_heads` can hand it half of attention's heads."""
+    """np.empty(shape, dtype=np.float32) for a KV cache buffer, in memory the helper processes can read too where
+    they run (second_core.shared_empty), so that `share_heads` can hand them shares of attention's heads."""
     return second_core.shared_empty(shape)
 
 
 def share_heads(attend, q, k, v, mask):
     """attend(q, k, v, mask) for q [n_head, m, head_dim] and k, v [n_head, n_keys, head_dim], views of a
-    `kv_buffer`: the heads split between this process and the helper process (see the module docstring), each
-    half on one core, BLAS on one thread in each (a prompt's next product gives BLAS its threads back). Each
+    `kv_buffer`: the heads split between this process and the helper processes (see the module docstring), each
+    share on one core, BLAS on one thread in each (a prompt's next product gives BLAS its threads back). Each
     head is computed by the same function in either process, so sharing changes no bit. Returns
     [n_head, m, head_dim]."""
     n_head = q.shape[0]
     share = second_core.for_heads(attend, q, k, v, mask) if n_head > 1 else None
     if share is None:
         return attend(q, k, v, mask)  # [n_head, m, head_dim]
-    helper, key, cache = share
-    split = n_head - round(n_head * HELPER_SHARE)  # heads 0 .. split - 1 here, the rest in the helper
+    team, key, cache = share
     out = np.empty(q.shape, dtype=np.float32)  # [n_head, m, head_dim]
-    try:
-        helper.post_heads(key, q[split:], k[split:], v[split:], mask, cache)  # the helper: heads split ..
-        out[:split] = attend(q[:split], k[:split], v[:split], mask)  # meanwhile, here: heads 0 .. split - 1
-        helper.collect(out[split:])
-    except second_core.HelperLost as lost:  # killed, stopped, or its job failed: its heads attended here
-        second_core.give_up(str(lost))
-        out[split:] = attend(q[split:], k[split:], v[split:], mask)
-    finally:
-        second_core.release()
+
+    def here(begin, end):  # heads begin .. end - 1, in this process
+        out[begin:end] = attend(q[begin:end], k[begin:end], v[begin:end], mask)
+
+    second_core.run_shared(team, second_core.shares(n_head, len(team) + 1),
+                           lambda helper, begin, end: helper.post_heads(key, q[begin:end], k[begin:end], v[begin:end],
+                                                                        mask, cache),
+                           here, lambda begin, end: out[begin:end])  # the first heads here, a share per helper
     return out

@@ -10,7 +10,10 @@ BLAS and the kernels that BLAS picks when it loads, so it is measured where it r
 product a pass makes (products.KINDS: the blocks' matrices, the LM head's wte.T, attention's scores) and each m
 from 1 to M_MAX, every route (products.ROUTES, SCORE_ROUTES) on the matrices the model itself multiplied, in
 turns, the slowest of `repeats`; a route far slower than the fastest in the first turn is not timed again.
-A row count whose best is slower than a larger one's takes that one, padded with zero rows.
+A row count whose best is slower than a larger one's takes that one, padded with zero rows. Before the routes,
+how many processes share each product (speed/second_core.py's workers: this one and its helpers) is measured
+the same way, each count up to the cores this process may use (`worker_counts`, `measure_workers`): more
+processes are taken only where they are faster, never by a rule.
 
 The choice is made once, at a model's first use on this machine, and kept beside the model (`settle`:
 ROUTES_FILE in its folder, which later runs read instead of measuring) and with the costs (speed/calibration.py
@@ -41,10 +44,12 @@ M_MAX = AUTO_K_MAX + 1  # the most rows a round's pass has: the last token and A
 SAMPLE_MATRICES = 8  # the block matrices timed: 2 layers' (124M's: 57 MB, more than a processor's cache)
 SCORE_LAYERS = 12  # the layers of keys the scores are timed over, each its own (as in a cache)
 REPEATS = 3
+WORKER_MS = (1, 4)  # the rows of the passes timed to choose the worker count: a step, and a round's pass
 PRUNE = 1.5  # a route this many times as slow as the fastest in the first turn is not timed again
 PAD_MAX = 3  # zero rows a padded route adds at most: m's and n's are timed at different moments, so a burst of
 # load on m's turns could make any larger n look faster; a kernel's block of rows is at most 4 wide
 KEEP_DEFAULT = 1.05  # the default route stays unless another is faster by more than this (noise is no reason)
+WORKERS = "workers"  # the key of a table's worker count (second_core.workers): how many processes share a product
 ROUTES_FILE = "routes.json"  # the name of the file, in a model's folder, that keeps the routes chosen for it
 MAX_ROUTES_BYTES = 64 << 10  # a file `settle` writes is about 1 KB
 
@@ -55,7 +60,8 @@ ROUTE_CODE = (products.multiply, products.columns, products.panel_width, product
 def fingerprint():
     """One line naming what decides which route is fastest: NumPy's version, its BLAS and the kernels it runs
     (OpenBLAS's core name), the processor's name, a digest of its instruction sets (/proc/cpuinfo's flags), the
-    cores this process may use (`taskset -c 0` leaves one) and whether a helper shares them, and a digest of the
+    cores this process may use (`taskset -c 0` leaves one), whether helpers share them (and a count forced by
+    second_core.WORKERS_VARIABLE: the routes were chosen for it), and a digest of the
     code that multiplies by each route (ROUTE_CODE): a route made faster is measured again."""
     config = getattr(np, "__config__", None)
     blas = getattr(config, "CONFIG", {}).get("Build Dependencies", {}).get("blas", {})
@@ -64,10 +70,11 @@ def fingerprint():
     model, flags = processor()
     digest = hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest()[:12] if flags else ""
     code = hashlib.sha256("".join(inspect.getsource(function) for function in ROUTE_CODE).encode()).hexdigest()[:12]
-    cores = second_core._cores()  # "one call" on both cores is a route only without a helper (`candidates`)
+    cores, forced = second_core._cores(), second_core.forced_workers()  # the counts timed (`worker_counts`)
     return (f"NumPy {np.__version__}, {blas_text}{', kernels ' + core if core else ''}, {model}"
             f"{', flags ' + digest if digest else ''}, {cores} core{'s' if cores != 1 else ''} "
-            f"{'with' if second_core.unavailable() is None else 'without'} a helper, routes' code {code}")
+            f"{'with' if second_core.unavailable() is None else 'without'} helpers"
+            f"{f' ({forced} workers forced)' if forced else ''}, routes' code {code}")
 
 
 def processor():
@@ -101,7 +108,7 @@ def candidates(kind, m):
         return list(products.SCORE_ROUTES)
     if m == 1:
         return [products.default_route(kind, 1)]
-    helper = not second_core.unavailable()
+    helper = second_core.workers() > 1
     return [route for route in products.ROUTES if not (route == "one call" and helper)]
 
 
@@ -111,29 +118,16 @@ def measure(m_max=M_MAX, repeats=REPEATS, rng=None):
     its turns, so that a route that is fast only when the other core happens to be free (one BLAS call on both
     cores, on a machine shared with other work) does not win on a lucky turn."""
     rng = rng or np.random.default_rng(0)
-    work = {}  # kind -> (function of (route, m) that makes the products once)
-    met = list(products._met["blocks"].values())
-    n_embd = max((min(w.shape) for w in met), default=0)  # the biggest model's (a draft's matrices are smaller)
-    blocks = [w for w in met if min(w.shape) == n_embd][:SAMPLE_MATRICES]  # in the order a pass multiplies them
-    if blocks:
-        rows = {w.shape[0]: rng.standard_normal((m_max, w.shape[0]), dtype=np.float32) for w in blocks}
-        work["blocks"] = lambda route, m: [products.multiply(rows[w.shape[0]][:m], w, route, "blocks")
-                                           for w in blocks]
-    heads = sorted(products._met["head"].values(), key=lambda wte: -wte.nbytes)[:1]
-    if heads:
-        wte = heads[0]  # [n_vocab, n_embd]: the LM head multiplies by wte.T
-        row = rng.standard_normal((m_max, wte.shape[1]), dtype=np.float32)
-        work["head"] = lambda route, m: products.multiply(row[:m], wte.T, route, "head")
+    work = weight_products(m_max, rng)  # kind -> (function of (route, m) that makes the products once)
     if products._met_scores:
         (n_stack, head_dim), n_keys = max(products._met_scores.items(), key=lambda item: item[0][0] * item[0][1])
-        shared = 1 if second_core.unavailable() else 2  # each process attends with its half of the heads
-        n_stack = max(1, n_stack // shared)
+        n_stack = max(1, n_stack // second_core.workers())  # each process attends with its share of the heads
         kv = products.kv_buffer((SCORE_LAYERS, n_stack, n_keys + m_max, head_dim))
         kv[...] = rng.standard_normal(kv.shape, dtype=np.float32)
         q = rng.standard_normal((n_stack, m_max, head_dim), dtype=np.float32)
 
         def score_products(route, m):
-            second_core.one_core()  # as in a pass: BLAS on the calling thread where a helper shares the heads
+            second_core.one_core()  # as in a pass: BLAS on the calling thread where helpers share the heads
             return [products.multiply(q[:, :m], k[:, : n_keys + m].transpose(0, 2, 1), route, "scores") for k in kv]
 
         work["scores"] = score_products
@@ -151,6 +145,71 @@ def measure(m_max=M_MAX, repeats=REPEATS, rng=None):
                     times.append(time.perf_counter() - start)
     return {kind: {m: {route: float(max(times)) for route, times in by_route.items()}
                    for m, by_route in by_m.items()} for kind, by_m in seconds.items()}
+
+
+def weight_products(m_max, rng):
+    """{kind: a function of (route, m) that multiplies m rows by the weight matrices the model has multiplied}:
+    "blocks" (SAMPLE_MATRICES of the biggest model's block matrices), "head" (its LM head); those it has."""
+    work = {}
+    met = list(products._met["blocks"].values())
+    n_embd = max((min(w.shape) for w in met), default=0)  # the biggest model's (a draft's matrices are smaller)
+    blocks = [w for w in met if min(w.shape) == n_embd][:SAMPLE_MATRICES]  # in the order a pass multiplies them
+    if blocks:
+        rows = {w.shape[0]: rng.standard_normal((m_max, w.shape[0]), dtype=np.float32) for w in blocks}
+        work["blocks"] = lambda route, m: [products.multiply(rows[w.shape[0]][:m], w, route, "blocks")
+                                           for w in blocks]
+    heads = sorted(products._met["head"].values(), key=lambda wte: -wte.nbytes)[:1]
+    if heads:
+        wte = heads[0]  # [n_vocab, n_embd]: the LM head multiplies by wte.T
+        row = rng.standard_normal((m_max, wte.shape[1]), dtype=np.float32)
+        work["head"] = lambda route, m: products.multiply(row[:m], wte.T, route, "head")
+    return work
+
+
+def worker_counts():
+    """The worker counts timed (second_core.workers): 1, 2, 4, ... up to the cores this process may use, and that
+    number itself (1 and 2 on two cores; 1, 2, 4, 6 on six); only the count in force where one is forced
+    (second_core.WORKERS_VARIABLE) or no helper can run."""
+    if second_core.forced_workers() or second_core._REASON is not None:
+        return [second_core.workers()]
+    cores = second_core._cores()
+    return sorted({2**i for i in range(cores.bit_length()) if 2**i <= cores} | {cores})
+
+
+def measure_workers(repeats=REPEATS, rng=None):
+    """{count: seconds} of the weight products (a sample of the blocks' matrices and the LM head) of a step and of
+    a round's pass (WORKER_MS rows), each by its fastest route for that count (`candidates`), shared among each
+    count of `worker_counts`, in turns, the slowest of each count's turns (as `measure` takes a route's); {} where
+    there is nothing to choose (one count, no big product made yet)."""
+    counts, work = worker_counts(), weight_products(max(WORKER_MS), rng or np.random.default_rng(0))
+    if len(counts) < 2 or not work:
+        return {}
+    seconds = {count: [] for count in counts}
+    for _ in range(repeats):
+        for count in counts:
+            second_core.use_workers(count)  # new helpers, as many as count says
+            for make in work.values():
+                make(products.default_route("blocks", 1), 1)  # the first product may fork the helpers
+            seconds[count].append(sum(min(timed(make, route, m) for route in candidates(kind, m))
+                                      for kind, make in work.items() for m in WORKER_MS))
+    return {count: float(max(times)) for count, times in seconds.items()}
+
+
+def timed(make, route, m):
+    """The seconds make(route, m) takes."""
+    start = time.perf_counter()
+    make(route, m)
+    return time.perf_counter() - start
+
+
+def fewest_fastest(seconds):
+    """The count to take of measure_workers' {count: seconds}: the fewest processes, unless more are faster by more
+    than KEEP_DEFAULT (a helper must earn its core); None for no times. {1: 10.0, 2: 6.0, 4: 5.9} gives 2."""
+    best = None
+    for count in sorted(seconds):
+        if best is None or seconds[count] * KEEP_DEFAULT < seconds[best]:
+            best = count
+    return best
 
 
 def chosen(times):
@@ -177,24 +236,32 @@ def chosen(times):
 
 
 def use(table):
-    """Take the routes of `table` ({kind: [route for m = 1 ..]}) here and in the helper process (a new helper,
-    forked from this process with them, where the scores' routes change: the helper attends with its own copy
-    of them). Returns the routes taken before."""
-    before = products.use_routes(table)
-    if before.get("scores") != table.get("scores"):  # the helper takes the weight matrices' routes from each job
+    """Take the routes of `table` ({kind: [route for m = 1 ..]}, and WORKERS: a count, where it holds one) here and
+    in the helper processes (new helpers, forked from this process with them, where the count or the scores'
+    routes change: a helper attends with its own copy of them). Returns the routes taken before."""
+    before = current()
+    products.use_routes(table)  # (its routes: the count is second_core's)
+    renewed = second_core.use_workers(table.get(WORKERS))
+    if not renewed and before.get("scores") != table.get("scores"):  # each job names its weight matrix's route
         second_core.renew()
     return before
 
 
 def current():
-    """The routes taken now, {kind: [route for m = 1 ..]} ({} for the defaults)."""
-    return {kind: list(routes) for kind, routes in products._routes.items()}
+    """The routes taken now, {kind: [route for m = 1 ..]} and WORKERS where a count was taken ({} for the
+    defaults)."""
+    count = second_core.chosen_workers()
+    return {**({WORKERS: count} if count else {}), **{kind: list(routes) for kind, routes in products._routes.items()}}
 
 
 def choose(m_max=M_MAX, repeats=REPEATS):
-    """Measure the routes of the products this process has made so far (`measure`) and take the fastest
-    (`chosen`, `use`): {kind: [route for m = 1 .. m_max]}, {} if no big product was made yet. A few seconds."""
-    table = chosen(measure(m_max, repeats))
+    """Measure how many processes share the products (`measure_workers`) and take the fewest of the fastest
+    (`fewest_fastest`); then measure the routes of the products this process has made so far (`measure`) and take
+    the fastest (`chosen`, `use`): {WORKERS: count, kind: [route for m = 1 .. m_max]} ({} if no big product was
+    made yet; no WORKERS where there was no count to choose). A few seconds."""
+    count = fewest_fastest(measure_workers(repeats))
+    second_core.use_workers(count)
+    table = {**({WORKERS: count} if count else {}), **chosen(measure(m_max, repeats))}
     use(table)
     return table
 
@@ -202,10 +269,14 @@ def choose(m_max=M_MAX, repeats=REPEATS):
 def check(table, where):
     """table, if it is one `chosen` could have made: {kind of products.KINDS: [route for m = 1 .. at most M_MAX]},
     each route one `valid` for its m; else a ValueError in one line naming `where`, the kind and the m."""
-    if not isinstance(table, dict) or not set(table) <= set(products.KINDS):
+    if not isinstance(table, dict) or not set(table) <= {*products.KINDS, WORKERS}:
         raise ValueError(f"{where}: \"routes\" must be {{kind: [route, ...]}} for kinds among "
-                         f"{', '.join(products.KINDS)}")
-    for kind, routes in table.items():
+                         f"{', '.join(products.KINDS)}, and \"{WORKERS}\": a count")
+    count = table.get(WORKERS, 1)
+    if type(count) is not int or not 1 <= count <= second_core.WORKERS_MAX:  # (not bool: True is an int too)
+        raise ValueError(f"{where}: \"routes\" \"{WORKERS}\" must be a number of processes from 1 to "
+                         f"{second_core.WORKERS_MAX}; got {str(count)[:40]!r}")
+    for kind, routes in ((kind, routes) for kind, routes in table.items() if kind != WORKERS):
         if not (isinstance(routes, list) and 1 <= len(routes) <= M_MAX):
             got = f"{len(routes)} routes" if isinstance(routes, list) else f"{routes!r:.40}"
             raise ValueError(f"{where}: \"routes\" of {kind} must be a list of 1 to {M_MAX} routes, one for each m "
@@ -242,9 +313,9 @@ def allowed(kind, m):
 
 
 def text(table):
-    """The routes in one line: 'blocks 1 panels, 2 vectors, 3 padded to 4, 4-17 panels; head ...'."""
-    lines = []
-    for kind, routes in table.items():
+    """The routes in one line: '2 workers; blocks 1 panels, 2 vectors, 3 padded to 4, 4-17 panels; head ...'."""
+    lines = [f"{table[WORKERS]} worker{'s' if table[WORKERS] != 1 else ''}"] if WORKERS in table else []
+    for kind, routes in ((kind, routes) for kind, routes in table.items() if kind != WORKERS):
         spans, start = [], 1
         for m in range(1, len(routes) + 1):
             if m == len(routes) or routes[m] != routes[m - 1]:

@@ -1,46 +1,46 @@
-"""The second core: a helper PROCESS, a copy of this one made by fork, multiplies half of a matrix's columns
-while this process multiplies the other half (and attends with half of attention's heads, the same way).
+"""The other cores: helper PROCESSES, copies of this one made by fork, each multiplying an equal share of a
+matrix's columns while this process multiplies the first share (and attending with shares of the heads too).
 
 Read speed/products.py's docstring first; products.matmul and products.share_heads are the only callers. This
-file needs only NumPy, the standard library and speed/openblas_env.py (OpenBLAS's functions).
+file needs only NumPy, the standard library, speed/shared_cache.py and speed/openblas_env.py.
 
-Why a process, and why it spins. A decoding pass multiplies by 49 matrices one after the other, each in a
-fraction of a millisecond, so sharing each between two cores means 49 hand-overs a pass, and a hand-over must
-cost about a microsecond. A helper THREAD cannot: waiting, it must sleep (spinning would hold the GIL the other
-thread needs), and waking a sleeping thread costs tens of microseconds. A second process has its own GIL, so
-it CAN spin: it polls a number in memory both processes map, and sees a new job within a microsecond
-(docs/BENCHMARKS.md's design-timing table times the shared products against one core's).
+Why processes, and why they spin. A decoding pass multiplies by 49 matrices one after the other, each in a
+fraction of a millisecond, so sharing each among cores means 49 hand-overs a pass, and a hand-over must cost
+about a microsecond. A helper THREAD cannot: waiting, it must sleep (spinning would hold the GIL the others
+need), and waking a sleeping thread costs tens of microseconds. So do BLAS's own threads, which is why the split
+is processes, not BLAS threads inside each: a panel product is too small for BLAS to split, and its idle threads
+would take the cores the helpers spin on. A process has its own GIL, so it CAN spin: each helper polls a number
+in memory it shares with this process and sees a new job within a microsecond (docs/BENCHMARKS.md times it).
+
+How many: `workers()`, this process and workers() - 1 helpers, each with an equal share of the panels or heads
+(`shares`, `run_shared`), BLAS on one thread in each. Measured, not assumed: speed/routes.py times the step's
+products with each count up to the cores this process may use (os.sched_getaffinity) and keeps the fastest
+with the routes (`use_workers`); 1 is this process alone, BLAS on all its threads. GPT2_WORKERS=N forces N
+(WORKERS_VARIABLE), even above the cores: tests/test_second_core_workers.py proves 3 and 4 give the same numbers.
 
 What is shared, and why it is safe:
-- The weights, without a copy: fork gives the child this process's memory as it is. A matrix is handed over
-  only if the child has it: alive at the fork and read-only (`_frozen`), so its numbers are still the
-  parent's. The loaders and loaders.random_weights.random_params make their weights read-only; anything else is multiplied here.
-- The rows, the child's columns of the result and the job's few integers (`control`): anonymous shared memory.
-  The parent writes the job, then its number into control[POSTED]; the child does the job, writes the result,
-  then the number into control[DONE]. The other core sees stores in the order they were made only on x86-64
-  ("total store order"), so the helper runs only there.
-- The KV cache (`for_heads`): made after the fork and written by every pass, so `shared_empty` makes its buffer
-  a memfd that the child maps through /proc/PARENT/fd/FD; freed in the parent, the child drops its mapping. A
-  program's own fork (multiprocessing's workers) gets a private copy of each cache (`_after_fork_in_child`).
-- BLAS runs on one thread in each process (`openblas_function`): OpenBLAS's own threads would compete with the
-  helper for the two cores. A prompt's products get them back (`all_cores`); the next shared job (a product,
-  or the prompt's own heads) ends them (`end_blas_threads`), or, where OpenBLAS cannot, they sleep within a
-  millisecond (speed/openblas_env.py).
+- The weights, without a copy: fork gives each helper this process's memory as it is. A matrix is handed over
+  only if it was alive at the fork and is read-only (`_frozen`: the loaders and random_params make it so).
+- The rows, a helper's columns of the result and the job's few integers (`control`): anonymous shared memory,
+  one set per helper. The parent writes the job, then its number into control[POSTED]; the helper does it,
+  writes the result, then the number into control[DONE]. Another core sees stores in the order they were made
+  only on x86-64 ("total store order"), so helpers run only there.
+- The KV cache (`for_heads`): made after the fork and written by every pass, so it is a memfd each helper maps
+  (speed/shared_cache.py, which also gives a program's own fork, multiprocessing's, a private copy).
+- BLAS's threads: a prompt's products get them back (`all_cores`); the next shared job ends them
+  (`end_blas_threads`), or, where OpenBLAS cannot, they sleep within a millisecond (speed/openblas_env.py).
 - Memory: pages either side writes after the fork are copied, so a model freed in the parent stays in the
-  helper's copy until a new helper replaces it (`for_matrix` makes one for each new set of matrices).
+  helpers' copies until new helpers replace them (`for_matrix` makes them for each new set of matrices).
 
-It spins for SPIN_SECONDS after its last job, then sleeps on a pipe the parent writes a byte to. It ignores
-Ctrl-C (the parent handles that) and ends when the parent's end of the pipe closes, when the parent ends.
+A helper spins for SPIN_SECONDS after its last job, then sleeps on a pipe the parent writes a byte to. It ignores
+Ctrl-C (the parent handles that) and ends when the parent's end of its pipe closes, when the parent ends.
 
-When it runs: Linux on x86-64, two cores or more, OPENBLAS_NUM_THREADS not 1, and NumPy's BLAS OpenBLAS.
-`unavailable()` says why not; then every product is made here, with BLAS's own threads. A helper that cannot
-be made (fork or memfd_create refused, no memory) or is lost (killed, stopped, a failed job: `HelperLost`) is
-given up (`give_up`): one line on stderr, and the run goes on in this process alone, with the same tokens.
+When they run: Linux on x86-64, two cores or more, OPENBLAS_NUM_THREADS not 1, NumPy's BLAS OpenBLAS; else
+`unavailable()` says why not. Helpers that cannot be made (fork or memfd_create refused, no memory) or one lost
+(killed, stopped, a failed job: `HelperLost`) are given up (`give_up`): one line, and the run goes on here alone.
 """
 
-import ctypes
 import gc
-import itertools
 import mmap
 import os
 import platform
@@ -50,22 +50,23 @@ import threading
 import time
 import warnings
 import weakref
-from typing import NamedTuple
 
 import numpy as np
 
+from speed import shared_cache
 from speed.openblas_env import end_blas_threads, openblas_core, openblas_function  # noqa: F401 (also for callers)
 
-SHMEM_HUGE_PAGES = "/sys/kernel/mm/transparent_hugepage/shmem_enabled"  # Linux's rule for shared memory's pages
 SPIN_SECONDS = 0.05  # the helper polls for this long after a job, then sleeps until woken
 STOPPED_SECONDS = 1.0  # of this process's time, waiting for a stopped helper before going on without it
 MIN_BYTES = 1 << 20  # a smaller matrix (a tiny test model's) is multiplied here: a hand-over would cost more
 # room in the shared rows for a prompt's heads (`for_heads` checks q and the mask of ALL heads against it: 1558M's
 # 25 heads of 1024 queries and a 1024 x 1024 mask are 2.7 M numbers); pages in use only as a job writes them
 HEADS_FLOATS_IN, HEADS_FLOATS_OUT = 3 << 20, 2 << 20
-MEMFD_NAME = "kv-cache"  # the name of a `shared_empty` buffer's memory file, as /proc/PID/fd and maps show it
+DEFAULT_WORKERS = 2  # processes sharing each product where no count was measured: this one and one helper
+WORKERS_MAX = 64  # the most a count may say (WORKERS_VARIABLE, a routes file)
+WORKERS_VARIABLE = "GPT2_WORKERS"  # forces the count, over the measured one (`forced_workers`)
 
-# the integers of `control`, shared by the two processes; a job is COLUMNS of a product or HEADS of attention
+# the integers of `control`, shared by this process and a helper; a job is COLUMNS of a product or HEADS of attention
 (POSTED, DONE, FAILED, SLEEPING, STOP, NAP, KEY, TRANSPOSED, ROWS, BEGIN, END,
  KIND, BUFFER, FD, NBYTES, K_OFFSET, V_OFFSET, KEYS, HEAD_STRIDE, HEAD_DIM, HOW) = range(21)
 COLUMNS, HEADS = 0, 1
@@ -132,10 +133,9 @@ class Helper:
         self.work, self.rows_max = work, rows_max
         self.reaped, self.stopped_since = False, None  # the child ended and waited for; when it was seen stopped
         wake_read, self.wake = os.pipe()
-        global _making_helper
         with warnings.catch_warnings():  # Python 3.12+ warns that forking a process with threads may deadlock
             warnings.simplefilter("ignore", DeprecationWarning)  # in the child: this child only multiplies
-            _making_helper = True  # the fork hooks below leave the caches alone: the helper maps what it needs
+            shared_cache.making_helper = True  # its fork hooks leave the caches alone: the helper maps what it needs
             try:
                 self.pid = os.fork()
             except OSError:  # EAGAIN (too many processes), ENOMEM: no child, so no pipe either
@@ -143,19 +143,21 @@ class Helper:
                 os.close(self.wake)
                 raise
             finally:
-                _making_helper = False
+                shared_cache.making_helper = False
         if self.pid == 0:  # the child: serve, and never return into the parent's code
             code = 1
             try:
-                os.close(self.wake)
+                for end in (self.wake, *_wake_ends):  # its own, and those of the helpers forked before it
+                    os.close(end)  # (else a helper would outlive its parent for as long as a later one lives)
                 gc.disable()  # the child frees none of the parent's objects (one would unmap a cache: `shared_empty`)
-                _close_cache_descriptors()  # the child's copies: it maps a cache through its parent's descriptor
+                shared_cache.close_cache_descriptors()  # it maps a cache through its parent's descriptor
                 signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
                 self._serve(wake_read, dict(matrices), work)
                 code = 0
             finally:
                 os._exit(code)
         os.close(wake_read)
+        _wake_ends.add(self.wake)
 
     def knows(self, key, owner):
         """True if the child has this matrix (the same object as at the fork, not a later one at its address)."""
@@ -209,7 +211,7 @@ class Helper:
                 caches[number] = (fd, os.fstat(descriptor).st_ino, mmap.mmap(descriptor, int(self.control[NBYTES])))
             finally:
                 os.close(descriptor)
-            _ask_for_huge_pages(caches[number][2])
+            shared_cache.ask_for_huge_pages(caches[number][2])
         return caches[number][2]
 
     def _heads(self, attend, memory, rows, n_heads):
@@ -324,6 +326,7 @@ class Helper:
             except ChildProcessError:  # the program waited for it itself (os.wait): no kill, the pid may be reused
                 pass
             self.reaped = True
+        _wake_ends.discard(self.wake)
         os.close(self.wake)
 
 
@@ -341,99 +344,147 @@ def _state(pid):
         return ""
 
 
-_helper = None  # the helper process, made on first need
+_team = []  # the helper processes, workers() - 1 of them, made on first need
+_chosen = None  # the worker count speed/routes.py measured fastest here (`use_workers`); None: DEFAULT_WORKERS
+_wake_ends = set()  # this process's ends of its helpers' pipes (a helper forked after another closes its copy)
 _blas_threads = None  # OpenBLAS's thread count before the first helper set it to 1
-_all_cores = False  # True while BLAS has every core and the helper naps (`all_cores`)
-_seen = weakref.WeakValueDictionary()  # id -> matrix multiplied here once, not known to the helper
-_in_use = threading.Lock()  # one product at a time uses the helper; another thread meanwhile works alone
-_shared = {}  # id(mmap) -> the SharedBuffer of each live `shared_empty` buffer
-_snapshots = []  # (array, its copy) for each live shared buffer, from just before a fork to just after
-_making_helper = False  # True while this process forks a helper (which needs no copy of the caches)
-_numbers = itertools.count(1)  # a buffer's number: an fd is reused once closed, a number never
+_all_cores = False  # True while BLAS has every core and the helpers nap (`all_cores`)
+_seen = weakref.WeakValueDictionary()  # id -> matrix multiplied here once, not known to the helpers
+_in_use = threading.Lock()  # one product at a time uses the helpers; another thread meanwhile works alone
 _REASON = unavailable()  # checked once: None where a helper may run
 
 
-class SharedBuffer(NamedTuple):
-    """A live `shared_empty` buffer: what the helper needs to map it, and what its parent needs to free it."""
+def forced_workers():
+    """The worker count WORKERS_VARIABLE forces (GPT2_WORKERS=3: this process and 2 helpers, whatever was
+    measured), or None where it is unset; a ValueError in one line for a value that is no count."""
+    text = os.environ.get(WORKERS_VARIABLE, "").strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= WORKERS_MAX):
+        raise ValueError(f"{WORKERS_VARIABLE}={text[:20]!r} must be a number of processes from 1 to {WORKERS_MAX}; "
+                         f"unset it to let the measurement choose")
+    return int(text)
 
-    number: int  # never reused (an fd is, once closed)
-    fd: int  # this process's descriptor of the memfd
-    nbytes: int
-    address: int  # where its memory starts here
-    flat: weakref.ref  # to its [nbytes / 4] array (the fork hooks copy it)
-    finalizer: weakref.finalize  # closes fd when the buffer is freed
+
+def workers():
+    """How many processes share each product: 1 where no helper can run (`unavailable`, or after `give_up`),
+    else the count WORKERS_VARIABLE forces, else the one speed/routes.py measured fastest (`use_workers`), else
+    DEFAULT_WORKERS."""
+    if _REASON is not None:
+        return 1
+    return forced_workers() or _chosen or DEFAULT_WORKERS
+
+
+def use_workers(count):
+    """Share the products among `count` processes from now on (None: the default), as speed/routes.py measured
+    or a routes file keeps them: a running team of another size is replaced (`renew`). Returns True if it was."""
+    global _chosen
+    _chosen = count
+    if _team and len(_team) + 1 != workers():
+        renew()
+        return True
+    return False
+
+
+def chosen_workers():
+    """The count `use_workers` was given last (None: none, the default)."""
+    return _chosen
+
+
+def shares(n, parts):
+    """The bounds of `parts` equal shares of n things (panels, heads): [0, ..., n], share i from bounds[i] to
+    bounds[i + 1]. shares(36, 2) == [0, 18, 36]; shares(12, 5) == [0, 2, 5, 7, 10, 12]."""
+    return [round(n * i / parts) for i in range(parts + 1)]
+
+
+def run_shared(team, bounds, post, here, out_of):
+    """A job in parts, part i from bounds[i] to bounds[i + 1]: part 0 made here, `here(begin, end)`; part i + 1
+    by team[i], posted first, `post(helper, begin, end)`, and collected last into out_of(begin, end). A helper
+    lost (`HelperLost`): `give_up`, and every helper's part made here, here(bounds[1], bounds[-1]). Releases
+    the team (`release`)."""
+    jobs = [(helper, begin, end) for helper, begin, end in zip(team, bounds[1:], bounds[2:]) if end > begin]
+    try:
+        for helper, begin, end in jobs:
+            post(helper, begin, end)
+        if bounds[1] > bounds[0]:
+            here(bounds[0], bounds[1])
+        for helper, begin, end in jobs:
+            helper.collect(out_of(begin, end))
+    except HelperLost as lost:  # killed, stopped, or its job failed: the helpers' parts made here
+        give_up(str(lost))
+        here(bounds[1], bounds[-1])
+    finally:
+        release()
 
 
 def for_matrix(w, work, rows_max):
-    """(the helper, the key and transposed flag to post) for a product by w of at most rows_max rows, or None
+    """(the helpers, the key and transposed flag to post) for a product by w of at most rows_max rows, or None
     to multiply here.
 
     A matrix multiplied for the first time is multiplied here and remembered; the second time (the next pass),
-    a new helper is forked that has every matrix seen so far, so a model costs one fork, not 49. The caller
-    must `release()` after collecting.
+    new helpers are forked that have every matrix seen so far, so a model costs one fork a helper, not 49. The
+    caller must `release()` after collecting (`run_shared` does).
     """
     if _REASON is not None or w.dtype != np.float32 or w.nbytes < MIN_BYTES:
         return None
     owner, transposed = _owner(w)
     if not _frozen(owner):
         return None
-    helper = _helper_for(owner, work, rows_max)
-    return None if helper is None else (helper, id(owner), transposed)
+    team = _team_for(owner, work, rows_max)
+    return None if team is None else (team, id(owner), transposed)
 
 
 def for_heads(attend, q, k, v, mask):
-    """(the helper, the key of `attend`, the cache buffer of k and v) for attend(q, k, v, mask) over heads of
+    """(the helpers, the key of `attend`, the cache buffer of k and v) for attend(q, k, v, mask) over heads of
     a KV cache held in `shared_empty` memory, or None to compute here (a buffer of np.empty, q and the mask
-    too big for the shared rows, a function the helper was not forked with: it is remembered, as a matrix is
-    in `for_matrix`, and the next helper has it). The caller must `release()` after collecting."""
-    root = _root(k)
-    cache = None if _REASON is not None else _shared.get(id(root))
-    if (cache is None or _root(v) is not root or k.dtype != np.float32 or q.dtype != np.float32
+    too big for the shared rows, a function the helpers were not forked with: it is remembered, as a matrix is
+    in `for_matrix`, and the next helpers have it). The caller must `release()` after collecting."""
+    root = shared_cache.root(k)
+    cache = None if _REASON is not None else shared_cache.shared.get(id(root))
+    if (cache is None or shared_cache.root(v) is not root or k.dtype != np.float32 or q.dtype != np.float32
             or mask.dtype != np.float32 or k.strides[1:] != (4 * k.shape[2], 4) or v.strides != k.strides):
         return None
-    helper = _helper_for(attend, None, None)
-    if helper is not None and (q.size + mask.size > helper.rows_in.size or q.size > helper.rows_out.size):
+    team = _team_for(attend, None, None)
+    if team is not None and (q.size + mask.size > team[0].rows_in.size or q.size > team[0].rows_out.size):
         release()
         return None
-    return None if helper is None else (helper, id(attend), cache)
+    return None if team is None else (team, id(attend), cache)
 
 
-def _helper_for(owner, work, rows_max):
-    """The helper, holding `owner` (a matrix, or attention's function), and ready for one job; or None.
+def _team_for(owner, work, rows_max):
+    """The helpers, each holding `owner` (a matrix, or attention's function), ready for one job; or None.
 
-    An object met for the first time is remembered and None returned; the second time, a new helper is forked
-    that has every object seen so far (work and rows_max: those of products.matmul's products, None to keep the
-    current helper's). None as well while another thread's product uses the helper."""
-    global _helper, _blas_threads, _all_cores
+    An object met for the first time is remembered and None returned; the second time, new helpers are forked
+    that have every object seen so far (work and rows_max: those of products.matmul's products, None to keep the
+    current helpers'). None as well with one worker (`workers`), or while another thread's product uses them."""
+    global _team, _blas_threads, _all_cores
     key = id(owner)
-    if _helper is not None and _helper.parent != os.getpid():  # a forked child of ours: the helper is not its own
-        _helper = None
-    if _helper is None or not _helper.knows(key, owner):
+    if _team and _team[0].parent != os.getpid():  # a forked child of ours: the helpers are not its own
+        _team = []
+    if not _team or not _team[0].knows(key, owner):
         if _seen.get(key) is not owner:
             _seen[key] = owner
             return None
-        if _helper is None and work is None:
-            return None  # attention's function alone: the first matrix product makes the helper
-        matrices = {**(dict(_helper.known) if _helper else {}), **dict(_seen)}
-        work, rows_max = (work, rows_max) if work is not None else (_helper.work, _helper.rows_max)
-        if _helper is not None:
-            _helper.stop()
-            _helper = None  # (`give_up` must not stop it twice)
+        if (not _team and work is None) or workers() == 1:
+            return None  # attention's function alone: the first matrix product makes the helpers
+        matrices = {**(dict(_team[0].known) if _team else {}), **dict(_seen)}
+        work, rows_max = (work, rows_max) if work is not None else (_team[0].work, _team[0].rows_max)
+        _stop_team()
         _blas_threads = _blas_threads or openblas_function("get_num_threads")()
-        openblas_function("set_num_threads")(1)  # from now on BLAS runs on the calling thread, here and in the helper
-        _helper, _all_cores = _new_helper(matrices, work, rows_max), False
+        openblas_function("set_num_threads")(1)  # from now on BLAS runs on the calling thread, in every process
+        _team, _all_cores = _new_team(matrices, work, rows_max), False
         _seen.clear()
-        if _helper is None:
+        if not _team:
             return None
     if not _in_use.acquire(blocking=False):
         return None
     one_core()
-    return _helper
+    return _team
 
 
 def one_core():
     """Back from a prompt (`all_cores`): BLAS on one thread again, as the next shared product wants it (the
-    helper wakes with that product's job). Nothing where no helper runs."""
+    helpers wake with that product's job). Nothing where no helper runs."""
     global _all_cores
     if _all_cores:
         openblas_function("set_num_threads")(1)
@@ -442,45 +493,60 @@ def one_core():
 
 
 def renew():
-    """A new helper in place of the one running, with every object it had: a copy of this process as it is now.
-    speed/routes.py renews it after choosing routes, so that the helper's attention takes the same routes as
-    this process's. Nothing where no helper runs."""
-    global _helper
-    if _helper is None or _helper.parent != os.getpid() or not _in_use.acquire(blocking=False):
+    """New helpers in place of those running, with every object they had, as many as `workers()` says now:
+    copies of this process as it is now. speed/routes.py renews them after choosing routes (so that their
+    attention takes this process's routes) or another count (`use_workers`). Nothing where no helper runs."""
+    global _team
+    if not _team or _team[0].parent != os.getpid() or not _in_use.acquire(blocking=False):
         return
     try:
-        matrices, work, rows_max = dict(_helper.known), _helper.work, _helper.rows_max
-        _helper.stop()
-        _helper = None
-        one_core()  # the new helper is forked with BLAS on one thread, as every helper is
+        matrices, work, rows_max = dict(_team[0].known), _team[0].work, _team[0].rows_max
+        _stop_team()
+        one_core()  # new helpers are forked with BLAS on one thread, as every helper is
         alive = any(isinstance(w, np.ndarray) for w in matrices.values())  # else its matrices were all freed
-        _helper = _new_helper(matrices, work, rows_max) if alive else None
+        if alive and workers() > 1:
+            _team = _new_team(matrices, work, rows_max)
+        else:  # one worker: this process alone, BLAS on all its threads; a later count has the objects at once
+            _seen.update(matrices)
+            openblas_function("set_num_threads")(_blas_threads)
     finally:
         _in_use.release()
 
 
-def _new_helper(matrices, work, rows_max):
-    """A new Helper, or None where one cannot be made (fork refused: EAGAIN; no memory for the shared rows:
-    ENOMEM), after `give_up` has said so."""
+def _new_team(matrices, work, rows_max):
+    """workers() - 1 new Helpers, or [] where one cannot be made (fork refused: EAGAIN; no memory for the shared
+    rows: ENOMEM), after those made are stopped and `give_up` has said so."""
+    team = []
     try:
-        return Helper(matrices, work, rows_max)
+        for _ in range(workers() - 1):
+            team.append(Helper(matrices, work, rows_max))
     except (OSError, MemoryError) as error:
-        give_up(f"the helper process for the second core could not be made ({_error_text(error)})")
-        return None
+        for helper in team:
+            helper.stop()
+        give_up(f"a helper process for another core could not be made ({_error_text(error)})")
+        return []
+    return team
+
+
+def _stop_team():
+    """Stop every helper of the team (not those of the process this one forked from) and forget them."""
+    global _team
+    team, _team = _team, []
+    for helper in team:
+        if helper.parent == os.getpid():
+            helper.stop()
 
 
 def give_up(reason):
-    """Go on without the second core: the helper is lost (`HelperLost`) or cannot be made. Every product and
-    every head is made here from now on, BLAS on all its threads, as where `unavailable()`: the same numbers to
-    float32 rounding (tests/test_products.py), so greedy decoding writes the same tokens, more slowly. Said
-    once, in one line on stderr."""
-    global _REASON, _helper, _all_cores
+    """Go on without the helpers: one is lost (`HelperLost`) or cannot be made. Every product and every head is
+    made here from now on, BLAS on all its threads, as where `unavailable()`: the same numbers to float32
+    rounding (tests/test_products.py), so greedy decoding writes the same tokens, more slowly. Said once, in
+    one line on stderr."""
+    global _REASON, _all_cores
     if _REASON is None:
         print(f"{reason}: going on with one core (the same tokens, more slowly)", file=sys.stderr, flush=True)
         _REASON = reason
-    helper, _helper = _helper, None
-    if helper is not None and helper.parent == os.getpid():  # not a helper of the process this one forked from
-        helper.stop()
+    _stop_team()
     if _blas_threads:
         openblas_function("set_num_threads")(_blas_threads)
     _all_cores = False
@@ -494,136 +560,38 @@ def _error_text(error):
 
 
 def shared_empty(shape):
-    """np.empty(shape, dtype=np.float32), in memory that the helper process can map as well: a memfd (a file in
-    memory) where a helper may run, so that `for_heads` can hand it attention heads over this KV cache buffer.
-
-    The helper was forked before the cache was made, so it maps the buffer through this process's descriptor,
-    /proc/PID/fd/FD; the descriptor closes when the buffer is freed. A helper forked later does not inherit
-    the mapping (MADV_DONTFORK: it would keep a freed cache's memory alive) nor keep the descriptor.
-    """
+    """np.empty(shape, dtype=np.float32), in memory that the helper processes can map as well (a memfd, see
+    speed/shared_cache.py) where a helper may run, so that `for_heads` can hand them heads over this buffer."""
     nbytes = 4 * int(np.prod(shape))
     if _REASON is not None or nbytes < MIN_BYTES:
         return np.empty(shape, dtype=np.float32)
     try:
-        memory, fd = _memory_file(nbytes)
+        memory, fd = shared_cache.memory_file(nbytes)
     except OSError as error:  # memfd_create missing (ENOSYS: an old kernel, a sandbox), no memory (ENOMEM)
-        give_up(f"the KV cache cannot be shared with the second core's helper process ({_error_text(error)})")
+        give_up(f"the KV cache cannot be shared with the helper processes ({_error_text(error)})")
         memory, fd = None, None
     if memory is None:  # (out of the except: a MemoryError here is no error "during" that one)
         return np.empty(shape, dtype=np.float32)
-    flat = np.frombuffer(memory, dtype=np.float32)  # [nbytes / 4], owns nothing: the mmap does
-    _shared[id(memory)] = SharedBuffer(next(_numbers), fd, nbytes, flat.ctypes.data, weakref.ref(flat),
-                                       weakref.finalize(memory, _forget, id(memory), fd))
-    return flat.reshape(shape)
-
-
-def _memory_file(nbytes):
-    """(a shared mapping of a new memfd of nbytes, its descriptor): memory a helper can map too."""
-    fd = os.memfd_create(MEMFD_NAME)
-    try:
-        os.ftruncate(fd, nbytes)
-        memory = mmap.mmap(fd, nbytes)  # MAP_SHARED: the helper's mapping sees the same pages
-        memory.madvise(mmap.MADV_DONTFORK)
-        _ask_for_huge_pages(memory)
-    except BaseException:
-        os.close(fd)
-        raise
-    return memory, fd
-
-
-def _ask_for_huge_pages(memory):
-    """Ask Linux for 2 MB pages for a mapping of a cache buffer (in this process, and in the helper). Shared
-    memory gets them only where SHMEM_HUGE_PAGES says "advise" (or "always"); with the usual "never" the hint
-    changes nothing and the pages stay 4 KB, which cost the shared heads about a tenth (see speed/products.py)."""
-    if os.path.exists(SHMEM_HUGE_PAGES):  # a kernel built without huge pages would refuse the hint
-        memory.madvise(mmap.MADV_HUGEPAGE)
-
-
-def _close_cache_descriptors():
-    """Close this process's descriptors of `shared_empty` memfds (in a helper just forked: its copies of the
-    parent's, which would keep a freed cache's memory alive; Python's mmap holds a copy of its own of each)."""
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:  # the descriptor of the listing itself, closed by now
-            continue
-        if target.startswith(f"/memfd:{MEMFD_NAME} "):
-            os.close(int(name))
-
-
-def _forget(key, fd):
-    """A shared buffer was freed: close its descriptor (the memory goes when the helper's mapping does too)."""
-    _shared.pop(key, None)
-    os.close(fd)
-
-
-def _before_fork():
-    """Before a fork that is not a helper's (a program's own, such as multiprocessing's workers): a copy of
-    every live shared buffer, which `_after_fork_in_child` puts back in the child's private memory."""
-    global _snapshots
-    flats = [] if _making_helper else [buffer.flat() for buffer in _shared.values()]
-    _snapshots = [(flat, flat.copy()) for flat in flats if flat is not None]
-
-
-def _after_fork_in_parent():
-    """The copies are the child's: the parent lets them go."""
-    global _snapshots
-    _snapshots = []
-
-
-def _after_fork_in_child():
-    """In a child of a fork that is not a helper's: each cache buffer becomes the child's own, as np.empty memory
-    would be after a fork. The mapping was not inherited (MADV_DONTFORK), so fresh private memory is mapped at
-    the same address (every view of it stays valid) and the copy made before the fork is written into it. The
-    child's copies of the descriptors are closed, and no buffer counts as shared here any more: a helper of
-    the child's own would read the parent's memfd, not this memory."""
-    global _snapshots
-    if _making_helper:
-        return
-    for flat, snapshot in _snapshots:
-        address = _libc_mmap(flat.ctypes.data, flat.nbytes, mmap.PROT_READ | mmap.PROT_WRITE,
-                             mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_FIXED, -1, 0)
-        if address != flat.ctypes.data:
-            raise OSError(ctypes.get_errno(), "could not map a KV cache buffer's memory in a forked child")
-        flat[...] = snapshot
-    for buffer in _shared.values():
-        buffer.finalizer.detach()  # it would close a descriptor number the child may reuse
-        os.close(buffer.fd)
-    _shared.clear()
-    _snapshots = []
-
-
-def _root(array):
-    """The object at the bottom of array's chain of views (for a `shared_empty` buffer, its mmap)."""
-    while isinstance(array, np.ndarray):
-        array = array.base
-    return array.obj if isinstance(array, memoryview) else array  # np.frombuffer's base: a view of the mmap
+    return shared_cache.shared_array(memory, fd, nbytes).reshape(shape)
 
 
 def release():
-    """The product that `for_matrix` handed the helper is collected."""
+    """The product that `for_matrix` handed the helpers is collected."""
     _in_use.release()
 
 
 def all_cores():
-    """Before a product of many rows (a prompt): the helper sleeps, and BLAS runs on all its threads here, until
+    """Before a product of many rows (a prompt): the helpers sleep, and BLAS runs on all its threads here, until
     the next product `for_matrix` shares. Its big kernel is the faster there (the arithmetic has caught up with
     the reading of the weights), and it would not fit the shared buffers anyway. The next shared product ends
     BLAS's threads again (`end_blas_threads`)."""
     global _all_cores
-    if _helper is None or _all_cores or _helper.parent != os.getpid() or not _in_use.acquire(blocking=False):
+    if not _team or _all_cores or _team[0].parent != os.getpid() or not _in_use.acquire(blocking=False):
         return
     try:
-        _helper.nap()
+        for helper in _team:
+            helper.nap()
         openblas_function("set_num_threads")(_blas_threads)
         _all_cores = True
     finally:
         _in_use.release()
-
-
-MAP_FIXED = 0x10  # Linux's flag (Python's mmap module does not name it): map at exactly the address given
-_libc_mmap = ctypes.CDLL(None, use_errno=True).mmap if _REASON is None else None  # the C library's mmap
-if _libc_mmap is not None:
-    _libc_mmap.restype = ctypes.c_void_p
-    _libc_mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)

@@ -190,6 +190,7 @@ def test_the_routes_survive_the_costs_file_and_are_taken_only_on_a_machine_of_th
     assert loaded.routes == table and loaded.routes_for == routes.fingerprint()
     assert "routes: blocks 1 panels, 2 vectors, 3 padded to 4, 4 panels" in loaded.summary()
     monkeypatch.setattr(products, "_routes", {})
+    monkeypatch.setattr(routes.second_core, "_chosen", None)  # no count taken (a test before may have chosen one)
     monkeypatch.setattr(routes, "use", products.use_routes)  # no new helper needed for this check
     model = type("Model", (), {})()
     loaded.use(model)
@@ -305,13 +306,49 @@ def test_one_row_of_a_weight_matrix_keeps_the_default_route_and_is_never_padded(
     assert routes.chosen(times) == {"head": ["panels", "panels"]}
 
 
-def test_one_blas_call_on_both_cores_is_timed_only_where_no_helper_shares_the_second_core(monkeypatch):
-    """With a helper, BLAS's own second thread and the helper hand the core back and forth, at a cost a short
-    measurement does not see: the route is left out. With none (one thread, or no fork), it is one of the routes."""
-    monkeypatch.setattr(routes.second_core, "unavailable", lambda: "")
+def test_one_blas_call_on_both_cores_is_timed_only_where_no_helper_shares_the_cores(monkeypatch):
+    """With helpers, BLAS's own threads and the helpers hand the cores back and forth, at a cost a short
+    measurement does not see: the route is left out. With one worker (this process alone: one core, no fork, or
+    one measured fastest), it is one of the routes."""
+    monkeypatch.setattr(routes.second_core, "workers", lambda: 2)
     assert "one call" not in routes.candidates("blocks", 4) and "halves" in routes.candidates("blocks", 4)
-    monkeypatch.setattr(routes.second_core, "unavailable", lambda: "OPENBLAS_NUM_THREADS=1")
+    monkeypatch.setattr(routes.second_core, "workers", lambda: 1)
     assert routes.candidates("blocks", 4) == list(products.ROUTES)
+
+
+def test_the_worker_counts_timed_go_up_to_the_cores_this_process_may_use_and_none_is_a_rule(monkeypatch):
+    """1 and 2 on two cores, 1, 2, 4 and 6 on six, up to 16 on sixteen; only the forced count where one is forced,
+    only 1 where no helper can run. The count taken is the fewest unless more are faster by more than
+    KEEP_DEFAULT: on times given to it, not read from a clock."""
+    monkeypatch.setattr(routes.second_core, "_REASON", None)
+    monkeypatch.delenv(routes.second_core.WORKERS_VARIABLE, raising=False)
+    for cores, counts in ((2, [1, 2]), (6, [1, 2, 4, 6]), (16, [1, 2, 4, 8, 16])):
+        monkeypatch.setattr(routes.second_core, "_cores", lambda: cores)
+        assert routes.worker_counts() == counts
+    monkeypatch.setenv(routes.second_core.WORKERS_VARIABLE, "3")
+    assert routes.worker_counts() == [3] and "(3 workers forced)" in routes.fingerprint()
+    monkeypatch.delenv(routes.second_core.WORKERS_VARIABLE)
+    monkeypatch.setattr(routes.second_core, "_REASON", "this process may use one core only")
+    assert routes.worker_counts() == [1]
+    assert routes.fewest_fastest({1: 10.0, 2: 6.0, 4: 5.9}) == 2 and routes.fewest_fastest({1: 10.0, 2: 9.8}) == 1
+    assert routes.fewest_fastest({1: 10.0, 2: 12.0, 4: 8.0}) == 4 and routes.fewest_fastest({}) is None
+
+
+@pytest.mark.parametrize("value", ["0", "65", "two", "\u00b2", "-1", "2.5"])
+def test_a_forced_worker_count_that_is_no_count_is_refused_in_one_line(monkeypatch, value):
+    monkeypatch.setenv(routes.second_core.WORKERS_VARIABLE, value)
+    with pytest.raises(ValueError, match=f"{routes.second_core.WORKERS_VARIABLE}=.* must be a number of processes"):
+        routes.second_core.forced_workers()
+
+
+def test_the_worker_count_is_kept_in_the_table_checked_and_said(tmp_path):
+    """A table holds the count chosen beside the routes; `check` takes 1 to WORKERS_MAX and refuses anything
+    else in one line; `text` says it first."""
+    table = {routes.WORKERS: 2, "blocks": ["panels", "vectors"]}
+    assert routes.check(table, "here") == table and routes.text(table).startswith("2 workers; blocks 1 panels")
+    for count in (0, True, "2", 65, 2.0):
+        with pytest.raises(ValueError, match='"workers" must be a number of processes'):
+            routes.check({routes.WORKERS: count, "blocks": ["panels"]}, "here")
 
 
 def test_main_py_refuses_a_bad_routes_file_before_it_loads_the_models(tmp_path):

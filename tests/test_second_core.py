@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from conftest import REPO_ROOT
 
-from speed import second_core
+from speed import second_core, shared_cache
 from speed import products
 from gpt2 import attention, causal_mask, tree_ancestors, tree_mask
 from test_products import assert_same_product, default_routes  # noqa: F401  the default routes here too
@@ -39,7 +39,7 @@ def shared(w, x):
     products.matmul(x, w)
     products.matmul(x, w)
     owner, _ = second_core._owner(w)
-    helper = second_core._helper
+    helper = second_core._team[0]
     assert helper is not None and helper.knows(id(owner), owner), "the second product did not reach a helper"
     return helper
 
@@ -91,7 +91,7 @@ def test_a_prompt_gets_every_core_and_the_next_pass_shares_again(matrices):
     assert get_threads() == 1
     x = rng.standard_normal((100, 768), dtype=np.float32)
     assert_same_product(products.matmul(x, w), x @ np.ascontiguousarray(w), "a 100-row prompt")
-    assert second_core._helper.control[second_core.SLEEPING] == 1, "the helper did not nap"
+    assert second_core._team[0].control[second_core.SLEEPING] == 1, "the helper did not nap"
     assert get_threads() == second_core._blas_threads > 1
     assert_same_product(products.matmul(x[:3], w), x[:3] @ np.ascontiguousarray(w), "3 rows after the prompt")
     assert get_threads() == 1
@@ -247,7 +247,7 @@ def heads_shared(q, k, v, mask):
     it is computed here (and remembered); the second forks a helper that has it. Returns that helper."""
     products.share_heads(attention, q, k, v, mask)
     products.share_heads(attention, q, k, v, mask)
-    helper = second_core._helper
+    helper = second_core._team[0]
     assert helper is not None and helper.knows(id(attention), attention), "the heads did not reach a helper"
     return helper
 
@@ -277,7 +277,7 @@ def primed(matrices, seed, m, n_keys):
 
 def inode_of(buffer):
     """The inode of a kv_buffer's memory file (its memfd), as /proc's maps and smaps name the file."""
-    return os.fstat(second_core._shared[id(second_core._root(buffer))].fd).st_ino
+    return os.fstat(shared_cache.shared[id(shared_cache.root(buffer))].fd).st_ino
 
 
 def mappings(pid, inode):
@@ -301,10 +301,10 @@ def vm_flags(pid, inode):
 
 
 def cache_descriptors(pid):
-    """The inodes of the cache buffers (memfds named second_core.MEMFD_NAME) that process pid holds open."""
+    """The inodes of the cache buffers (memfds named shared_cache.MEMFD_NAME) that process pid holds open."""
     inodes = []
     for fd in os.listdir(f"/proc/{pid}/fd"):
-        if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(f"/memfd:{second_core.MEMFD_NAME} "):
+        if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(f"/memfd:{shared_cache.MEMFD_NAME} "):
             inodes.append(os.stat(f"/proc/{pid}/fd/{fd}").st_ino)
     return inodes
 
@@ -338,7 +338,7 @@ def test_a_prompts_heads_are_shared_too_and_its_next_product_gets_every_core_bac
     PANEL_ROWS_MAX rows) gives BLAS its threads back, as any prompt product does."""
     w, _ = matrices
     rng, _, q, k, v, mask = primed(matrices, seed=13, m=200, n_keys=200)
-    helper = second_core._helper
+    helper = second_core._team[0]
     get_threads = second_core.openblas_function("get_num_threads")
     x = rng.standard_normal((200, 768), dtype=np.float32)
     products.matmul(x, w)  # a prompt's product: every core
@@ -355,7 +355,7 @@ def test_heads_too_many_for_the_shared_rows_are_attended_here(matrices, monkeypa
     """q and the mask travel through the helper's shared rows: a job that does not fit them (here: rows made
     smaller than a 200-query prompt's q and mask need) is computed in this process, with the same result."""
     _, _, q, k, v, mask = primed(matrices, seed=14, m=200, n_keys=200)
-    helper = second_core._helper
+    helper = second_core._team[0]
     monkeypatch.setattr(helper, "rows_in", helper.rows_in[: q.size + mask.size - 1])  # one number short
     posted = helper.posted
     assert np.array_equal(products.share_heads(attention, q, k, v, mask), attention(q, k, v, mask))
@@ -373,7 +373,7 @@ def test_the_helper_reads_keys_written_after_it_was_forked(matrices):
         assert np.array_equal(products.share_heads(attention, q, k, v, mask), attention(q, k, v, mask)), n_keys
 
 
-@pytest.mark.skipif(not os.path.exists(second_core.SHMEM_HUGE_PAGES),
+@pytest.mark.skipif(not os.path.exists(shared_cache.SHMEM_HUGE_PAGES),
                     reason="this kernel has no transparent huge pages: there is no hint to give")
 def test_both_processes_ask_for_huge_pages_for_a_cache_buffer(matrices, monkeypatch):
     """Each mapping of a cache buffer, this process's and the helper's, carries the huge-page hint (VmFlags
@@ -381,10 +381,10 @@ def test_both_processes_ask_for_huge_pages_for_a_cache_buffer(matrices, monkeypa
     attention reads 2 MB pages, as it does in np.empty memory. A buffer made without the hint has no "hg"."""
     _, buffer, *_ = primed(matrices, seed=12, m=1, n_keys=50)
     inode = inode_of(buffer)
-    for pid in ("self", second_core._helper.pid):
+    for pid in ("self", second_core._team[0].pid):
         flags = vm_flags(pid, inode)
         assert flags and all("hg" in mapping for mapping in flags), (pid, flags)
-    monkeypatch.setattr(second_core, "_ask_for_huge_pages", lambda memory: None)
+    monkeypatch.setattr(shared_cache, "ask_for_huge_pages", lambda memory: None)
     plain = products.kv_buffer(buffer.shape)
     flags = vm_flags("self", inode_of(plain))
     assert flags and not any("hg" in mapping for mapping in flags), flags
@@ -427,8 +427,7 @@ def test_a_freed_cache_goes_from_the_helper_and_a_new_helper_never_holds_one(mat
     mask = causal_mask(1, 99)
     first = a_cache(rng)
     inode = inode_of(first)
-    second_core._helper.stop()
-    second_core._helper = None  # the next products fork a new helper, while `first` is alive
+    second_core._stop_team()  # the next products fork new helpers, while `first` is alive
     shared(w, rng.standard_normal((2, 768), dtype=np.float32))
     helper = heads_shared(q, *first[0, :, :, :100], mask)
     assert mappings(helper.pid, inode) == 1, "the helper should map the cache it was handed, once: not inherited"
@@ -464,21 +463,21 @@ def test_a_program_that_forks_gives_the_child_its_own_copy_of_each_cache():
     before = buffer.copy()
 
     def child():
-        same = np.array_equal(buffer, before) and not second_core._shared
+        same = np.array_equal(buffer, before) and not shared_cache.shared
         buffer[...] = 2.0
         return 0 if same and np.all(buffer == 2.0) else 3
 
     status = forked(child)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"the child saw another buffer (status {status})"
     assert np.array_equal(buffer, before), "the child's writes reached the parent's cache"
-    assert id(second_core._root(buffer)) in second_core._shared, "the parent's cache is still shared"
+    assert id(shared_cache.root(buffer)) in shared_cache.shared, "the parent's cache is still shared"
 
 
 def test_the_check_has_teeth_a_fork_that_skips_the_copy_leaves_the_child_no_cache(monkeypatch):
     """Why the fork hooks copy: skip them (as for the helper's own fork) and the buffer is not mapped in the
     child at all (MADV_DONTFORK), so its first read kills the child with a segmentation fault."""
     buffer = a_cache(np.random.default_rng(12))
-    monkeypatch.setattr(second_core, "_making_helper", True)
+    monkeypatch.setattr(shared_cache, "making_helper", True)
 
     def child():
         faulthandler.disable()  # pytest's, which would print the crash as if it were the suite's

@@ -19,7 +19,7 @@ import pytest
 from conftest import REPO_ROOT
 
 from gpt2 import attention, causal_mask
-from speed import products, second_core
+from speed import products, second_core, shared_cache
 from test_products import assert_same_product, default_routes  # noqa: F401  the default routes here too
 from test_second_core import _alive, read_only, shared
 
@@ -60,10 +60,10 @@ def test_a_helper_killed_mid_run_is_one_line_and_the_product_is_made_here(block,
     os.kill(helper.pid, KILL)
     assert_same_product(products.matmul(x, w), x @ np.ascontiguousarray(w), "after the helper was killed")
     one_line(capsys, f"pid {helper.pid}", "killed by signal 9")
-    assert second_core._helper is None and not _alive(helper.pid)
+    assert not second_core._team and not _alive(helper.pid)
     assert_same_product(products.matmul(x, w), x @ np.ascontiguousarray(w), "on one core")
     products.matmul(x, w)
-    assert second_core._helper is None and capsys.readouterr().err == ""
+    assert not second_core._team and capsys.readouterr().err == ""
 
 
 def test_a_stopped_helper_is_given_up_within_seconds_instead_of_spinning_for_ever(block, capsys):
@@ -82,7 +82,7 @@ def test_a_stopped_helper_is_given_up_within_seconds_instead_of_spinning_for_eve
         rescue.cancel()
     assert_same_product(y, x @ np.ascontiguousarray(w), "after the helper was stopped")
     one_line(capsys, f"pid {helper.pid}", "is stopped")
-    assert second_core._helper is None and not _alive(helper.pid), "the stopped helper was left behind"
+    assert not second_core._team and not _alive(helper.pid), "the stopped helper was left behind"
 
 
 def test_a_helper_stopped_for_a_moment_as_by_ctrl_z_and_fg_is_kept(block, capsys):
@@ -94,7 +94,7 @@ def test_a_helper_stopped_for_a_moment_as_by_ctrl_z_and_fg_is_kept(block, capsys
     os.kill(helper.pid, signal.SIGSTOP)
     threading.Timer(second_core.STOPPED_SECONDS / 5, os.kill, (helper.pid, signal.SIGCONT)).start()
     assert_same_product(products.matmul(x, w), x @ np.ascontiguousarray(w), "after a short stop")
-    assert second_core._helper is helper and capsys.readouterr().err == ""
+    assert second_core._team == [helper] and capsys.readouterr().err == ""
 
 
 def test_a_refused_fork_is_one_line_and_every_product_is_made_here(block, monkeypatch, capsys):
@@ -108,7 +108,7 @@ def test_a_refused_fork_is_one_line_and_every_product_is_made_here(block, monkey
     for _ in range(3):  # the second product would fork the helper
         assert_same_product(products.matmul(x, w), x @ np.ascontiguousarray(w), "with fork refused")
     one_line(capsys, "could not be made", "Resource temporarily unavailable")
-    assert second_core._helper is None
+    assert not second_core._team
 
 
 def test_memfd_create_missing_is_one_line_and_the_cache_is_ordinary_memory(monkeypatch, capsys):
@@ -119,7 +119,7 @@ def test_memfd_create_missing_is_one_line_and_the_cache_is_ordinary_memory(monke
 
     monkeypatch.setattr(second_core.os, "memfd_create", no_memfd)
     cache = products.kv_buffer((2, 2, 12, 256, 64))
-    assert cache.shape == (2, 2, 12, 256, 64) and id(second_core._root(cache)) not in second_core._shared
+    assert cache.shape == (2, 2, 12, 256, 64) and id(shared_cache.root(cache)) not in shared_cache.shared
     one_line(capsys, "cannot be shared", "Function not implemented")
     rng = np.random.default_rng(21)
     cache[...] = rng.standard_normal(cache.shape, dtype=np.float32)
@@ -148,10 +148,10 @@ spare = np.empty(SPARE_MB << 20, dtype=np.uint8)
 size = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) << 10
 resource.setrlimit(resource.RLIMIT_AS, (size + (LIMIT_MB << 20), resource.getrlimit(resource.RLIMIT_AS)[1]))
 products.matmul(x, w); products.matmul(x, w)  # the helper, forked with the spare memory
-assert second_core._helper is not None, "no helper was made"
+assert second_core._team, "no helper was made"
 del spare
 shared, alone = heads(products.kv_buffer((1, 2, 12, CACHE_POSITIONS, 64)))
-print("same" if np.array_equal(shared, alone) else "other heads", second_core._helper is None)
+print("same" if np.array_equal(shared, alone) else "other heads", not second_core._team)
 """
 
 
