@@ -468,6 +468,8 @@ def _team_for(owner, work, rows_max):
         if (not _team and work is None) or workers() == 1:
             return None  # attention's function alone: the first matrix product makes the helpers
         matrices = {**(dict(_team[0].known) if _team else {}), **dict(_seen)}
+        if not any(isinstance(w, np.ndarray) for w in matrices.values()):
+            return None  # attention's function alone, its matrices freed (a model measured, then dropped)
         work, rows_max = (work, rows_max) if work is not None else (_team[0].work, _team[0].rows_max)
         _stop_team()
         _blas_threads = _blas_threads or openblas_function("get_num_threads")()

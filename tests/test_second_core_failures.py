@@ -8,6 +8,7 @@ rounding, no helper is left behind, and stderr holds exactly one line naming wha
 """
 
 import errno
+import gc
 import os
 import signal
 import subprocess
@@ -185,3 +186,19 @@ def test_a_helper_the_program_waited_for_itself_is_lost_and_stopping_it_kills_no
     helper.stop()
     other.stop()
     assert killed == []
+
+
+def test_attention_met_after_its_models_matrices_were_freed_forks_no_helper_that_holds_nothing():
+    """tools/benchmark_forward.py frees its bandwidth matrix, then a small model's attention runs twice: the
+    helper was forked with attention's function and no matrix, and failed on max() of nothing (a traceback
+    after the measurements). Now there is simply no helper until a matrix is shared again."""
+    w = read_only(np.asfortranarray(np.random.default_rng(5).standard_normal((768, 2304), dtype=np.float32)))
+    shared(w, np.ones((2, 768), dtype=np.float32))
+    del w
+    gc.collect()  # the helper's only matrix is freed; the helper still runs
+
+    def attend(q, k, v, mask):
+        return attention(q, k, v, mask)
+
+    assert second_core._team_for(attend, None, None) is None  # first meeting: remembered
+    assert second_core._team_for(attend, None, None) is None  # second: nothing alive to share, no helper forked

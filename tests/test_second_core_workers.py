@@ -26,7 +26,8 @@ from model_fn import create_model_fn
 from speed import plug, products, second_core
 from test_products import assert_same_product, default_routes  # noqa: F401  the default routes here too
 from test_run_endings import command, interrupted
-from test_second_core import _alive, a_cache, read_only
+from test_second_core import _alive, a_cache, forked, read_only
+from test_second_core_failures import KILL
 from tools.model_files import write_hf_folder
 
 pytestmark = pytest.mark.skipif(second_core.unavailable() is not None,
@@ -146,7 +147,7 @@ def test_a_killed_helper_of_3_workers_is_one_line_and_the_product_is_made_here(m
     products.matmul(x, w)
     first, second = team_of(3)
     capsys.readouterr()
-    os.kill(second.pid, signal.SIGKILL)
+    os.kill(second.pid, KILL)
     assert_same_product(products.matmul(x, w), x @ np.ascontiguousarray(w), "after a helper was killed")
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and f"pid {second.pid}" in lines[0] and "one core" in lines[0], lines
@@ -164,15 +165,11 @@ def test_a_program_that_forks_with_3_workers_multiplies_alone_in_the_child_and_k
     products.matmul(x, w)
     team = team_of(workers)
     reference = x @ np.ascontiguousarray(w)
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            same = np.allclose(products.matmul(x, w), reference, rtol=1e-5, atol=1e-5)
-            code = 0 if same and not second_core._team else 3
-        finally:
-            os._exit(code)
-    status = os.waitpid(pid, 0)[1]
+    def child():
+        same = np.allclose(products.matmul(x, w), reference, rtol=1e-5, atol=1e-5)
+        return 0 if same and not second_core._team else 3
+
+    status = forked(child)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"the child's product (status {status})"
     assert second_core._team == team and all(_alive(helper.pid) for helper in team)
     assert_same_product(products.matmul(x, w), reference, "in the parent, after the fork")

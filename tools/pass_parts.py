@@ -118,7 +118,7 @@ def measure(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7, seed=0,
 
     by_m = {m: {**parts_for(m), "block arithmetic": arithmetic(matrices, m, rng)} for m in ms}
     scale = {part: 1.0 for part in PARTS}
-    cores = 1 if second_core.unavailable() else 2  # products.matmul gives each core half of a matrix's columns
+    cores = second_core.workers()  # products.matmul gives each worker an equal share of a matrix's columns
     scale["block arithmetic"] = slices_per_matrix(matrices) / cores  # the slices' time -> all columns, per core
     best = {m: {part: float("inf") for part in PARTS} for m in ms}
     for _ in range(rounds):
