@@ -30,6 +30,16 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+@pytest.fixture(autouse=True)
+def workers_back_to_the_default():
+    """A test that measures routes or reads a routes file chooses how many processes share the products, for the
+    whole process (speed/second_core.use_workers): the next test starts from the default count again."""
+    yield
+    second_core = sys.modules.get("speed.second_core")
+    if second_core is not None and second_core.chosen_workers() is not None:
+        second_core.use_workers(None)
+
+
 @pytest.fixture
 def bubblewrap():
     """Skip (fail in CI) where the gradebook's sandbox cannot be made: bubblewrap missing, or refused."""
