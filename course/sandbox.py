@@ -75,14 +75,15 @@ def no_processes_filter(machine=None):
 
 def python_folders(teachers_clone):
     """The folders the interpreter runs from (its installation, its virtual environment, its site-packages),
-    leaving out any that holds the teacher's clone (an installation above it would show the clone)."""
+    leaving out any that holds the teacher's clone (an installation above it would show the clone). A virtual
+    environment inside the clone (the README's .venv) is shown, and nothing else of the clone."""
     candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                   str(Path(sys.executable).resolve().parent.parent), *site.getsitepackages()}
     if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
         candidates.add(site.getusersitepackages())
     clone = Path(teachers_clone).resolve()
     folders = {Path(c).resolve() for c in candidates if os.path.isdir(c)}
-    folders = {f for f in folders if f != clone and clone not in f.parents and f not in clone.parents}
+    folders = {f for f in folders if f != clone and f not in clone.parents}  # a .venv inside the clone: itself only
     return sorted(f for f in folders if not any(other in f.parents for other in folders))  # the outermost
 
 

@@ -295,3 +295,19 @@ print("tmp took", written // 2**20, "MB")
     assert "stopped No space left on device" in lines
     assert int(lines[-1].split()[2]) <= sandbox.TMP_BYTES // 2**20
     assert (answers / "answers.json").read_text() == "x" and sorted(os.listdir(answers)) == ["answers.json"]
+
+
+def test_a_virtual_environment_inside_the_teachers_clone_is_shown_and_nothing_else_of_the_clone(tmp_path,
+                                                                                                monkeypatch):
+    """The README makes .venv inside the clone (CI too): the sandbox must run its Python, and show no other file
+    of the clone. An installation that holds the clone is left out (it would show the clone)."""
+    clone = tmp_path / "clone"
+    venv = clone / ".venv"
+    (venv / "lib" / "site-packages").mkdir(parents=True)
+    for name in ("prefix", "base_prefix", "exec_prefix", "base_exec_prefix"):
+        monkeypatch.setattr(sys, name, str(venv))
+    monkeypatch.setattr(sys, "executable", str(venv / "bin" / "python"))
+    monkeypatch.setattr(sandbox.site, "getsitepackages", lambda: [str(venv / "lib" / "site-packages")])
+    monkeypatch.setattr(sandbox.site, "ENABLE_USER_SITE", False)
+    assert sandbox.python_folders(clone) == [venv]
+    assert venv not in sandbox.python_folders(venv / "lib")  # an installation holding the clone would show it
