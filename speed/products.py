@@ -36,8 +36,8 @@ packs the keys first; the product turned round, (k @ q.T).T, transposes nothing,
 product round for 2 to PANEL_ROWS_MAX rows. And the attention reads the whole KV cache, memory-bound like the
 weights but in products too small to split: `share_heads` gives a share of the HEADS to each helper, which maps
 the cache's buffer (`kv_buffer`: a memfd, second_core.shared_empty; both ask for 2 MB pages, which Linux grants
-shared memory only where /sys/kernel/mm/transparent_hugepage/shmem_enabled says "advise"). A prompt's heads
-too: there the softmax over every query's scores is most of attention's time, and NumPy runs it on one core.
+shared memory only where /sys/kernel/mm/transparent_hugepage/shmem_enabled says "advise"), as many as routes.py
+found paying for their hand-overs (`head_workers`); a prompt's to every worker (its softmax is NumPy's, on one core).
 """
 
 import weakref
@@ -92,6 +92,8 @@ HOWS = ("panels", "vectors", "halves")  # how one core multiplies its columns (`
 _routes = {}  # kind -> [its route for m = 1, 2, ...] as speed/routes.py chose them; beyond: `default_route`
 _met = {kind: weakref.WeakValueDictionary() for kind in ("blocks", "head")}  # id -> a big matrix multiplied
 _met_scores = {}  # (n_stack, head_dim) -> the keys of the last big scores product: what speed/routes.py times
+_met_heads = {}  # (n_head, head_dim) -> (attend, most keys) of the heads `share_heads` met: what routes.py times
+_head_workers = None  # how many of the workers share attention's heads, as speed/routes.py measured (None: all)
 
 
 def kind_of(x, w):
@@ -254,17 +256,37 @@ def kv_buffer(shape):
     return second_core.shared_empty(shape)
 
 
+def use_head_workers(count):
+    """Share attention's heads among `count` processes from now on (None: all the workers), as speed/routes.py
+    measured them: a step's attention reads the whole KV cache too, but in a small product per head, and
+    whether a helper's share of them pays for its hand-over is the machine's to say, apart from the weights'.
+    Returns the count taken before."""
+    global _head_workers
+    before, _head_workers = _head_workers, count
+    return before
+
+
+def head_workers():
+    """How many processes share attention's heads: the count `use_head_workers` took, at most second_core.workers()
+    (all of them where none was taken)."""
+    return min(_head_workers or second_core.workers(), second_core.workers())
+
+
 def share_heads(attend, q, k, v, mask):
     """attend(q, k, v, mask) for q [n_head, m, head_dim] and k, v [n_head, n_keys, head_dim], views of a
-    `kv_buffer`: the heads split between this process and the helper processes (see the module docstring), each
-    share on one core, BLAS on one thread in each (a prompt's next product gives BLAS its threads back). Each
-    head is computed by the same function in either process, so sharing changes no bit. Returns
-    [n_head, m, head_dim]."""
-    n_head = q.shape[0]
-    share = second_core.for_heads(attend, q, k, v, mask) if n_head > 1 else None
+    `kv_buffer`: the heads split between this process and head_workers() - 1 helper processes (a prompt's,
+    more than PANEL_ROWS_MAX queries, among every worker: see the module docstring), each share on one core,
+    BLAS on one thread in each (a prompt's next product gives BLAS its threads back). Each head is computed by
+    the same function in either process, so sharing changes no bit. Returns [n_head, m, head_dim]."""
+    n_head, m = q.shape[0], q.shape[1]
+    count = head_workers() if m <= PANEL_ROWS_MAX else second_core.workers()  # a prompt's heads: every worker's
+    met = _met_heads.get((n_head, q.shape[2]), (None, 0))[1]
+    _met_heads[(n_head, q.shape[2])] = (attend, max(met, k.shape[1]))
+    share = second_core.for_heads(attend, q, k, v, mask) if n_head > 1 and count > 1 else None
     if share is None:
         return attend(q, k, v, mask)  # [n_head, m, head_dim]
     team, key, cache = share
+    team = team[: count - 1]  # the helpers that share the heads
     out = np.empty(q.shape, dtype=np.float32)  # [n_head, m, head_dim]
 
     def here(begin, end):  # heads begin .. end - 1, in this process

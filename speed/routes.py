@@ -12,8 +12,9 @@ from 1 to M_MAX, every route (products.ROUTES, SCORE_ROUTES) on the matrices the
 turns, the slowest of `repeats`; a route far slower than the fastest in the first turn is not timed again.
 A row count whose best is slower than a larger one's takes that one, padded with zero rows. Before the routes,
 how many processes share each product (speed/second_core.py's workers: this one and its helpers) is measured
-the same way, each count up to the cores this process may use (`worker_counts`, `measure_workers`): more
-processes are taken only where they are faster, never by a rule.
+the same way, each count up to the cores this process may use (`worker_counts`, `measure_workers`), and then how
+many of them share attention's heads (`measure_head_workers`): more processes are taken only where they are
+faster, never by a rule.
 
 The choice is made once, at a model's first use on this machine, and kept beside the model (`settle`:
 ROUTES_FILE in its folder, which later runs read instead of measuring) and with the costs (speed/calibration.py
@@ -50,6 +51,7 @@ PAD_MAX = 3  # zero rows a padded route adds at most: m's and n's are timed at d
 # load on m's turns could make any larger n look faster; a kernel's block of rows is at most 4 wide
 KEEP_DEFAULT = 1.05  # the default route stays unless another is faster by more than this (noise is no reason)
 WORKERS = "workers"  # the key of a table's worker count (second_core.workers): how many processes share a product
+HEAD_WORKERS = "head workers"  # the key of how many of them share attention's heads (products.head_workers)
 ROUTES_FILE = "routes.json"  # the name of the file, in a model's folder, that keeps the routes chosen for it
 MAX_ROUTES_BYTES = 64 << 10  # a file `settle` writes is about 1 KB
 
@@ -121,7 +123,7 @@ def measure(m_max=M_MAX, repeats=REPEATS, rng=None):
     work = weight_products(m_max, rng)  # kind -> (function of (route, m) that makes the products once)
     if products._met_scores:
         (n_stack, head_dim), n_keys = max(products._met_scores.items(), key=lambda item: item[0][0] * item[0][1])
-        n_stack = max(1, n_stack // second_core.workers())  # each process attends with its share of the heads
+        n_stack = max(1, n_stack // products.head_workers())  # each process attends with its share of the heads
         kv = products.kv_buffer((SCORE_LAYERS, n_stack, n_keys + m_max, head_dim))
         kv[...] = rng.standard_normal(kv.shape, dtype=np.float32)
         q = rng.standard_normal((n_stack, m_max, head_dim), dtype=np.float32)
@@ -195,6 +197,37 @@ def measure_workers(repeats=REPEATS, rng=None):
     return {count: float(max(times)) for count, times in seconds.items()}
 
 
+def measure_head_workers(repeats=REPEATS, rng=None):
+    """{count: seconds} of attention as the model met it (its heads, its longest cache, over SCORE_LAYERS layers
+    of keys each its own) for a step and a round's pass (WORKER_MS queries), the heads shared among each count
+    of `worker_counts` up to the workers sharing the products, in turns, the slowest of each count's turns; {}
+    where there is nothing to choose. Apart from the products' count: attention reads the cache in a small
+    product per head, and a hand-over can cost what a helper's share saves."""
+    counts = [count for count in worker_counts() if count <= second_core.workers()]
+    if len(counts) < 2 or not products._met_heads:
+        return {}
+    rng = rng or np.random.default_rng(0)
+    (n_head, head_dim), (attend, n_keys) = max(products._met_heads.items(), key=lambda item: item[0][0] * item[0][1])
+    kv = products.kv_buffer((SCORE_LAYERS, 2, n_head, n_keys + max(WORKER_MS), head_dim))
+    kv[...] = rng.standard_normal(kv.shape, dtype=np.float32)
+    q = rng.standard_normal((n_head, max(WORKER_MS), head_dim), dtype=np.float32)
+
+    def attend_all(route, m):  # (route: none, as `timed` passes one)
+        mask = np.zeros((m, n_keys + m), dtype=np.float32)  # [m, n_keys + m]: every key seen, as the timing needs
+        return [products.share_heads(attend, q[:, :m], *layer[:, :, : n_keys + m], mask) for layer in kv]
+
+    seconds, before = {count: [] for count in counts}, products.use_head_workers(None)
+    try:
+        for _ in range(repeats):
+            for count in counts:
+                products.use_head_workers(count)
+                attend_all(None, 1)  # the first heads shared may fork helpers that have `attend`
+                seconds[count].append(sum(timed(attend_all, None, m) for m in WORKER_MS))
+    finally:
+        products.use_head_workers(before)
+    return {count: float(max(times)) for count, times in seconds.items()}
+
+
 def timed(make, route, m):
     """The seconds make(route, m) takes."""
     start = time.perf_counter()
@@ -240,7 +273,8 @@ def use(table):
     in the helper processes (new helpers, forked from this process with them, where the count or the scores'
     routes change: a helper attends with its own copy of them). Returns the routes taken before."""
     before = current()
-    products.use_routes(table)  # (its routes: the count is second_core's)
+    products.use_routes(table)  # (its routes: the counts are second_core's and products.use_head_workers')
+    products.use_head_workers(table.get(HEAD_WORKERS))
     renewed = second_core.use_workers(table.get(WORKERS))
     if not renewed and before.get("scores") != table.get("scores"):  # each job names its weight matrix's route
         second_core.renew()
@@ -248,20 +282,25 @@ def use(table):
 
 
 def current():
-    """The routes taken now, {kind: [route for m = 1 ..]} and WORKERS where a count was taken ({} for the
-    defaults)."""
-    count = second_core.chosen_workers()
-    return {**({WORKERS: count} if count else {}), **{kind: list(routes) for kind, routes in products._routes.items()}}
+    """The routes taken now, {kind: [route for m = 1 ..]}, and WORKERS and HEAD_WORKERS where counts were taken
+    ({} for the defaults)."""
+    count, heads = second_core.chosen_workers(), products._head_workers
+    return {**({WORKERS: count} if count else {}), **({HEAD_WORKERS: heads} if heads else {}),
+            **{kind: list(routes) for kind, routes in products._routes.items()}}
 
 
 def choose(m_max=M_MAX, repeats=REPEATS):
-    """Measure how many processes share the products (`measure_workers`) and take the fewest of the fastest
-    (`fewest_fastest`); then measure the routes of the products this process has made so far (`measure`) and take
-    the fastest (`chosen`, `use`): {WORKERS: count, kind: [route for m = 1 .. m_max]} ({} if no big product was
-    made yet; no WORKERS where there was no count to choose). A few seconds."""
+    """Measure how many processes share the products (`measure_workers`), then how many of them share attention's
+    heads (`measure_head_workers`), taking the fewest of the fastest each time (`fewest_fastest`); then measure the
+    routes of the products this process has made so far (`measure`) and take the fastest (`chosen`, `use`):
+    {WORKERS: count, HEAD_WORKERS: count, kind: [route for m = 1 .. m_max]} ({} if no big product was made yet;
+    no count where there was none to choose). A few seconds."""
     count = fewest_fastest(measure_workers(repeats))
     second_core.use_workers(count)
-    table = {**({WORKERS: count} if count else {}), **chosen(measure(m_max, repeats))}
+    heads = fewest_fastest(measure_head_workers(repeats))
+    products.use_head_workers(heads)
+    table = {**({WORKERS: count} if count else {}), **({HEAD_WORKERS: heads} if heads else {}),
+             **chosen(measure(m_max, repeats))}
     use(table)
     return table
 
@@ -269,14 +308,15 @@ def choose(m_max=M_MAX, repeats=REPEATS):
 def check(table, where):
     """table, if it is one `chosen` could have made: {kind of products.KINDS: [route for m = 1 .. at most M_MAX]},
     each route one `valid` for its m; else a ValueError in one line naming `where`, the kind and the m."""
-    if not isinstance(table, dict) or not set(table) <= {*products.KINDS, WORKERS}:
+    if not isinstance(table, dict) or not set(table) <= {*products.KINDS, WORKERS, HEAD_WORKERS}:
         raise ValueError(f"{where}: \"routes\" must be {{kind: [route, ...]}} for kinds among "
-                         f"{', '.join(products.KINDS)}, and \"{WORKERS}\": a count")
-    count = table.get(WORKERS, 1)
-    if type(count) is not int or not 1 <= count <= second_core.WORKERS_MAX:  # (not bool: True is an int too)
-        raise ValueError(f"{where}: \"routes\" \"{WORKERS}\" must be a number of processes from 1 to "
-                         f"{second_core.WORKERS_MAX}; got {str(count)[:40]!r}")
-    for kind, routes in ((kind, routes) for kind, routes in table.items() if kind != WORKERS):
+                         f"{', '.join(products.KINDS)}, and \"{WORKERS}\" and \"{HEAD_WORKERS}\": counts")
+    most = {WORKERS: second_core.WORKERS_MAX, HEAD_WORKERS: table.get(WORKERS, second_core.WORKERS_MAX)}
+    for key, count in ((key, table[key]) for key in (WORKERS, HEAD_WORKERS) if key in table):
+        if type(count) is not int or not 1 <= count <= most[key]:  # (not bool: True is an int too)
+            raise ValueError(f"{where}: \"routes\" \"{key}\" must be a number of processes from 1 to "
+                             f"{most[key]}; got {str(count)[:40]!r}")
+    for kind, routes in ((kind, routes) for kind, routes in table.items() if kind in products.KINDS):
         if not (isinstance(routes, list) and 1 <= len(routes) <= M_MAX):
             got = f"{len(routes)} routes" if isinstance(routes, list) else f"{routes!r:.40}"
             raise ValueError(f"{where}: \"routes\" of {kind} must be a list of 1 to {M_MAX} routes, one for each m "
@@ -313,9 +353,11 @@ def allowed(kind, m):
 
 
 def text(table):
-    """The routes in one line: '2 workers; blocks 1 panels, 2 vectors, 3 padded to 4, 4-17 panels; head ...'."""
-    lines = [f"{table[WORKERS]} worker{'s' if table[WORKERS] != 1 else ''}"] if WORKERS in table else []
-    for kind, routes in ((kind, routes) for kind, routes in table.items() if kind != WORKERS):
+    """The routes in one line: '2 workers, heads on 1; blocks 1 panels, 2 vectors, 3 padded to 4, 4-17 panels;
+    head ...' (the heads' count where it was measured)."""
+    heads = f", heads on {table[HEAD_WORKERS]}" if HEAD_WORKERS in table else ""
+    lines = [f"{table[WORKERS]} worker{'s' if table[WORKERS] != 1 else ''}{heads}"] if WORKERS in table else []
+    for kind, routes in ((kind, routes) for kind, routes in table.items() if kind in products.KINDS):
         spans, start = [], 1
         for m in range(1, len(routes) + 1):
             if m == len(routes) or routes[m] != routes[m - 1]:

@@ -32,12 +32,15 @@ def in_ci() -> bool:
 
 @pytest.fixture(autouse=True)
 def workers_back_to_the_default():
-    """A test that measures routes or reads a routes file chooses how many processes share the products, for the
-    whole process (speed/second_core.use_workers): the next test starts from the default count again."""
+    """A test that measures routes or reads a routes file chooses how many processes share the products and how
+    many of them share attention's heads, for the whole process (speed/second_core.use_workers,
+    speed/products.use_head_workers): the next test starts from the default counts again."""
     yield
-    second_core = sys.modules.get("speed.second_core")
+    second_core, products = sys.modules.get("speed.second_core"), sys.modules.get("speed.products")
     if second_core is not None and second_core.chosen_workers() is not None:
         second_core.use_workers(None)
+    if products is not None:
+        products.use_head_workers(None)
 
 
 @pytest.fixture

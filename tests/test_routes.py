@@ -351,6 +351,40 @@ def test_the_worker_count_is_kept_in_the_table_checked_and_said(tmp_path):
             routes.check({routes.WORKERS: count, "blocks": ["panels"]}, "here")
 
 
+def test_the_heads_count_is_kept_beside_the_workers_checked_against_them_and_said():
+    """How many of the workers share attention's heads is a count of its own: `check` takes 1 to the table's
+    worker count and refuses more, or anything that is no count, in one line; `text` says it after the workers."""
+    table = {routes.WORKERS: 2, routes.HEAD_WORKERS: 1, "blocks": ["panels"]}
+    assert routes.check(table, "here") == table and routes.text(table).startswith("2 workers, heads on 1; blocks")
+    for count in (0, 3, True, "1", 1.0):
+        with pytest.raises(ValueError, match=f'"{routes.HEAD_WORKERS}" must be a number of processes from 1 to 2'):
+            routes.check({**table, routes.HEAD_WORKERS: count}, "here")
+
+
+def test_the_heads_count_measured_is_among_the_workers_and_taken_with_the_routes(monkeypatch):
+    """measure_head_workers times the heads shared among 1 .. workers() processes (counts of worker_counts), each
+    count in turn, and puts the count taken before back; nothing to choose under one count. `use` takes a table's
+    count and a table without one shares the heads among every worker again. No clock is read by the asserts."""
+    monkeypatch.setattr(routes.second_core, "workers", lambda: 2)
+    monkeypatch.setattr(routes, "worker_counts", lambda: [1, 2, 4])
+    taken = []
+    monkeypatch.setattr(routes.products, "share_heads", lambda attend, q, k, v, mask: taken.append(
+        (routes.products._head_workers, q.shape[1], k.shape[1])))
+    monkeypatch.setattr(routes.products, "_met_heads", {(4, 8): (None, 10)})
+    routes.products.use_head_workers(2)
+    seconds = routes.measure_head_workers(repeats=1)
+    assert sorted(seconds) == [1, 2] and routes.products._head_workers == 2
+    layers = routes.SCORE_LAYERS
+    expected = [(count, m, 10 + m) for count in (1, 2) for m in (1, *routes.WORKER_MS) for _ in range(layers)]
+    assert taken == expected
+    monkeypatch.setattr(routes, "worker_counts", lambda: [2])
+    assert routes.measure_head_workers(repeats=1) == {}
+    routes.use({routes.WORKERS: 2, routes.HEAD_WORKERS: 1})
+    assert routes.products.head_workers() == 1 and routes.current()[routes.HEAD_WORKERS] == 1
+    routes.use({})
+    assert routes.products.head_workers() == 2 and routes.HEAD_WORKERS not in routes.current()
+
+
 def test_main_py_refuses_a_bad_routes_file_before_it_loads_the_models(tmp_path):
     """The routes file of the target's folder is checked before the models load (not after their warm-up): the
     target here is a folder with no weights, which loading would refuse with another error."""

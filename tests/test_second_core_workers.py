@@ -107,6 +107,30 @@ def test_the_heads_shared_among_3_or_4_workers_are_attention_bit_for_bit(workers
         assert [helper.posted for helper in team_of(workers)] == [n + 1 for n in posted], m
 
 
+@pytest.mark.parametrize("heads", [1, 2])
+def test_heads_shared_by_fewer_workers_than_the_products_are_attention_bit_for_bit(workers, matrices, heads):
+    """The heads' own count (products.use_head_workers, as speed/routes.py measures it) below the products': a
+    step's and a round's heads go to that many processes only (1: this process alone, no helper posted), the same
+    bits as gpt2.attention; a prompt's heads still go to every worker."""
+    w, _ = matrices
+    rng = np.random.default_rng(34)
+    for _ in range(2):  # the second product forks the helpers
+        products.matmul(rng.standard_normal((2, 768), dtype=np.float32), w)
+    buffer = a_cache(rng, capacity=300)
+    for _ in range(2):  # the first meets the attention function; the second forks helpers that have it
+        products.share_heads(attention, np.ones((12, 1, 64), np.float32), *buffer[0, :, :, :9], causal_mask(1, 8))
+    products.use_head_workers(heads)
+    for m in (1, 4, products.PANEL_ROWS_MAX, 200):
+        q = rng.standard_normal((12, m, 64), dtype=np.float32)
+        k, v = buffer[1, :, :, : 50 + m] if m < 200 else buffer[1, :, :, :200]
+        mask = causal_mask(m, k.shape[1] - m)
+        posted = [helper.posted for helper in team_of(workers)]
+        assert np.array_equal(products.share_heads(attention, q, k, v, mask), attention(q, k, v, mask)), m
+        sharing = workers - 1 if m > products.PANEL_ROWS_MAX else heads - 1
+        expected = [n + (i < sharing) for i, n in enumerate(posted)]
+        assert [helper.posted for helper in team_of(workers)] == expected, (m, heads)
+
+
 @pytest.fixture(scope="module")
 def params():
     return random_params(HPARAMS, np.random.default_rng(33), std=0.05)
