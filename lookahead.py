@@ -104,6 +104,10 @@ class FixedK:
 # (a list, r_table[m - 1] = r(m)) to use your own figures.
 R_TABLE = [1.00, 1.04, 1.24, 1.26, 1.46, 1.50, 1.64, 1.61, 1.81, 1.94, 2.04, 2.01, 2.14, 2.17, 2.37, 2.35]
 
+# o: what a round that proposes costs beyond its target pass, in one-position target steps (AutoK's docstring);
+# set `target_model.round_overhead` to use your own figure.
+ROUND_OVERHEAD = 0.1
+
 
 MATCH_BUCKETS = (1, 2, 4, 8, 16)  # the shortest match of each bucket: 1, 2-3, 4-7, 8-15, 16 and more tokens
 
@@ -116,14 +120,25 @@ def match_bucket(n):
 class AutoK:
     """K="auto": before each round, the k in 0 .. k_max that maximises the expected tokens per unit of time.
 
-    The cost model (Leviathan et al.'s, with the measured r of a multi-row pass): a round with lookahead k
-    costs c k + r(k + 1) one-position target steps (c: one draft step; r(k + 1): the target's pass over the last
-    token and k guesses) and writes on average 1 + a_1 + a_1 a_2 + ... + a_1 ... a_k tokens, where a_i is the
-    chance that guess i is kept given guesses 1 .. i - 1 were (with one a for every position this is
+    The cost model (Leviathan et al.'s, with the measured r of a multi-row pass and a round's overhead): a
+    round with lookahead k >= 1 costs c k + r(k + 1) + o one-position target steps (c: one draft step;
+    r(k + 1): the target's pass over the last token and k guesses; o: what a proposing round costs beyond
+    its passes, see below) and writes on average 1 + a_1 + a_1 a_2 + ... + a_1 ... a_k tokens, where a_i is
+    the chance that guess i is kept given guesses 1 .. i - 1 were (with one a for every position this is
     (1 - a^(k+1)) / (1 - a)). k = 0 is a plain step: 1 token for 1. So a proposal is made only when it is
     expected to beat plain decoding, which is what keeps prompt lookup from losing on prose. In one line:
 
-        k* = argmax over k = 0 .. k_max of  (1 + sum_{j=1..k} a_1 a_2 ... a_j) / (c k + r(k + 1))
+        k* = argmax over k = 0 .. k_max of  (1 + sum_{j=1..k} a_1 a_2 ... a_j) / (c k + r(k + 1) + o [k > 0])
+
+    o, the overhead of a proposing round (`target_model.round_overhead` if set, else ROUND_OVERHEAD = 0.1):
+    r(m) times the target's pass alone, but a round that proposes also pays for the lookup, the m rows
+    checked, Steps 3-4 and the Round's records (0.4-0.9 ms of Python: 1% of a 124M step of 60 ms, 2-4% of
+    one of 21 ms), and the pass inside a run costs more than calibrated (a Zen 4 whose r(2) measured
+    1.07 lost 7-14% on prose the model priced at 0.99x). Without o, where r(2) is near 1 a round looks
+    worth it at any hope at all: with r(2) = 1.07 a one-guess round wins if a_1 > 0.07, and a lookup whose
+    short matches are kept 1 time in 10 took a round nearly every token and lost. Worked example, r(2) =
+    1.07, a_1 = 0.1: without o, 1.1 / 1.07 = 1.03 > 1 (propose); with o, 1.1 / 1.17 = 0.94 < 1 (k = 0). A
+    copied passage, a = 17/18 for 16 guesses: 11.2 / (r(17) = 2.05 + 0.1) = 5.2, as good as before (5.5).
 
     Where a_i comes from, by the drafter (all fixed before the round, so the same seed gives the same tokens):
     - A drafter that tells its match (prompt lookup: `drafter.match_length(x)`, asked with this round's x):
@@ -172,6 +187,8 @@ class AutoK:
         self.c = draft_cost(drafter, target_model)
         r_table = list(getattr(target_model, "r_table", None) or R_TABLE)
         self.r = [r_table[min(m, len(r_table)) - 1] for m in range(1, self.k_max + 2)]  # self.r[m - 1] = r(m)
+        overhead = getattr(target_model, "round_overhead", None)
+        self.overhead = float(ROUND_OVERHEAD if overhead is None else overhead)  # o: a proposing round's extra cost
         n_cells = len(MATCH_BUCKETS) if self.by_match else self.k_max  # buckets of match length, or positions
         self.kept = np.zeros(n_cells)  # decayed counts of kept guesses
         self.checked = np.zeros(n_cells)  # decayed counts of checked guesses
@@ -190,9 +207,10 @@ class AutoK:
 
     def expected_rates(self, n=None):
         """[k_max + 1]: the expected tokens per one-position target step of a round with lookahead k = 0 .. k_max
-        (after an n-token match), all at once: (1 + a_1 + a_1 a_2 + ... + a_1 ... a_k) / (c k + r(k + 1))."""
+        (after an n-token match), all at once: (1 + a_1 + a_1 a_2 + ... + a_1 ... a_k) / (c k + r(k + 1) + o [k > 0])."""
         expected_tokens = 1 + np.concatenate(([0.0], np.cumsum(np.cumprod(self.acceptance(n)))))  # [k_max + 1]
-        return expected_tokens / (self.c * np.arange(self.k_max + 1) + np.asarray(self.r))
+        k = np.arange(self.k_max + 1)  # [k_max + 1]
+        return expected_tokens / (self.c * k + np.asarray(self.r) + self.overhead * (k > 0))
 
     def expected_rate(self, k, n=None):
         """Expected tokens per one-position target step of a round with lookahead k (after an n-token match)."""
