@@ -130,15 +130,16 @@ class AutoK:
 
         k* = argmax over k = 0 .. k_max of  (1 + sum_{j=1..k} a_1 a_2 ... a_j) / (c k + r(k + 1) + o [k > 0])
 
-    o, the overhead of a proposing round (`target_model.round_overhead` if set, else ROUND_OVERHEAD = 0.1):
-    r(m) times the target's pass alone, but a round that proposes also pays for the lookup, the m rows
-    checked, Steps 3-4 and the Round's records (0.4-0.9 ms of Python: 1% of a 124M step of 60 ms, 2-4% of
-    one of 21 ms), and the pass inside a run costs more than calibrated (a Zen 4 whose r(2) measured
-    1.07 lost 7-14% on prose the model priced at 0.99x). Without o, where r(2) is near 1 a round looks
-    worth it at any hope at all: with r(2) = 1.07 a one-guess round wins if a_1 > 0.07, and a lookup whose
-    short matches are kept 1 time in 10 took a round nearly every token and lost. Worked example, r(2) =
-    1.07, a_1 = 0.1: without o, 1.1 / 1.07 = 1.03 > 1 (propose); with o, 1.1 / 1.17 = 0.94 < 1 (k = 0). A
-    copied passage, a = 17/18 for 16 guesses: 11.2 / (r(17) = 2.05 + 0.1) = 5.2, as good as before (5.5).
+    o, the overhead of a proposing round (`target_model.round_overhead` if set, else ROUND_OVERHEAD = 0.1
+    steps): r(m) times the target's pass alone, but a round that proposes also pays for what surrounds it (the
+    lookup, m rows checked, Steps 3-4, the Round's records: a few per cent of a step where steps are fast) and
+    for whatever a run pays that a calibration of the bare pass does not see. Without o, where a two-row pass
+    costs barely more than one, a round looks worth it at the slightest hope: r(2) at 1.07 makes a one-guess
+    round "win" as soon as a_1 > 0.07, and a lookup on prose (short matches, kept about 1 time in 10) took a
+    round at every other token, lost nearly all of them, and ran slower than plain decoding. o is the margin
+    a round must beat. Worked example, r(2) at 1.07 and a_1 = 0.1: without o, 1.1 / 1.07 = 1.03 > 1 (propose);
+    with o, 1.1 / 1.17 = 0.94 < 1 (k = 0). A copied passage (a = 17/18 for 16 guesses, r(17) at 2.05):
+    11.2 / 2.15 = 5.2 instead of 11.2 / 2.05 = 5.5, still far above 1.
 
     Where a_i comes from, by the drafter (all fixed before the round, so the same seed gives the same tokens):
     - A drafter that tells its match (prompt lookup: `drafter.match_length(x)`, asked with this round's x):
