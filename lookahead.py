@@ -135,10 +135,10 @@ class AutoK:
     what surrounds it, beyond what a plain step pays: the proposal, m rows checked, Steps 3-4 (a rejection
     draws from the residual), the Round's records. calibrate times that work on this machine, the pass left
     out (speed/calibration.round_overhead_seconds): a fraction of a millisecond, so a hundredth of a step or
-    so where steps are fast, less where they are slower. Where a two-row pass costs barely more than one, that decides a one-guess
-    round: r(2) at 1.07 makes it "win" as soon as a_1 > 0.07; with o = 0.02, only from a_1 > 0.09. Worked
-    example, a_1 = 0.08: without o, 1.08 / 1.07 = 1.01 > 1 (propose, and lose the round's own work); with
-    o = 0.02, 1.08 / 1.09 = 0.99 < 1 (k = 0). A copied passage (a = 17/18 for 16 guesses, r(17) at 2.05):
+    so where steps are fast, less where they are slower. Where a two-row pass costs barely more than one,
+    that decides a one-guess round: r(2) at 1.07 makes it "win" as soon as a_1 > 0.07; with o = 0.02, only
+    from a_1 > 0.09. Worked example, a_1 = 0.08: without o, 1.08 / 1.07 = 1.01 > 1 (propose, and lose the
+    round's own work); with o = 0.02, 1.08 / 1.09 = 0.99 < 1 (k = 0). A copied passage (a = 17/18 for 16 guesses, r(17) at 2.05):
     11.2 / 2.07 = 5.4 instead of 11.2 / 2.05 = 5.5, still far above 1.
 
     Where a_i comes from, by the drafter (all fixed before the round, so the same seed gives the same tokens):
@@ -214,7 +214,8 @@ class AutoK:
 
     def expected_rates(self, n=None):
         """[k_max + 1]: the expected tokens per one-position target step of a round with lookahead k = 0 .. k_max
-        (after an n-token match), all at once: (1 + a_1 + a_1 a_2 + ... + a_1 ... a_k) / (c k + r(k + 1) + o [k > 0])."""
+        (after an n-token match), all at once:
+        (1 + a_1 + a_1 a_2 + ... + a_1 ... a_k) / (c k + r(k + 1) + o [k > 0])."""
         expected_tokens = 1 + np.concatenate(([0.0], np.cumsum(np.cumprod(self.acceptance(n)))))  # [k_max + 1]
         k = np.arange(self.k_max + 1)  # [k_max + 1]
         return expected_tokens / (self.c * k + np.asarray(self.r) + self.overhead * (k > 0))
