@@ -138,8 +138,8 @@ class AutoK:
     so where steps are fast, less where they are slower. Where a two-row pass costs barely more than one,
     that decides a one-guess round: r(2) at 1.07 makes it "win" as soon as a_1 > 0.07; with o = 0.02, only
     from a_1 > 0.09. Worked example, a_1 = 0.08: without o, 1.08 / 1.07 = 1.01 > 1 (propose, and lose the
-    round's own work); with o = 0.02, 1.08 / 1.09 = 0.99 < 1 (k = 0). A copied passage (a = 17/18 for 16 guesses, r(17) at 2.05):
-    11.2 / 2.07 = 5.4 instead of 11.2 / 2.05 = 5.5, still far above 1.
+    round's own work); with o = 0.02, 1.08 / 1.09 = 0.99 < 1 (k = 0). A copied passage (a = 17/18 for 16
+    guesses, r(17) at 2.05): 11.2 / 2.07 = 5.4 instead of 11.2 / 2.05 = 5.5, still far above 1.
 
     Where a_i comes from, by the drafter (all fixed before the round, so the same seed gives the same tokens):
     - A drafter that tells its match (prompt lookup: `drafter.match_length(x)`, asked with this round's x):
