@@ -104,6 +104,10 @@ class FixedK:
 # (a list, r_table[m - 1] = r(m)) to use your own figures.
 R_TABLE = [1.00, 1.04, 1.24, 1.26, 1.46, 1.50, 1.64, 1.61, 1.81, 1.94, 2.04, 2.01, 2.14, 2.17, 2.37, 2.35]
 
+# o: what a round that proposes costs beyond its target pass, in one-position target steps (AutoK's docstring), where
+# nothing measured it: speed/calibration.py's `calibrate` measures it with r(m) and sets `target_model.round_overhead`.
+ROUND_OVERHEAD = 0.1
+
 
 MATCH_BUCKETS = (1, 2, 4, 8, 16)  # the shortest match of each bucket: 1, 2-3, 4-7, 8-15, 16 and more tokens
 
@@ -116,14 +120,26 @@ def match_bucket(n):
 class AutoK:
     """K="auto": before each round, the k in 0 .. k_max that maximises the expected tokens per unit of time.
 
-    The cost model (Leviathan et al.'s, with the measured r of a multi-row pass): a round with lookahead k
-    costs c k + r(k + 1) one-position target steps (c: one draft step; r(k + 1): the target's pass over the last
-    token and k guesses) and writes on average 1 + a_1 + a_1 a_2 + ... + a_1 ... a_k tokens, where a_i is the
-    chance that guess i is kept given guesses 1 .. i - 1 were (with one a for every position this is
+    The cost model (Leviathan et al.'s, with the measured r of a multi-row pass and a round's overhead): a
+    round with lookahead k >= 1 costs c k + r(k + 1) + o one-position target steps (c: one draft step;
+    r(k + 1): the target's pass over the last token and k guesses; o: what a proposing round costs beyond
+    its passes, see below) and writes on average 1 + a_1 + a_1 a_2 + ... + a_1 ... a_k tokens, where a_i is
+    the chance that guess i is kept given guesses 1 .. i - 1 were (with one a for every position this is
     (1 - a^(k+1)) / (1 - a)). k = 0 is a plain step: 1 token for 1. So a proposal is made only when it is
     expected to beat plain decoding, which is what keeps prompt lookup from losing on prose. In one line:
 
-        k* = argmax over k = 0 .. k_max of  (1 + sum_{j=1..k} a_1 a_2 ... a_j) / (c k + r(k + 1))
+        k* = argmax over k = 0 .. k_max of  (1 + sum_{j=1..k} a_1 a_2 ... a_j) / (c k + r(k + 1) + o [k > 0])
+
+    o, the overhead of a proposing round (`target_model.round_overhead`, as calibrate measures it, else
+    ROUND_OVERHEAD = 0.1 steps): r(m) times the target's pass alone, but a round that proposes also pays for
+    what surrounds it, beyond what a plain step pays: the proposal, m rows checked, Steps 3-4 (a rejection
+    draws from the residual), the Round's records. calibrate times that work on this machine, the pass left
+    out (speed/calibration.round_overhead_seconds): a fraction of a millisecond, so a hundredth of a step or
+    so where steps are fast, less where they are slower. Where a two-row pass costs barely more than one,
+    that decides a one-guess round: r(2) at 1.07 makes it "win" as soon as a_1 > 0.07; with o = 0.02, only
+    from a_1 > 0.09. Worked example, a_1 = 0.08: without o, 1.08 / 1.07 = 1.01 > 1 (propose, and lose the
+    round's own work); with o = 0.02, 1.08 / 1.09 = 0.99 < 1 (k = 0). A copied passage (a = 17/18 for 16
+    guesses, r(17) at 2.05): 11.2 / 2.07 = 5.4 instead of 11.2 / 2.05 = 5.5, still far above 1.
 
     Where a_i comes from, by the drafter (all fixed before the round, so the same seed gives the same tokens):
     - A drafter that tells its match (prompt lookup: `drafter.match_length(x)`, asked with this round's x):
@@ -132,15 +148,19 @@ class AutoK:
       by one with each kept guess): what a lookup one token later would propose. So one table A by match
       length serves every draft position:
 
-          a_i = A(n + i - 1),   A(l) = (kept_b + s mu_b) / (checked_b + s),   b = the bucket of l
+          a_i = A(n + i - 1),   A(l) = (kept_b + s_b mu_b) / (checked_b + s_b),   b = the bucket of l
 
       with the buckets 1, 2-3, 4-7, 8-15, 16+ (MATCH_BUCKETS), kept_b / checked_b the guesses of bucket b
       kept / checked so far, each older check's weight multiplied by MATCH_DECAY at every newer check of the
-      bucket (the text changes: a passage being copied, then free prose), and a prior worth s = PRIOR_WEIGHT
-      checks at Laplace's rule of succession mu_b = (l_b + 1) / (l_b + 2), l_b the bucket's shortest match (a
-      copy that has held for l tokens holds once more with chance (l + 1) / (l + 2), before any evidence):
-      2/3 for one token, 17/18 for 16. No match (n = 0): nothing to propose, k = 0. So a long match proposes
-      a long run, and a short one, once the text has shown that short matches are rarely followed, declines.
+      bucket (the text changes: a passage being copied, then free prose), and a prior worth s_b checks at
+      Laplace's rule of succession mu_b = (l_b + 1) / (l_b + 2), l_b the bucket's shortest match (a copy that
+      has held for l tokens holds once more with chance (l + 1) / (l + 2), before any evidence): 2/3 for one
+      token, 17/18 for 16. The prior ages as the checks do: s_b = PRIOR_WEIGHT at first, multiplied by
+      MATCH_DECAY at every check of the bucket. (A prior that never aged kept 2 checks at 2/3 against at most
+      20 checks' weight of evidence: A(1) never fell under 0.06, above what a guess after a short match is
+      worth on prose where r(2) is near 1, and such rounds were taken for ever and lost.) No match (n = 0):
+      nothing to propose, k = 0. So a long match proposes a long run, and a short one, once the text has
+      shown that short matches are rarely followed, declines.
     - Any other drafter (a draft model): by draft position alone, a_i = (kept_i + 1) / (checked_i + 2) (a
       Beta(1, 1) prior), the counts multiplied by DECAY after every round.
     - c: the drafter's `cost` (or its model's) if it gives one (lookup: 0; a drafter's `cost` is the time of
@@ -172,10 +192,14 @@ class AutoK:
         self.c = draft_cost(drafter, target_model)
         r_table = list(getattr(target_model, "r_table", None) or R_TABLE)
         self.r = [r_table[min(m, len(r_table)) - 1] for m in range(1, self.k_max + 2)]  # self.r[m - 1] = r(m)
+        overhead = getattr(target_model, "round_overhead", None)
+        self.overhead = float(ROUND_OVERHEAD if overhead is None else overhead)  # o: a proposing round's extra cost
         n_cells = len(MATCH_BUCKETS) if self.by_match else self.k_max  # buckets of match length, or positions
         self.kept = np.zeros(n_cells)  # decayed counts of kept guesses
         self.checked = np.zeros(n_cells)  # decayed counts of checked guesses
         self.prior = np.array([(n + 1) / (n + 2) for n in MATCH_BUCKETS]) if self.by_match else None  # mu_b
+        self.prior_weight = np.full(n_cells, self.PRIOR_WEIGHT)  # s_b (by match): aged as the checks of b are
+        self.best_by_match = {}  # {min(n, 16): the best k after an n-token match}, until the counts change
         self.declined_in_a_row = 0
         self.probe_after = self.PROBE_AFTER
 
@@ -184,15 +208,17 @@ class AutoK:
         match length of the proposal (for a drafter that tells it)."""
         if not self.by_match:
             return (self.kept + 1) / (self.checked + 2)  # Beta(1, 1) prior
-        by_bucket = (self.kept + self.PRIOR_WEIGHT * self.prior) / (self.checked + self.PRIOR_WEIGHT)  # A by bucket
+        by_bucket = (self.kept + self.prior_weight * self.prior) / (self.checked + self.prior_weight)  # A, by b
         buckets = np.searchsorted(MATCH_BUCKETS, n + np.arange(self.k_max), side="right") - 1  # match_bucket(n + i)
         return by_bucket[buckets]  # [k_max]: a_i = A(n + i - 1), i = 1 .. k_max
 
     def expected_rates(self, n=None):
         """[k_max + 1]: the expected tokens per one-position target step of a round with lookahead k = 0 .. k_max
-        (after an n-token match), all at once: (1 + a_1 + a_1 a_2 + ... + a_1 ... a_k) / (c k + r(k + 1))."""
+        (after an n-token match), all at once:
+        (1 + a_1 + a_1 a_2 + ... + a_1 ... a_k) / (c k + r(k + 1) + o [k > 0])."""
         expected_tokens = 1 + np.concatenate(([0.0], np.cumsum(np.cumprod(self.acceptance(n)))))  # [k_max + 1]
-        return expected_tokens / (self.c * np.arange(self.k_max + 1) + np.asarray(self.r))
+        k = np.arange(self.k_max + 1)  # [k_max + 1]
+        return expected_tokens / (self.c * k + np.asarray(self.r) + self.overhead * (k > 0))
 
     def expected_rate(self, k, n=None):
         """Expected tokens per one-position target step of a round with lookahead k (after an n-token match)."""
@@ -204,7 +230,7 @@ class AutoK:
             if x is None:
                 raise ValueError("AutoK.choose(x) needs the text x: the drafter's match length depends on it")
             n = self.drafter.match_length(x)
-            return 0 if n == 0 else int(np.argmax(self.expected_rates(n)))  # the first best k, as max() takes it
+            return 0 if n == 0 else self.best_after_match(n)
         best = int(np.argmax(self.expected_rates()))
         if best > 0:
             self.declined_in_a_row, self.probe_after = 0, self.PROBE_AFTER
@@ -216,14 +242,26 @@ class AutoK:
             return self.k_max if self.c == 0 else 1  # a free drafter probes deep; a model draft, one guess
         return 0
 
+    def best_after_match(self, n):
+        """The best k after an n-token match (the first best, as max() takes it). Every match of 16 tokens or
+        more sees the same a_i, and a round that checks nothing changes no count: the choice is kept until a
+        round does (a plain step costs no more planning than this look-up)."""
+        key = min(n, MATCH_BUCKETS[-1])
+        if key not in self.best_by_match:
+            self.best_by_match[key] = int(np.argmax(self.expected_rates(n)))
+        return self.best_by_match[key]
+
     def record(self, round_):
         """Learn from a finished round (a records.Round): which guesses were checked and kept."""
         if self.by_match:
             n = getattr(round_.proposal, "match_length", 0)
+            if n > 0 and round_.checks:
+                self.best_by_match.clear()  # the counts change: every choice is planned again
             for check in round_.checks if n > 0 else ():
                 b = match_bucket(n + check.depth - 1)  # the match a kept path had reached at this guess
                 self.kept[b] = self.MATCH_DECAY * self.kept[b] + check.kept
                 self.checked[b] = self.MATCH_DECAY * self.checked[b] + 1
+                self.prior_weight[b] *= self.MATCH_DECAY
             return
         self.kept *= self.DECAY
         self.checked *= self.DECAY

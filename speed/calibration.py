@@ -1,11 +1,11 @@
-"""r(m) and c timed on the machine that runs, and the costs file that keeps them for later runs.
+"""r(m), c and o timed on the machine that runs, and the costs file that keeps them for later runs.
 
 Read lookahead.py first: K="auto" plans each round with a cost model whose r(m) (a target pass over m new
-positions, in one-position passes) and c (one draft step, in target steps) are properties of this machine and
-these models, not of the algorithm. `calibrate` times them in a few seconds before a run; `save_costs` writes
-them next to the model (COSTS_FILE) and `load_costs` reads such a file back, refusing a damaged or hostile one
-with a one-line ValueError. main.py calibrates (or loads --r_table) before its timed runs; tools/pass_parts.py
-and docs/BENCHMARKS.md show what calibrate measures here.
+positions, in one-position passes), c (one draft step, in target steps) and o (what a proposing round costs
+beyond its pass) are properties of this machine and these models, not of the algorithm. `calibrate` times them
+in a few seconds before a run; `save_costs` writes them next to the model (COSTS_FILE) and `load_costs` reads
+such a file back, refusing a damaged or hostile one with a one-line ValueError. main.py calibrates (or loads
+--r_table) before its timed runs; tools/pass_parts.py and docs/BENCHMARKS.md show what calibrate measures here.
 """
 
 import json
@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from lookahead import AUTO_K_MAX
+from records import AutoregressiveStats, SpeculativeStats
+from sampling import Proposal, autoregressive_stream, speculative_stream
 from speed import routes as product_routes
 from loaders.safe_files import write_atomically
 from loaders.messages import shown
@@ -31,19 +33,23 @@ from loaders.weights import read_small_json
 CALIBRATION_MS = (1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17)
 CALIBRATION_PREFIX = 512  # the cached tokens each timed pass comes after
 COSTS_FILE = "r_table.json"  # the name of the costs file written next to a model
+OVERHEAD_ROUNDS = 32  # the rounds (and plain steps) of each timing of o: a small fraction of a second
 
 
 @dataclass
 class MeasuredCosts:
-    """What `calibrate` measured: r(m) for m = 1 .. len(r_table), and c for a draft model (None without one).
+    """What `calibrate` measured: r(m) for m = 1 .. len(r_table), c for a draft model (None without one), o.
 
     r_table[m - 1] = r(m): the time of a target pass over m new positions over that of a 1-position pass
     (medians), timed for the m of `measured` and interpolated linearly between them. c: one draft step over
-    one target step. target_step_ms: the median 1-position target pass. Set them on the models with `use`.
+    one target step. round_overhead: o, what a round proposing a guess costs beyond its pass, in target steps
+    (`round_overhead`; None: not measured, lookahead.ROUND_OVERHEAD is planned with). target_step_ms: the
+    median 1-position target pass. Set them on the models with `use`.
     """
 
     r_table: list
     c: object = None  # float or None
+    round_overhead: object = None  # o: float or None
     measured: dict = field(default_factory=dict)  # {m: r(m)} as timed
     target_step_ms: float = 0.0
     target: str = ""  # the names of the models, for whoever reads the file
@@ -53,20 +59,23 @@ class MeasuredCosts:
     routes_for: str = ""  # the fingerprint of the machine they were chosen on (speed/routes.fingerprint)
 
     def use(self, target_model=None, draft_model=None):
-        """Give K="auto" these costs: target_model.r_table, and draft_model.cost if c was measured; and take the
-        routes chosen with them where they were chosen on a machine of this fingerprint (the same products,
-        bit for bit, as the run that chose them)."""
+        """Give K="auto" these costs: target_model.r_table, target_model.round_overhead if o was measured, and
+        draft_model.cost if c was; and take the routes chosen with them where they were chosen on a machine of
+        this fingerprint (the same products, bit for bit, as the run that chose them)."""
         if target_model is not None:
             target_model.r_table = list(self.r_table)
+            if self.round_overhead is not None:
+                target_model.round_overhead = self.round_overhead
             if self.routes and self.routes_for == product_routes.fingerprint():
                 product_routes.use(self.routes)
         if draft_model is not None and self.c is not None:
             draft_model.cost = self.c
 
     def summary(self):
-        """One line: 'r(m), m = 1..17: 1.00 2.61 ...; c = 0.36 (a 1-position target pass: 31.2 ms)'."""
+        """One line: 'r(m), m = 1..17: 1.00 2.61 ...; c = 0.36; o = 0.012 (a 1-position target pass: 31.2 ms)'."""
         r = " ".join(f"{value:.2f}" for value in self.r_table)
         c = "" if self.c is None else f"; c = {self.c:.2f}"
+        c += "" if self.round_overhead is None else f"; o = {self.round_overhead:.3f}"
         routes = f"; routes: {product_routes.text(self.routes)}" if self.routes else ""
         return (f"r(m), m = 1..{len(self.r_table)}: {r}{c} (a 1-position target pass: {self.target_step_ms:.1f} ms)"
                 f"{routes}")
@@ -74,7 +83,7 @@ class MeasuredCosts:
 
 def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, prefix=None, ms=CALIBRATION_MS,
               routes=None):
-    """Measure r(m) for m = 1 .. m_max (and c with a draft model) on this machine: a MeasuredCosts.
+    """Measure r(m) for m = 1 .. m_max, o (and c with a draft model) on this machine: a MeasuredCosts.
 
     First the route of each product (speed/routes.py: a few seconds, on the matrices of the passes that put the
     prefix in the cache), unless `routes` gives them ({kind: [route for m = 1 ..]}, as a costs file holds them);
@@ -87,6 +96,7 @@ def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, p
     context a decoding run works at, since the attention over the cache is part of every pass): the
     target's pass over m positions, target_model(prefix + m tokens, m), as a round with m - 1 guesses makes it;
     the draft's one-position step, draft_model(prefix + 1 token, 1). Any token ids do: the cost is the same.
+    o comes last (`round_overhead`, a fraction of a second), in turns with the target passes' own repeats.
     The model functions' caches and statistics are changed: calibrate the warm-up models, not the timed ones.
     """
     if isinstance(m_max, bool) or not isinstance(m_max, (int, np.integer)) or m_max < 1:
@@ -107,20 +117,59 @@ def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, p
     target_model(tokens[: len(prefix) + 1], 1)  # the prefix into the cache: not timed
     if draft_model is not None:
         draft_model(tokens[: len(prefix) + 1], 1)
-    target_model(tokens[: len(prefix) + 1], 1)  # a one-position pass too: every product's kind met, m = 1
+    rows = target_model(tokens[: len(prefix) + 1], 1)  # a one-position pass too: every product's kind met, m = 1
     if routes is None:
         routes = product_routes.choose()  # {} when no product was big enough to have a route of its own
     else:
         product_routes.use(routes)
+    overhead_seconds = []
     for _ in range(repeats):
         for m in ms:
             seconds[m].append(_seconds(lambda: target_model(tokens[: len(prefix) + m], m)))
         if draft_model is not None:
             draft_seconds.append(_seconds(lambda: draft_model(tokens[: len(prefix) + 1], 1)))
+        overhead_seconds.append(round_overhead_seconds(np.shape(rows)[-1], np.asarray(rows).dtype, prefix))
     costs = costs_from_seconds(seconds, draft_seconds if draft_model is not None else None, m_max)
+    costs.round_overhead = round(max(0.0, float(np.median(overhead_seconds) / np.median(seconds[1]))), 4)
     costs.machine = this_machine()
     costs.routes, costs.routes_for = routes, product_routes.fingerprint() if routes else ""
     return costs
+
+
+def round_overhead_seconds(n_vocab, dtype, prefix, rounds=OVERHEAD_ROUNDS):
+    """What a round proposing one guess costs beyond its target pass, over what a plain step costs beyond its
+    own, in seconds: o's numerator (`calibrate` divides by a one-position pass).
+
+    The sampler's own work is timed, nothing else: `rounds` rounds of speculative_stream (K = 1, a guess the
+    target rejects: a lookup's guess on prose) against as many steps of autoregressive_stream, both counted in
+    stats as a run counts them, both with a target that gives back rows made once ([m, n_vocab] of the
+    model's dtype, uniform), so its pass costs nothing. What is left is what surrounds a pass: a proposal and
+    its row, m = 2 rows checked, Steps 3-4 (a rejection: the residual, a draw), the Round recorded. Example:
+    if the rounds took 1.2 times as long as the plain steps, and a plain step's work was a hundredth of a
+    one-position pass, o = 0.2 * 0.01 = 0.002 target steps.
+    """
+    made = {m: np.full((m, n_vocab), 1 / n_vocab, dtype=dtype) for m in (1, 2)}  # [m, n_vocab]
+
+    def target(x, n=1):
+        return made[n]
+
+    target.n_vocab = n_vocab
+    rng = np.random.default_rng(0)
+    proposing = _seconds(lambda: sum(1 for _ in speculative_stream(
+        prefix, OneGuess(), target, rounds + 1, 1, rng, stats=SpeculativeStats())))  # the last round: k = 0
+    plain = _seconds(lambda: sum(1 for _ in autoregressive_stream(prefix, target, rounds + 1, rng,
+                                                                   stats=AutoregressiveStats())))
+    return (proposing - plain) / rounds
+
+
+class OneGuess:
+    """A drafter that guesses token 0 from a one-hot row, as a lookup guesses: a uniform target keeps it with
+    chance 1 / n_vocab (round_overhead_seconds times the rounds whose guess fails)."""
+
+    def propose(self, x, k, rng, n_vocab):
+        rows = np.zeros((1, n_vocab))  # [1, n_vocab]
+        rows[0, 0] = 1.0
+        return Proposal(tokens=[0], parents=[-1], rows=rows)
 
 
 def this_machine():
@@ -192,9 +241,9 @@ def load_costs(path):
 
     Only a regular file of at most MAX_COSTS_BYTES is read (a named pipe would wait forever, /dev/zero fill the
     memory), and every field is checked, its type and its range, before anything uses it:
-    r_table a list of 1 to MAX_R_TABLE numbers in (0, MAX_RATIO] starting with r(1) = 1; c null or a number
-    in [0, MAX_RATIO]; measured {"m": r(m)}; target_step_ms a number >= 0; target, draft, machine, routes_for
-    text; routes as speed/routes.check takes them.
+    r_table a list of 1 to MAX_R_TABLE numbers in (0, MAX_RATIO] starting with r(1) = 1; c and round_overhead
+    (o; older files lack it) null or a number in [0, MAX_RATIO]; measured {"m": r(m)}; target_step_ms a number
+    >= 0; target, draft, machine, routes_for text; routes as speed/routes.check takes them.
     """
     where = f"the costs file {path}"
     data = read_small_json(path, MAX_COSTS_BYTES, where, f"write one with lookahead.save_costs (main.py --K auto "
@@ -209,6 +258,10 @@ def load_costs(path):
                          f"at most {MAX_RATIO:g} (r(1) = 1); got {shown(r_table)}")
     if not (c is None or _is_number(c, at_least=0)):
         raise ValueError(f"{where}: \"c\" must be a number from 0 to {MAX_RATIO:g}, or null; got c={shown(c)}")
+    overhead = data.get("round_overhead")  # o: a key older files do not have
+    if not (overhead is None or _is_number(overhead, at_least=0)):
+        raise ValueError(f"{where}: \"round_overhead\" (o, in target steps) must be a number from 0 to {MAX_RATIO:g}, "
+                         f"or null (not measured); got round_overhead={shown(overhead)}")
     measured = data.get("measured", {})
     if not (isinstance(measured, dict) and len(measured) <= MAX_R_TABLE and all(
             isinstance(m, str) and re.fullmatch("[0-9]{1,3}", m) and 1 <= int(m) <= MAX_R_TABLE
@@ -226,6 +279,7 @@ def load_costs(path):
     routes = product_routes.check(data.get("routes", {}), where)
     known = {name: data[name] for name in ("target", "draft", "machine", "routes_for") if name in data}
     return MeasuredCosts(r_table=[float(r) for r in r_table], c=None if c is None else float(c),
+                         round_overhead=None if overhead is None else float(overhead),
                          measured={int(m): float(r) for m, r in measured.items()},
                          target_step_ms=float(data.get("target_step_ms", 0.0)), routes=routes, **known)
 

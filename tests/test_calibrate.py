@@ -16,6 +16,7 @@ import pytest
 from conftest import REPO_ROOT
 
 import drafters
+import lookahead
 from speed import calibration
 from loaders.random_weights import random_params
 from model_fn import create_model_fn
@@ -149,3 +150,72 @@ def test_benchmark_text_refuses_a_costs_file_of_another_machine_as_main_py_does(
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and run.stdout == "", run.stderr
     assert run.stderr.startswith("error: the costs file") and "drop --r_table" in run.stderr
+
+
+# ------------------------------------------------------------------------------------------------------------
+# o: what a proposing round costs beyond its pass, measured with r(m) and kept in the costs file
+# ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overhead_seconds, o", [(0.25, 0.1), (-0.01, 0.0)])
+def test_calibrate_gives_o_as_the_rounds_own_work_over_a_one_position_pass_never_below_0(
+        monkeypatch, overhead_seconds, o):
+    """A round's own work 0.25 s beyond a plain step's, a one-position pass of 2.5 s: o = 0.1 target steps. A
+    machine where the difference is timed as negative (noise: the rounds cost the same) plans with 0."""
+    clock = FakeClock()
+    monkeypatch.setattr(calibration.time, "perf_counter", clock)
+    monkeypatch.setattr(calibration, "round_overhead_seconds", lambda n_vocab, dtype, prefix: overhead_seconds)
+    costs = calibration.calibrate(fake_model(clock, lambda m: 2 + m / 2), m_max=3, repeats=3)
+    assert costs.round_overhead == pytest.approx(o) and costs.target_step_ms == pytest.approx(2500)
+    assert f"; o = {o:.3f} (a 1-position target pass: 2500.0 ms)" in costs.summary()
+
+
+def test_o_is_timed_on_rounds_that_propose_one_guess_against_as_many_plain_steps_with_no_pass_in_them(monkeypatch):
+    """round_overhead_seconds times the sampler itself: OVERHEAD_ROUNDS rounds of one guess (the last round of
+    the run, with one token left, proposes nothing) against OVERHEAD_ROUNDS + 1 plain steps, with a target of
+    rows made once, in the model's dtype. A clock that moves 3 s per round and 2 s per plain step: o's
+    numerator is (33 * 3 - 33 * 2) / 32 seconds."""
+    clock, rounds, passes = FakeClock(), [], []
+    monkeypatch.setattr(calibration.time, "perf_counter", clock)
+
+    def counted(stream, seconds, log):
+        def wrapped(x, *args, **kwargs):
+            for item in stream(x, *args, **kwargs):
+                clock.now += seconds
+                log.append(item)
+                yield item
+        return wrapped
+
+    monkeypatch.setattr(calibration, "speculative_stream", counted(calibration.speculative_stream, 3.0, rounds))
+    monkeypatch.setattr(calibration, "autoregressive_stream", counted(calibration.autoregressive_stream, 2.0, passes))
+    seconds = calibration.round_overhead_seconds(64, np.float32, [1, 2, 3])
+    n = calibration.OVERHEAD_ROUNDS
+    assert seconds == pytest.approx((n + 1) * (3 - 2) / n) and len(rounds) == len(passes) == n + 1
+    assert [len(round_.proposal.tokens) for round_ in rounds] == [1] * n + [0]
+    assert [round_.origins[-1] for round_ in rounds] == ["residual" if not round_.checks[0].kept else "bonus"
+                                                        for round_ in rounds[:n]] + ["bonus"]
+
+
+def test_o_survives_the_costs_file_and_use_gives_it_to_the_target(tmp_path):
+    """save, load, use: target.round_overhead = o, which K="auto" plans with. A file without o (written before
+    o was measured, or by hand) loads with None, and use() leaves the target's own o alone."""
+    costs = calibration.MeasuredCosts(r_table=[1.0, 1.07], round_overhead=0.0123)
+    loaded = calibration.load_costs(calibration.save_costs(tmp_path / calibration.COSTS_FILE, costs))
+    target = fake_model(FakeClock(), lambda m: 1.0)
+    loaded.use(target)
+    assert loaded == costs and target.round_overhead == 0.0123
+    assert lookahead.AutoK(drafters.prompt_lookup(), target, k_max=4).overhead == 0.0123
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps({"r_table": [1.0, 1.07], "c": None}))
+    other = fake_model(FakeClock(), lambda m: 1.0)
+    calibration.load_costs(older).use(other)
+    assert calibration.load_costs(older).round_overhead is None and not hasattr(other, "round_overhead")
+
+
+@pytest.mark.parametrize("overhead", [-0.01, "small", True, 10**30, [0.1]])
+def test_a_costs_file_whose_o_is_not_a_number_from_0_is_a_value_error_naming_it(tmp_path, overhead):
+    path = tmp_path / "r_table.json"
+    path.write_text(json.dumps({"r_table": [1.0, 1.07], "round_overhead": overhead}))
+    with pytest.raises(ValueError, match=r'"round_overhead" \(o, in target steps\) must be a number from 0 to 1e\+06, '
+                                         r"or null \(not measured\); got round_overhead="):
+        calibration.load_costs(path)

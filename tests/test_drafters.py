@@ -207,9 +207,9 @@ def test_auto_with_lookup_trusts_a_long_match_and_learns_to_decline_a_short_one(
     A 20-token match: a = 17/18 at every position, and (1 + a + ... + a^k) / r(k + 1) grows with k up to
     k_max = 16 (11.2 / 3.42 = 3.3 there, DIPPING_R's r(16) being its last entry, used beyond). A 1-token match
     before any evidence: a_1 = 2/3, a_2 = a_3 = 3/4, ..., best k = 7 at 1.42 (DIPPING_R's dip at r(8)). After ten
-    1-token matches whose first guess was rejected, A(1) = (2 * 2/3) / (2 + sum of 0.95^j for j < 10 = 8.03) =
-    0.13, and every k is worse than a plain step: k = 0, while the 20-token match still proposes 16. No match:
-    nothing to propose, k = 0."""
+    1-token matches whose first guess was rejected, the prior has aged as ten checks (its weight 2 * 0.95^10 =
+    1.20): A(1) = (1.20 * 2/3) / (1.20 + sum of 0.95^j for j < 10 = 8.03) = 0.087, and every k is worse than a
+    plain step: k = 0, while the 20-token match still proposes 16. No match: nothing to propose, k = 0."""
     lookup = drafters.prompt_lookup()
     auto = lookahead.AutoK(lookup, target_with_r(DIPPING_R), k_max=16)
     long_match = list(range(30)) + list(range(20))
@@ -218,7 +218,8 @@ def test_auto_with_lookup_trusts_a_long_match_and_learns_to_decline_a_short_one(
     assert auto.choose(long_match) == 16 and auto.choose(short_match) == 7
     for _ in range(10):
         auto.record(lookup_round(1, [False]))
-    assert auto.acceptance(1)[0] == pytest.approx(4 / 3 / (2 + (1 - 0.95**10) / 0.05))
+    prior_weight = 2 * 0.95**10
+    assert auto.acceptance(1)[0] == pytest.approx(prior_weight * 2 / 3 / (prior_weight + (1 - 0.95**10) / 0.05))
     assert auto.choose(short_match) == 0 and auto.choose(long_match) == 16
     assert auto.choose([1, 2, 3]) == 0
     with pytest.raises(ValueError, match="needs the text x"):

@@ -73,6 +73,7 @@ BAD_FIELDS = [  # (what the file holds, the field the line must name)
     ({**GOOD, "measured": [1.0, 2.5]}, '"measured" must be {"m": r(m)}'),
     ({**GOOD, "measured": {"9" * 5000: 1.0}}, '"measured" must be {"m": r(m)}'),
     ({**GOOD, "c": 10**30}, '"c" must be a number from 0 to'),
+    ({**GOOD, "round_overhead": True}, '"round_overhead" (o, in target steps) must be a number from 0 to'),
     ({**GOOD, "machine": ["x86_64"]}, '"machine" must be text'),
     ([1.0, 2.5], "must hold a JSON object"),
 ]
