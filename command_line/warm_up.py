@@ -117,12 +117,13 @@ def calibrated_costs(flags, target, draft, routes):
 
 
 def costs_text(costs, verbose):
-    """'r(m), m = 1..17: 1.00 ...; c = ... (a 1-position target pass: ... ms)' (--verbose: MeasuredCosts' own
-    summary, which adds the routes)."""
+    """'r(m), m = 1..17: 1.00 ...; c = ...; o = ... (a 1-position target pass: ... ms)' (--verbose: MeasuredCosts'
+    own summary, which adds the routes)."""
     if verbose:
         return costs.summary()
     r = " ".join(f"{value:.2f}" for value in costs.r_table)
     c = "" if costs.c is None else f"; c = {costs.c:.2f}"
+    c += "" if costs.round_overhead is None else f"; o = {costs.round_overhead:.3f}"
     return f"r(m), m = 1..{len(costs.r_table)}: {r}{c} (a 1-position target pass: {costs.target_step_ms:.1f} ms)"
 
 

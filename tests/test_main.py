@@ -256,7 +256,8 @@ def test_k_auto_measures_its_costs_before_the_timed_runs_and_a_saved_table_gives
     assert first.returncode == 0, first.stderr
     table = Path(target_dir) / "r_table.json"
     assert "K=auto plans with costs measured on this machine" in first.stdout and f"(kept in {table}:" in first.stdout
-    assert re.search(r"^r\(m\), m = 1\.\.17: 1\.00( \d+\.\d\d){16} \(a 1-position target pass", first.stdout, re.M)
+    assert re.search(r"^r\(m\), m = 1\.\.17: 1\.00( \d+\.\d\d){16}; o = \d+\.\d{3} \(a 1-position target pass",
+                     first.stdout, re.M)
     assert "; routes:" not in first.stdout  # the routes of the costs are --verbose's
     again = [run_main(*flags, "--r_table", table, cwd=tmp_path) for _ in range(2)]
     assert all(run.returncode == 0 for run in again) and f"K=auto plans with the costs in {table}" in again[0].stdout

@@ -20,8 +20,8 @@ numbers, and "auto": lookahead.AutoK), and the original lookup (max_ngram=3) wit
 K=auto rows run first, right after the autoregressive run they are compared with: a machine's speed can drift
 by a tenth within minutes, and the goals are K=auto's (the table keeps the order of --Ks). Each
 run gets a fresh model (an empty cache) and is timed in two parts: the prompt pass (prefill: model(prompt, 1))
-and the decoding after it. Before anything is timed, calibration.calibrate measures r(m) on this machine (or
---r_table reads one); K=auto plans with it. Reported per text and row:
+and the decoding after it. Before anything is timed, calibration.calibrate measures r(m) and o on this machine
+(or --r_table reads them); K=auto plans with them. Reported per text and row:
 - tokens per target pass, mean k (the lookahead of each round, 0 for a plain step);
 - alpha by match length: the share of checked guesses kept, by the match their path had reached (the
   proposal's match n plus the guesses kept before it: the same buckets as AutoK's);
