@@ -8,8 +8,6 @@ Teeth: a wrong rule particular to deterministic proposals, "keep a looked-up tok
 it any probability" (instead of with probability q(token)), must fail the same check.
 """
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -18,12 +16,13 @@ import lookahead
 import sampling
 import verifiers
 from tools.markov import DRAFT_TABLE, TARGET_TABLE, exact_distribution, markov_model, total_variation, tv_bound
-from records import Check, Round, SpeculativeStats
+from records import SpeculativeStats
 from tools.full_scan_lookup import brute_force_lookup
 from sampling import autoregressive_sampling, speculative_sampling
 from model_fn import create_model_fn
 from test_sampling import NOISY_DRAFT_PARAMS, TARGET_HPARAMS, TARGET_PARAMS
 from test_tree_sampling import one_hot_table
+from test_lookahead_overhead import lookup_round, round_with
 
 PROMPT = [0, 1, 2, 0, 1, 2, 0, 1]  # repeats: (0, 1) was followed by 2 before, so lookup proposes 2, 0, 1, ...
 N = 5
@@ -149,12 +148,6 @@ def test_at_temperature_zero_lookup_reproduces_greedy_markov_output():
 # --- K="auto" ---------------------------------------------------------------------------------------------------
 
 
-def round_with(checks):
-    """A Round whose checks kept/rejected guesses at depths 1, 2, ...: round_with([True, False])."""
-    return Round(1, len(checks), None, [Check(d + 1, 0, 1.0, 0.5, 0.0, kept) for d, kept in enumerate(checks)],
-                 [0], ["draft"])
-
-
 def free_draft():
     """A draft that claims to cost nothing and tells no match: K="auto" estimates its acceptance by position."""
     draft = markov_model(DRAFT_TABLE)
@@ -194,12 +187,6 @@ def test_auto_by_position_probes_after_a_run_of_declined_rounds_and_waits_twice_
     auto = lookahead.AutoK(free_draft(), target_with_r(DIPPING_R), k_max=4)
     ks = [auto.choose() for _ in range(20)]
     assert ks == [0] * 4 + [4] + [0] * 8 + [4] + [0] * 6
-
-
-def lookup_round(match_length, checks):
-    """A Round of a lookup proposal after a match of match_length tokens, its guesses kept or not as `checks`."""
-    proposal = drafters.LookupProposal([0] * len(checks), sampling.chain_parents(len(checks)), None, match_length)
-    return dataclasses.replace(round_with(checks), proposal=proposal)
 
 
 def test_auto_with_lookup_trusts_a_long_match_and_learns_to_decline_a_short_one():

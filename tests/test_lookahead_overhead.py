@@ -7,20 +7,33 @@ policy without o takes a round at the slightest hope and loses on text that look
 Teeth: the policy without the overhead (target.round_overhead = 0, the old cost model) fails the first test.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import drafters
 import lookahead
 import sampling
-from records import SpeculativeStats
+from records import Check, Round, SpeculativeStats
 from speed.calibration import MeasuredCosts
-from test_drafters import lookup_round
 from tools.markov import TARGET_TABLE, markov_model
 
 CHEAP_PASS_R = [1.0, 1.07, 1.09, 1.11, 1.19, 1.27, 1.34, 1.42, 1.49, 1.56, 1.63, 1.70, 1.77, 1.84, 1.91, 1.98, 2.05]
 SHORT_MATCH = [7, 8, 9, 10, 11, 7]  # its last token, 7, came before: a 1-token match
 LONG_MATCH = list(range(30)) + list(range(20))  # its last 20 tokens came before
+
+
+def round_with(checks):
+    """A Round whose checks kept/rejected guesses at depths 1, 2, ...: round_with([True, False])."""
+    return Round(1, len(checks), None, [Check(d + 1, 0, 1.0, 0.5, 0.0, kept) for d, kept in enumerate(checks)],
+                 [0], ["draft"])
+
+
+def lookup_round(match_length, checks):
+    """A Round of a lookup proposal after a match of match_length tokens, its guesses kept or not as `checks`."""
+    proposal = drafters.LookupProposal([0] * len(checks), sampling.chain_parents(len(checks)), None, match_length)
+    return dataclasses.replace(round_with(checks), proposal=proposal)
 
 
 def target_costing(round_overhead):
