@@ -1,15 +1,15 @@
 """How a weight matrix is stored and multiplied, so that a pass over a few rows costs about what one row costs.
 
 Machinery: read it after gpt2.py and speed/plug.py, through which the model multiplies every weight matrix by
-`matmul` below and shares attention's heads through `share_heads`. It needs only NumPy, speed/second_core.py (the helper processes on the
-other cores) and speed/routes.py's choice. docs/BENCHMARKS.md's design-timing and pass-timing tables measure
+`matmul` below and shares attention's heads through `share_heads`. It needs only NumPy, speed/second_core.py
+(the helper processes on the other cores) and speed/routes.py's choice. docs/BENCHMARKS.md's tables measure
 every choice below, on each kind of machine; the figures command remakes them.
 
 The layout. A weight matrix w [n_in, n_out] is stored column by column (Fortran order, `column_major`): same
 shape and values, only the order in memory changes. Read the other way round those bytes are w.T, and any
 `width` consecutive columns of w sit one after the other: the matrix is a stack of contiguous panels
-[n_out / width, width, n_in], with no copy (`panel_width`). The loaders make this layout as they read; wte
-already is it for the LM head's wte.T.
+[n_out / width, width, n_in], with no copy (`panel_width`). The loaders make this layout as they read (wte
+already is it for the LM head's wte.T), or, where speed/layouts.py measured it faster, row by row (`by_rows`).
 
 Why panels. With the KV cache a pass over m new positions reads every weight once and does 2·m flops per
 weight: for a few rows it is memory-bound, and m rows should cost about what one costs. One BLAS call does not
@@ -49,6 +49,10 @@ from speed import second_core
 PANEL_ROWS_MAX = 24  # longer passes (a prompt) go to one BLAS call on all cores: faster there
 SMALL_KERNEL_MAX = 100**3  # OpenBLAS runs m x width x n_in <= this in its small-matrix kernel (see panel_width)
 SMALL_KERNEL_ROWS_BY_COLUMNS_MAX = 1200  # ... and, for a panel stored as ours are, m x width <= this
+ROW_BLOCK_BYTES = 512 << 10  # a block of a matrix stored row by row, for "panels" (`row_block`): a core's own cache
+ROW_BLOCK_COLUMNS = 4096  # ... and its columns at most: long enough for each row's part to stream
+ROW_EDGE = 16  # a share of a matrix stored row by row starts at a multiple of this many columns: BLAS then
+# adds each column's products in the same order in any share (at a multiple of 8 alone it did not)
 
 
 def panel_width(n_in: int, m: int = 16) -> int:
@@ -98,15 +102,16 @@ _head_workers = None  # how many of the workers share attention's heads, as spee
 
 def kind_of(x, w):
     """Which product x @ w is, for its route: "scores" (a stack x [n_stack, m, n_in] by a transposed view, as
-    attention's q @ k.T), "head" (w [n_in, n_out] read column by column out of a row-major matrix, as the LM
-    head's wte.T), "blocks" (a column-major w, as every block's matrices), or None (anything else: plain x @ w)."""
+    attention's q @ k.T), "head" (w [n_in, n_out] the transpose of a stored matrix, as the LM head's wte.T),
+    "blocks" (a stored w, as every block's matrices), each stored by column or by row (`columns`); or None
+    (anything else, a strided view: plain x @ w)."""
     if x.ndim == 3 and w.ndim == 3 and w.strides[1] == w.itemsize:
         return "scores"
-    if x.ndim != 2 or w.ndim != 2 or not w.flags.f_contiguous:
+    if x.ndim != 2 or w.ndim != 2 or not (w.flags.f_contiguous or w.flags.c_contiguous):
         return None
     base = w.base
     transposed = isinstance(base, np.ndarray) and base.ndim == 2 and base.shape == w.shape[::-1]
-    return "head" if transposed and base.flags.c_contiguous else "blocks"
+    return "head" if transposed else "blocks"
 
 
 def default_route(kind, m):
@@ -139,8 +144,8 @@ def matmul(x, w):
     this kind of matrix and this m on this machine (`route_of`; speed/routes.py measures them), see `multiply`.
 
     A stack of products x [n_stack, m, n_in] @ w [n_stack, n_in, n_out] with w a transposed view (attention's
-    q @ k.T) takes a route of its own (`scores`). Any other w (a row-major matrix, as a test or a tiny model may
-    pass) gets plain x @ w.
+    q @ k.T) takes a route of its own (`scores`). A w that is neither stored by column nor by row (a strided
+    view) gets plain x @ w.
     """
     kind = kind_of(x, w)
     if kind is None:
@@ -182,7 +187,7 @@ def multiply(x, w, route, kind):
         columns(x, w, 0, n_out, y, how)  # every column here
         return y
     team, key, transposed = share
-    width = panel_width(w.shape[0], m)
+    width = panel_width(w.shape[0], m) if w.flags.f_contiguous else ROW_EDGE  # (`by_rows`: a share's start)
     bounds = [width * panel for panel in second_core.shares(n_out // width, len(team) + 1)]  # whole panels each
     bounds[-1] = n_out  # the last share takes the columns of no whole panel (wte.T's last few)
     second_core.run_shared(team, bounds, lambda helper, begin, end: helper.post(x, key, transposed, begin, end, how),
@@ -207,8 +212,12 @@ def columns(x, w, begin, end, out, how=0):
     """out = x @ w[:, begin:end] for out [m, end - begin] and m <= PANEL_ROWS_MAX: columns begin .. end of the
     product, on one core (or on BLAS's threads, where no helper runs), the way HOWS[how] says: panel by panel,
     each panel one small matrix-matrix product ("panels") or m matrix-vector products ("vectors"), or as one
-    BLAS call ("halves")."""
+    BLAS call ("halves"). A w stored row by row (C order, a test's; or where it reads faster) has no panels: m
+    matrix-vector products ("vectors", and always for one row), else one BLAS call."""
     m, n_in = x.shape
+    if not w.flags.f_contiguous:  # w stored row by row
+        by_rows(x, w[:, begin:end], out, HOWS[how])  # [n_in, n]: each row's part contiguous
+        return
     w_t = w.T[begin:end]  # [n, n_in]: w's columns, each one contiguous row of w.T
     if m == 1:
         np.matmul(w_t, x[0], out=out[0])  # [n, n_in] @ [n_in] -> [n]: BLAS's matrix-vector product
@@ -227,6 +236,53 @@ def columns(x, w, begin, end, out, how=0):
     out[:, :n_full] = product.transpose(1, 0, 2).reshape(m, n_full)  # panel p holds columns p * width ...
     if n_full < end - begin:
         out[:, n_full:] = (w_t[n_full:] @ x.T).T  # [m, n - n_full]
+
+
+def row_block(n_in: int) -> int:
+    """Rows of w per block for "panels" by a w [n_in, n] stored row by row, in chunks of ROW_BLOCK_COLUMNS columns
+    (each row's part a long stream): the most, up to 64, dividing n_in, that fit in ROW_BLOCK_BYTES, the core's own
+    cache: 32 for every GPT-2. Not the share's width: a column's sum is added in the same blocks in any share."""
+    rows = 64
+    while rows > 1 and (n_in % rows or rows * ROW_BLOCK_COLUMNS * 4 > ROW_BLOCK_BYTES):
+        rows //= 2
+    return rows
+
+
+def by_rows(x, w, out, how):
+    """out = x @ w for x [m, n_in] and w [n_in, n] stored row by row (C order, or the columns of such a matrix:
+    each row's part contiguous), the way `how` (of HOWS) says:
+
+    - "vectors", and any one row: m matrix-vector products, BLAS's kind that streams w row by row (on the AVX2
+      machine it read a matrix half as fast again as the dot-product kind that the column-major layout gets);
+    - "panels": w in blocks (`row_block`), each read from memory once and multiplied by every row of x's matching
+      part from the core's cache (m matrix-vector products a block, in one np.matmul that loops block by block),
+      then each column's partial products summed over the blocks: the same products added in another order;
+    - "halves": one BLAS call.
+    """
+    m, n_in = x.shape
+    ragged = w.shape[1] % ROW_EDGE  # the last columns past a whole ROW_EDGE: a product of their own, the same
+    if ragged and w.shape[1] > ragged:  # in any share (BLAS adds a ragged edge in its own way, and it would
+        by_rows(x, w[:, :-ragged], out[:, :-ragged], how)  # move the columns it reaches with the share's width)
+        by_rows(x, w[:, -ragged:], out[:, -ragged:], how)
+        return
+    if m == 1 or how == "vectors":
+        for row in range(m):
+            np.matmul(x[row], w, out=out[row])  # [n_in] @ [n_in, n] -> [n]
+        return
+    if how == "halves":
+        np.matmul(x, w, out=out)  # [m, n_in] @ [n_in, n] -> [m, n]
+        return
+    rows, columns = row_block(n_in), min(w.shape[1], ROW_BLOCK_COLUMNS)
+    n_blocks, n_chunks = n_in // rows, w.shape[1] // columns  # blocks of rows, chunks of columns
+    n_full = n_chunks * columns
+    x_blocks = np.ascontiguousarray(x.reshape(m, n_blocks, rows).transpose(1, 0, 2))  # [n_blocks, m, rows]
+    w_blocks = w[:, :n_full].reshape(n_blocks, rows, n_chunks, columns)  # [n_blocks, rows, n_chunks, columns]
+    w_blocks = w_blocks.transpose(0, 2, 1, 3)  # [n_blocks, n_chunks, rows, columns]: views, no copy
+    partial = np.matmul(x_blocks[:, None, :, None], w_blocks[:, :, None])  # [n_blocks, n_chunks, m, 1, columns]
+    summed = np.sum(partial[:, :, :, 0], axis=0)  # [n_chunks, m, columns]: over the blocks of rows
+    out[:, :n_full] = summed.transpose(1, 0, 2).reshape(m, n_full)  # chunk c holds columns c * columns ...
+    if n_full < w.shape[1]:
+        by_rows(x, w[:, n_full:], out[:, n_full:], how)  # the last columns, a chunk of their own
 
 
 def scores(x, w, route):

@@ -58,22 +58,23 @@ def team_of(count):
 
 @pytest.fixture(scope="module")
 def matrices():
-    """A c_fc-shaped block matrix (column-major) and an LM head (wte, multiplied as wte.T), read-only."""
+    """A c_fc-shaped block matrix (column-major) and an LM head (wte, multiplied as wte.T), read-only; and the
+    same two stored the other way round (speed/layouts.py's "rows": w row-major, wte in Fortran order)."""
     rng = np.random.default_rng(30)
     w = np.empty((768, 3072), dtype=np.float32, order="F")
     w[...] = rng.standard_normal((768, 3072), dtype=np.float32) * 0.02
     wte = rng.standard_normal((5003, 768), dtype=np.float32) * 0.02  # 5003 columns: a last panel not whole
-    return read_only(w), read_only(wte)
+    return read_only(w), read_only(wte), read_only(np.ascontiguousarray(w)), read_only(np.asfortranarray(wte))
 
 
 def test_every_product_shared_among_3_or_4_workers_is_x_times_w_bit_for_bit_one_process(workers, matrices):
     """For m = 1 .. PANEL_ROWS_MAX rows and 200 (a prompt: one BLAS call, the helpers asleep), the block matrix
-    and the LM head: x @ w to float32 rounding, the same bits as one process multiplying every column, and each
-    helper did a share (its job count grew)."""
-    w, wte = matrices
+    and the LM head, each stored by column and by row: x @ w to float32 rounding, the same bits as one process
+    multiplying every column, and each helper did a share (its job count grew)."""
+    w, wte, w_rows, wte_rows = matrices
     rng = np.random.default_rng(31)
     x = rng.standard_normal((200, 768), dtype=np.float32)
-    for matrix in (w, wte.T):
+    for matrix in (w, wte.T, w_rows, wte_rows.T):
         products.matmul(x[:2], matrix)
         products.matmul(x[:2], matrix)  # the second product forks the helpers, which have the matrix
         reference = x @ np.ascontiguousarray(matrix)
@@ -91,7 +92,7 @@ def test_every_product_shared_among_3_or_4_workers_is_x_times_w_bit_for_bit_one_
 def test_the_heads_shared_among_3_or_4_workers_are_attention_bit_for_bit(workers, matrices):
     """12 heads over a shared cache, 1 .. PANEL_ROWS_MAX queries and a 200-query prompt: gpt2.attention's
     result, bit for bit, each helper attending with its share."""
-    w, _ = matrices
+    w = matrices[0]
     rng = np.random.default_rng(32)
     for _ in range(2):  # the second product forks the helpers
         products.matmul(rng.standard_normal((2, 768), dtype=np.float32), w)
@@ -112,7 +113,7 @@ def test_heads_shared_by_fewer_workers_than_the_products_are_attention_bit_for_b
     """The heads' own count (products.use_head_workers, as speed/routes.py measures it) below the products': a
     step's and a round's heads go to that many processes only (1: this process alone, no helper posted), the same
     bits as gpt2.attention; a prompt's heads still go to every worker."""
-    w, _ = matrices
+    w = matrices[0]
     rng = np.random.default_rng(34)
     for _ in range(2):  # the second product forks the helpers
         products.matmul(rng.standard_normal((2, 768), dtype=np.float32), w)
@@ -165,7 +166,7 @@ def test_a_killed_helper_of_3_workers_is_one_line_and_the_product_is_made_here(m
     one alive stopped too, none left behind), in one line, and later products fork nothing."""
     monkeypatch.setattr(second_core, "_REASON", None)
     monkeypatch.setenv(second_core.WORKERS_VARIABLE, "3")
-    w, _ = matrices
+    w = matrices[0]
     x = np.random.default_rng(35).standard_normal((3, 768), dtype=np.float32)
     products.matmul(x, w)
     products.matmul(x, w)
@@ -183,7 +184,7 @@ def test_a_killed_helper_of_3_workers_is_one_line_and_the_product_is_made_here(m
 def test_a_program_that_forks_with_3_workers_multiplies_alone_in_the_child_and_keeps_its_helpers(workers, matrices):
     """A program's own fork: the child's products are x @ w, made by the child alone (the helpers are not its
     own), and the parent's helpers go on sharing the parent's."""
-    w, _ = matrices
+    w = matrices[0]
     x = np.random.default_rng(36).standard_normal((3, 768), dtype=np.float32)
     products.matmul(x, w)
     products.matmul(x, w)
