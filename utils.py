@@ -23,6 +23,8 @@ from encoder import get_encoder
 from loaders.hf_folder import load_hf_gpt2, read_hf_hparams
 from loaders.hub import HUB_MODELS, check_model_name, hub_repo_id, hub_snapshot, local_path_kind
 from loaders.tf_checkpoint import load_gpt2_params_from_tf_ckpt
+from speed import layouts as matrix_layouts
+from speed import routes
 from loaders.weights import (
     MAX_CONFIG_BYTES,
     CheckpointError,
@@ -83,8 +85,9 @@ def resolve_model(name, models_dir="models", base_url=None, retries=3, deadline_
 def load_model(folder):
     """Step 2 of 2: (encoder, hparams, params) from a folder in OpenAI's layout (hparams.json + model.ckpt.*) or
     a Hugging Face GPT-2 folder (config.json + model.safetensors), with the tokenizer files beside them
-    (encoder.json + vocab.bpe, or vocab.json + merges.txt). The weight matrices come back column-major
-    (`products.column_major`): same shapes and values, faster decoding.
+    (encoder.json + vocab.bpe, or vocab.json + merges.txt). Each weight matrix comes back stored by column or by
+    row, as measured faster on this machine (speed/layouts.py: kept in the folder's routes.json by the run that
+    measured them): same shapes and values, faster decoding.
 
     The tokenizer is checked against the model before any weight is read: its files must agree with each other
     (encoder.check_vocabulary) and give exactly n_vocab ids, one per row of the model's embedding."""
@@ -104,11 +107,12 @@ def load_model(folder):
             f"nor a Hugging Face GPT-2 folder (config.json + model.safetensors)"
         )
     encoder = load_tokenizer(folder, hparams, hparams_path)
+    layouts = matrix_layouts.for_model(routes.kept_layouts(folder), hparams)  # measured at the first model, once
     if hparams_path.name == "hparams.json":
-        params = load_gpt2_params_from_tf_ckpt(openai_checkpoint_prefix(folder), hparams)
+        params = load_gpt2_params_from_tf_ckpt(openai_checkpoint_prefix(folder), hparams, layouts=layouts)
     else:
-        _, params = load_hf_gpt2(folder)
-    return encoder, hparams, params  # the readers put each block matrix column-major as they read it
+        _, params = load_hf_gpt2(folder, layouts=layouts)
+    return encoder, hparams, params  # the readers put each matrix in its layout as they read it
 
 
 def load_tokenizer(folder, hparams, hparams_path):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from loaders.weights import (MAX_DIMENSION, check_hparams, check_names_and_shapes, check_tensors_tile, checkpoint_error, file_errors_as_checkpoint_errors, is_block_matrix, nest_params, read_json_file, read_tensor, reading_bar)
+from loaders.weights import (MAX_DIMENSION, check_hparams, check_names_and_shapes, check_tensors_tile, checkpoint_error, file_errors_as_checkpoint_errors, nest_params, stored_by_column, read_json_file, read_tensor, reading_bar)
 
 from loaders.messages import shown
 
@@ -162,11 +162,12 @@ def read_hf_hparams(config_path):
 
 
 @file_errors_as_checkpoint_errors
-def load_hf_gpt2(model_dir):
+def load_hf_gpt2(model_dir, layouts=None):
     """Read a Hugging Face GPT-2 folder (config.json + model.safetensors) -> (hparams, params).
 
     Works for folders written by GPT2LMHeadModel.save_pretrained (names start with "transformer.") and for
-    the hub's gpt2 files (no prefix). F32, F16 and BF16 weights all come out float32.
+    the hub's gpt2 files (no prefix). F32, F16 and BF16 weights all come out float32, each matrix in its
+    layout ({"blocks": layout, "head": layout}: speed/layouts.py; None: the default) as it is read.
     """
     model_dir = Path(model_dir)
     hparams = read_hf_hparams(model_dir / "config.json")
@@ -182,6 +183,6 @@ def load_hf_gpt2(model_dir):
             if name is not None:
                 dtype, shape, begin, end = entries[hf_name]
                 arrays[name] = read_tensor(file, data_start + begin, shape, SAFETENSORS_DTYPES[dtype],
-                                           safetensors_path, column_major=is_block_matrix(name))
+                                           safetensors_path, column_major=stored_by_column(name, layouts))
                 bar.update(end - begin)
     return hparams, nest_params(arrays, hparams["n_layer"])

@@ -2,7 +2,7 @@
 
 `random_params(hparams, rng)` gives what the loaders give (utils.load_encoder_hparams_and_params): float32,
 read-only arrays in picoGPT's nested layout, the blocks' matrices stored column-major (speed/products.py says
-why; the math does not care).
+why; the math does not care), or as speed/layouts.py measured them, where a tool asks.
 
 `check_memory_for([(name, hparams), ...])` comes first: a folder holding only a config.json within the loaders' limits
 (192 layers x 8192 wide) names about 600 GB of weights. The bytes are counted from the shapes and compared with
@@ -14,13 +14,15 @@ import os
 
 import numpy as np
 
-from loaders.weights import gpt2_param_shapes
+from loaders.weights import gpt2_param_shapes, stored_by_column
 
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02) -> dict:
-    """Random float32 weights of GPT-2's shapes in the loaders' layout (column-major matrices).
+def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02, layouts=None) -> dict:
+    """Random float32 weights of GPT-2's shapes in the loaders' layout: `layouts` ({"blocks": layout, "head":
+    layout}, speed/layouts.py; None: its default, column-major matrices; the timing tools pass this process's,
+    measured as the loaders' are: speed/layouts.for_model); the same numbers in any layout.
 
     Every term is non-trivial: biases are random and layer-norm gains and shifts are not 1 and 0, so a
     forward pass that forgets one of them gives different logits. Every array is read-only, as the loaders'
@@ -39,8 +41,10 @@ def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02) ->
     def norm():
         return {"g": constant(1 + normal(n_embd, scale=0.1)), "b": normal(n_embd, scale=0.1)}
 
-    def dense(n_in, n_out):  # column-major as it is made: one matrix at a time is copied, never all of them
-        return {"w": constant(np.asfortranarray(normal(n_in, n_out))), "b": normal(n_out)}
+    def dense(n_in, n_out):  # in its layout as it is made: one matrix at a time is copied, never all of them
+        w = normal(n_in, n_out)
+        by_column = stored_by_column("h0/attn/c_attn/w", layouts)  # every block matrix alike
+        return {"w": constant(np.asfortranarray(w)) if by_column else w, "b": normal(n_out)}
 
     blocks = [
         {
@@ -52,7 +56,8 @@ def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02) ->
         for _ in range(n_layer)
     ]
     wte, wpe = normal(n_vocab, n_embd), normal(n_ctx, n_embd, scale=0.01)
-    return {"wte": wte, "wpe": wpe, "blocks": blocks, "ln_f": norm()}  # in products.column_major's layout already
+    wte = constant(np.asfortranarray(wte)) if stored_by_column("wte", layouts) else wte
+    return {"wte": wte, "wpe": wpe, "blocks": blocks, "ln_f": norm()}  # in its layout already
 
 
 def bytes_needed(hparams: dict) -> int:

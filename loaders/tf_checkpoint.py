@@ -18,7 +18,7 @@ In file order: crc32c, the table's blocks, protobuf, the index, then the tensors
 import math
 from pathlib import Path
 
-from loaders.weights import (MAX_DIMENSION, check_names_and_shapes, check_tensors_tile, checkpoint_error, file_errors_as_checkpoint_errors, is_block_matrix, nest_params, read_tensor, reading_bar)
+from loaders.weights import (MAX_DIMENSION, check_names_and_shapes, check_tensors_tile, checkpoint_error, file_errors_as_checkpoint_errors, nest_params, stored_by_column, read_tensor, reading_bar)
 
 from loaders.messages import shown
 
@@ -272,7 +272,7 @@ def list_checkpoint_variables(ckpt_prefix):
 
 
 @file_errors_as_checkpoint_errors
-def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
+def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False, layouts=None):
     """Read OpenAI's TF checkpoint `{ckpt_prefix}.index` + `.data-00000-of-00001` into picoGPT's nested params.
 
     Every tensor is float32, read from its offset in the data file; the matrices lose the leading 1 they
@@ -281,7 +281,8 @@ def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
     Checks: the names and shapes match `hparams`, every entry is float32 with size = 4 * number of values, and
     the data file is exactly as long as the index says. Those checks catch a truncated or swapped file.
     With verify_checksums=True each tensor's crc32c is also checked, which catches flipped bytes too, but
-    this is plain Python: about 40 s for the 124M model, so it is off by default.
+    this is plain Python: about 40 s for the 124M model, so it is off by default. Each matrix is read straight
+    into its layout ({"blocks": layout, "head": layout}: speed/layouts.py; None: the default).
     Raises CheckpointError naming the bad file.
     """
     num_shards, entries = read_checkpoint_index(ckpt_prefix)
@@ -319,7 +320,7 @@ def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False):
         for name, entry in sorted(entries.items(), key=lambda item: item[1]["offset"]):  # in file order
             short_name = name.removeprefix("model/")
             arrays[short_name] = read_tensor(file, entry["offset"], shapes[short_name], "<f4", data_path,
-                                             column_major=is_block_matrix(short_name))
+                                             column_major=stored_by_column(short_name, layouts))
             bar.update(entry["size"])
             if verify_checksums and masked_crc32c(arrays[short_name].tobytes(order="C")) != entry["crc32c"]:
                 raise checkpoint_error(data_path, f"the bytes of {name} fail their crc32c check")

@@ -4,7 +4,8 @@ shapes, and tensors read from a file straight into float32 arrays.
 Read utils.py first (a model name becomes a folder, a folder becomes arrays). The two readers built on this
 file come next: loaders/tf_checkpoint.py (OpenAI's TensorFlow checkpoint) and loaders/hf_folder.py (a Hugging Face folder,
 config.json + model.safetensors). Both return the nested layout of OpenAI's checkpoint names (picoGPT's
-layout): params["blocks"][i]["attn"]["c_attn"]["w"], all float32, the blocks' matrices column-major.
+layout): params["blocks"][i]["attn"]["c_attn"]["w"], all float32, each matrix stored by column or by row as
+speed/layouts.py measured (`stored_by_column`; by default the blocks' matrices column-major).
 
 A damaged or mismatched file is a CheckpointError whose one line names the file and what is wrong.
 """
@@ -274,8 +275,16 @@ def reading_bar(total_bytes, path):
 
 
 def is_block_matrix(name):
-    """A block's weight matrix ("h3/attn/c_attn/w"): stored column-major (products.column_major)."""
+    """A block's weight matrix ("h3/attn/c_attn/w")."""
     return name.startswith("h") and name.endswith("/w")
+
+
+def stored_by_column(name, layouts=None):
+    """Whether the tensor `name` is read column by column (Fortran order) for layouts {"blocks": layout, "head":
+    layout} (speed/layouts.py; None: its DEFAULT): a block's matrix w where blocks are by column, and wte where
+    the head (wte.T) is by row. The rest (biases, gains, wpe) row by row."""
+    blocks, head = (layouts or {}).get("blocks", "columns"), (layouts or {}).get("head", "columns")
+    return (is_block_matrix(name) and blocks == "columns") or (name == "wte" and head == "rows")
 
 
 def check_tensors_tile(spans, path):

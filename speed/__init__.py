@@ -4,6 +4,8 @@
                      and attention (python main.py --plain runs without it)
     products.py      how a weight matrix is stored (column-major) and multiplied (`matmul`), so that a pass
                      over a few positions costs about what one costs; attention's heads shared with the helper
+    layouts.py       whether a matrix is stored by column or by row on this machine: measured before a model
+                     is read, kept with the routes
     second_core.py   the helper processes on the other cores: forked copies of the program, each multiplying
                      a share of every matrix's columns and attending with a share of the heads, through shared
                      memory; how many is measured (routes.py)

@@ -38,6 +38,7 @@ import numpy as np
 from loaders.safe_files import write_atomically
 from loaders.weights import read_small_json
 from lookahead import AUTO_K_MAX
+from speed import layouts as matrix_layouts
 from speed import products
 from speed import second_core
 
@@ -56,15 +57,17 @@ ROUTES_FILE = "routes.json"  # the name of the file, in a model's folder, that k
 MAX_ROUTES_BYTES = 64 << 10  # a file `settle` writes is about 1 KB
 
 
-ROUTE_CODE = (products.multiply, products.columns, products.panel_width, products.scores, products.turned_round)
+ROUTE_CODE = (products.multiply, products.columns, products.panel_width, products.by_rows, products.row_block,
+              products.scores, products.turned_round)
 
 
-def fingerprint():
+def fingerprint(layouts=None):
     """One line naming what decides which route is fastest: NumPy's version, its BLAS and the kernels it runs
     (OpenBLAS's core name), the processor's name, a digest of its instruction sets (/proc/cpuinfo's flags), the
     cores this process may use (`taskset -c 0` leaves one), whether helpers share them (and a count forced by
-    second_core.WORKERS_VARIABLE: the routes were chosen for it), and a digest of the
-    code that multiplies by each route (ROUTE_CODE): a route made faster is measured again."""
+    second_core.WORKERS_VARIABLE: the routes were chosen for it), how the matrices are stored (`layouts`, else
+    this process's: speed/layouts.py), and a digest of the code that multiplies by each route (ROUTE_CODE): a
+    route made faster is measured again."""
     config = getattr(np, "__config__", None)
     blas = getattr(config, "CONFIG", {}).get("Build Dependencies", {}).get("blas", {})
     blas_text = f"{blas.get('name', 'BLAS')} {blas.get('version', '')}".strip()
@@ -76,7 +79,9 @@ def fingerprint():
     return (f"NumPy {np.__version__}, {blas_text}{', kernels ' + core if core else ''}, {model}"
             f"{', flags ' + digest if digest else ''}, {cores} core{'s' if cores != 1 else ''} "
             f"{'with' if second_core.unavailable() is None else 'without'} helpers"
-            f"{f' ({forced} workers forced)' if forced else ''}, routes' code {code}")
+            f"{f' ({forced} workers forced)' if forced else ''}, "
+            f"{matrix_layouts.text(layouts or matrix_layouts.current() or matrix_layouts.DEFAULT)}, "
+            f"routes' code {code}")
 
 
 def processor():
@@ -373,31 +378,36 @@ def settle(folder=None):
     `fingerprint`; else chosen now (`choose`, a few seconds) and written there, for the next run to read. With
     no folder (a model in the Hugging Face cache, which is not this project's to write into, or random weights)
     they are chosen and not kept. A file that is not one `settle` wrote is a ValueError in one line naming it.
+    The file keeps the layouts the model was read in too (speed/layouts.py: `kept_layouts` gives them back).
 
     main.py settles the target's routes after its untimed warm-up pass, so that plain decoding, not only K=auto's
     calibration, takes the fastest routes; delete the file to measure them again."""
     path = Path(folder) / ROUTES_FILE if folder is not None else None
+    stored = f"matrices: {matrix_layouts.text(matrix_layouts.current() or matrix_layouts.DEFAULT)}"
     if path is not None and path.is_file():
         kept = read_routes(path)
         if kept["fingerprint"] == fingerprint():
             use(kept["routes"])
             return kept["routes"], (f"routes as chosen on this machine before ({path}): "
-                                    f"{text(kept['routes']) or 'the defaults'}")
+                                    f"{text(kept['routes']) or 'the defaults'}; {stored}")
     start = time.perf_counter()
     table = choose()
     seconds = time.perf_counter() - start
-    line = f"routes chosen on this machine ({seconds:.1f} s): {text(table) or 'the defaults'}"
+    line = f"routes chosen on this machine ({seconds:.1f} s): {text(table) or 'the defaults'}; {stored}"
     if path is None:
         return table, line
+    layouts = matrix_layouts.current() or matrix_layouts.DEFAULT  # kept too: the next run reads the model alike
     try:
-        write_atomically(path, json.dumps({"fingerprint": fingerprint(), "routes": table}, indent=1) + "\n")
+        write_atomically(path, json.dumps({"fingerprint": fingerprint(), "routes": table, "layouts": layouts},
+                                          indent=1) + "\n")
     except OSError as error:
         return table, f"{line} (not written to {path}: {error.strerror or error})"
     return table, f"{line} (written to {path}: later runs take them from there)"
 
 
 def read_routes(path):
-    """{"fingerprint": text, "routes": table} from a file `settle` wrote, each field checked; else a ValueError in
+    """{"fingerprint": text, "routes": table, "layouts": {kind: layout}} (layouts in a file since they were
+    measured) from a file `settle` wrote, each field checked; else a ValueError in
     one line naming the file, the field and what to do."""
     where = f"the routes file {path}"
     data = read_small_json(path, MAX_ROUTES_BYTES, where, "delete it and the next run chooses the routes anew")
@@ -406,6 +416,20 @@ def read_routes(path):
                          f"and the next run chooses the routes anew")
     try:
         check(data.get("routes"), where)
+        if "layouts" in data:
+            matrix_layouts.check(data["layouts"], where)
     except ValueError as error:
         raise ValueError(f"{error}; delete it and the next run chooses the routes anew") from None
     return data
+
+
+def kept_layouts(folder):
+    """The layouts (speed/layouts.py) kept in folder/ROUTES_FILE by a run on a machine of this `fingerprint` with
+    them, for the loaders to read the model so again; None where there are none (no folder, no file, another
+    machine). A file that is not one `settle` wrote is a ValueError in one line naming it."""
+    path = Path(folder) / ROUTES_FILE if folder is not None else None
+    if path is None or not path.is_file():
+        return None
+    kept = read_routes(path)
+    layouts = kept.get("layouts")
+    return layouts if layouts is not None and kept["fingerprint"] == fingerprint(layouts) else None

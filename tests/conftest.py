@@ -31,6 +31,18 @@ def in_ci() -> bool:
 
 
 @pytest.fixture(autouse=True)
+def matrices_stored_the_default_way():
+    """Every test reads models in speed/layouts.py's DEFAULT layouts unless it takes others (its own process's
+    choice, measured at the first model read, would make a test's numbers depend on the machine it runs on);
+    tests/test_layouts.py takes the others and measures."""
+    from speed import layouts
+
+    layouts.take(layouts.DEFAULT)
+    yield
+    layouts.take(layouts.DEFAULT)
+
+
+@pytest.fixture(autouse=True)
 def workers_back_to_the_default():
     """A test that measures routes or reads a routes file chooses how many processes share the products and how
     many of them share attention's heads, for the whole process (speed/second_core.use_workers,

@@ -46,6 +46,7 @@ import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from speed.layouts import for_model  # noqa: E402
 from loaders.random_weights import check_memory_for, random_params
 
 from loaders.download import HPARAMS
@@ -358,8 +359,8 @@ def random_pair(draft_model_size, target_model_size, seed):
     rng = np.random.default_rng(seed)
     prompt_ids = rng.integers(0, target_hparams["n_vocab"], 10).tolist()
     print(f"making random weights of the shapes of {draft_model_size} and {target_model_size} ...", flush=True)
-    draft = (random_params(draft_hparams, rng), draft_hparams)
-    target = (random_params(target_hparams, rng), target_hparams)
+    draft = (random_params(draft_hparams, rng, layouts=for_model(None, draft_hparams)), draft_hparams)
+    target = (random_params(target_hparams, rng, layouts=for_model(None, target_hparams)), target_hparams)
     return draft, target, [prompt_ids]
 
 

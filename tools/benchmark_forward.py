@@ -58,6 +58,7 @@ from speed import routes  # noqa: E402
 from speed import second_core  # noqa: E402
 from tools.benchmark import model_name  # noqa: E402
 from speed.plug import routed_attention as attention  # noqa: E402  (what a pass attends with)
+from speed.layouts import for_model  # noqa: E402
 from loaders.random_weights import check_memory_for, random_params  # noqa: E402
 from loaders.download import HPARAMS  # noqa: E402
 from records import timed  # noqa: E402
@@ -143,18 +144,17 @@ def as_picogpt_runs_it(tree):
 
 
 def product_bandwidths(w, v, n_products: int) -> list:
-    """Bytes per second of n_products float32 matrix-vector products w @ v, each timed on its own (each
-    output a dot product over a contiguous row of w), made as the model makes a one-row product:
-    products.matmul(v, w.T), whose columns are shared with the helper process where one runs (so both cores
-    stream, as a decoding step's do), else BLAS's matrix-vector product on its own threads. w must be
-    read-only, as the model's weights are; its first two products are not timed (the second starts the helper)."""
+    """Bytes per second of n_products float32 matrix-vector products by w, each timed on its own, made as the
+    model makes a one-row product, in turns both ways a matrix can be stored (speed/layouts.py): v @ w.T (each
+    output a dot product over a contiguous row of w, as by a matrix stored by column) and v @ w (w's rows added
+    up, as by one stored by row), through products.matmul, whose columns are shared with the helper process
+    where one runs (so both cores stream, as a decoding step's do). w must be read-only, as the model's weights
+    are; the first two products each way are not timed (the second starts the helper)."""
     row = v[None, :]  # [1, n]
-
-    def product():
-        return products.matmul(row, w.T)  # [1, n] @ [n, n] -> [1, n]: w @ v
-
-    product(), product()
-    return [w.nbytes / timed(product)[1] for _ in range(n_products)]
+    ways = [lambda: products.matmul(row, w.T), lambda: products.matmul(row, w)]  # [1, n] @ [n, n] -> [1, n]
+    for product in ways * 2:
+        product()
+    return [w.nbytes / timed(ways[turn % 2])[1] for turn in range(n_products)]
 
 
 def sampler_seconds_per_token(model, prompt, n_new: int, rng) -> float:
@@ -196,7 +196,7 @@ def measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, 
                  rng):
     """Everything the tables need for one size; the weights are freed when it returns."""
     hparams = size_hparams(size)
-    params = random_params(hparams, rng)
+    params = random_params(hparams, rng, layouts=for_model(None, hparams))
     result = SizeResult(model_name(size), n_bytes(params), n_bytes(block_matrices(params)), params["wte"].nbytes)
     prompt = rng.integers(0, hparams["n_vocab"], n_prompt).tolist()
     model = create_model_fn(params, hparams, temperature=0)
@@ -291,7 +291,7 @@ def measure_context(size, lengths, n_steps, rounds, rng) -> ContextResult:
     tokens, j = 0 .. n_steps - 1. Each round first fills the cache up to the longest length (not timed), then
     goes through the lengths from the longest down: each shorter one is a rollback, which is free."""
     hparams = size_hparams(size)
-    params = random_params(hparams, rng)
+    params = random_params(hparams, rng, layouts=for_model(None, hparams))
     tokens = rng.integers(0, hparams["n_vocab"], max(lengths) + n_steps).tolist()
     if len(tokens) > hparams["n_ctx"]:
         raise SystemExit(f"context lengths up to {max(lengths)} + {n_steps} steps do not fit in n_ctx")

@@ -61,6 +61,7 @@ from tools import benchmark  # noqa: E402
 from command_line.flags import as_bool, as_text, as_typed_text, as_whole_number, check_writable, errors_as_one_line  # noqa: E402
 from command_line.scripts import run_script  # noqa: E402
 from gpt2 import gpt2  # noqa: E402
+from speed.layouts import for_model  # noqa: E402
 from loaders.random_weights import random_params  # noqa: E402
 from loaders.download import HPARAMS  # noqa: E402
 from records import timed  # noqa: E402
@@ -168,7 +169,8 @@ def load_weights(model, seed):
     """(encoder, hparams, params): random weights of a released size's shapes from np.random.default_rng(seed),
     or a model folder's, as the project loads them."""
     if model in HPARAMS:
-        return load_encoder(model), HPARAMS[model], random_params(HPARAMS[model], np.random.default_rng(seed))
+        params = random_params(HPARAMS[model], np.random.default_rng(seed), layouts=for_model(None, HPARAMS[model]))
+        return load_encoder(model), HPARAMS[model], params
     from utils import load_model
 
     return load_model(model)

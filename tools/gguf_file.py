@@ -37,7 +37,7 @@ A weight matrix w [n_in, n_out] (this project computes x @ w) is written transpo
 [n_out, n_in] array: ggml names dimensions fastest-varying first, so llama.cpp reads it as {n_in, n_out}, the
 shape its matrix product takes, each output the dot product of x with a contiguous row of w.T. That is how
 llama.cpp's own converter writes GPT-2's Hugging Face checkpoint (Conv1D weights, [n_in, n_out] like OpenAI's),
-and the order the loaders here already keep in memory (column-major): w.T is then a view, not a copy.
+and the loaders' default order (column-major): w.T is then a view (a copy where speed/layouts.py chose rows).
 """
 
 import numpy as np

@@ -56,6 +56,7 @@ from speed import products  # noqa: E402
 from speed import routes  # noqa: E402
 from gpt2 import causal_mask  # noqa: E402
 from speed.plug import routed_attention as attention  # noqa: E402  (what a pass attends with)
+from speed.layouts import for_model  # noqa: E402
 from loaders.random_weights import check_memory_for, random_params  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
@@ -82,7 +83,7 @@ def measure(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7, seed=0,
     weight matrix's product on one route ("whole pass, panels only", ...), the chosen ones beaten if any is."""
     hparams = benchmark.hparams_of(size)
     rng = np.random.default_rng(seed)
-    params = random_params(hparams, rng) if params is None else params
+    params = random_params(hparams, rng, layouts=for_model(None, hparams)) if params is None else params
     n_embd, n_head, n_vocab = hparams["n_embd"], hparams["n_head"], hparams["n_vocab"]
     n_cached = min(n_cached, hparams["n_ctx"] - max(ms))  # a small model's context may hold fewer
     model = create_model_fn(params, hparams, temperature=0)
@@ -147,7 +148,7 @@ def calibrated(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), seed=0, params
     them), else routes calibrate chooses itself."""
     hparams = benchmark.hparams_of(size)
     rng = np.random.default_rng(seed)
-    params = random_params(hparams, rng) if params is None else params
+    params = random_params(hparams, rng, layouts=for_model(None, hparams)) if params is None else params
     n_cached = min(n_cached, hparams["n_ctx"] - max(ms))
     prefix = rng.integers(0, hparams["n_vocab"], n_cached).tolist()
     costs = calibration.calibrate(create_model_fn(params, hparams, temperature=0), m_max=max(ms), prefix=prefix, ms=ms,
@@ -162,8 +163,10 @@ def arithmetic(matrices, m, rng):
     over the cores that share the products, is the block products' arithmetic with no weight read from memory
     (see the module docstring)."""
     n = slices_per_matrix(matrices)
-    hot = {shape: np.asfortranarray(rng.standard_normal((shape[0], shape[1] // n), dtype=np.float32))
-           for shape in {w.shape for w in matrices}}  # [n_in, n_out / n] each: column-major, as the weights
+    by_row = {w.shape: w.flags.c_contiguous and not w.flags.f_contiguous for w in matrices}  # (speed/layouts.py)
+    hot = {shape: np.asarray(rng.standard_normal((shape[0], shape[1] // n), dtype=np.float32),
+                             order="C" if by_row[shape] else "F")
+           for shape in by_row}  # [n_in, n_out / n] each: stored as the weights
     rows = {n_in: rng.standard_normal((m, n_in), dtype=np.float32) for n_in, _ in hot}  # [m, n_in]
     out = {shape: np.empty((m, w.shape[1]), dtype=np.float32) for shape, w in hot.items()}  # [m, n_out / n]
     by_shape = sorted(matrices, key=lambda w: w.shape)  # all products by one slice, then by the next: in cache
@@ -278,7 +281,7 @@ def main(size="124M", n_cached=None, ms="1,2,3,4,8,16", rounds=7, seed=0, markdo
         if n_cached > room:
             raise ValueError(f"--n_cached {n_cached} + the largest of --ms, {max(ms)}, is more than {size}'s "
                              f"context of {hparams['n_ctx']} tokens: give --n_cached {room} or fewer")
-    params = random_params(hparams, np.random.default_rng(seed))  # made once, timed twice
+    params = random_params(hparams, np.random.default_rng(seed), layouts=for_model(None, hparams))  # made once
     start = load_average()
     best = measure(size, n_cached, ms, rounds, seed, params)
     calibrated_r = calibrated(size, n_cached, ms, seed, params, routes.current())
