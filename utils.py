@@ -157,6 +157,9 @@ def download_and_load(draft_model_size, target_model_size, models_dir, **downloa
     """
     folders = [None if name is None else resolve_model(name, models_dir, **download_options)
                for name in (draft_model_size, target_model_size)]
+    kept = routes.kept_layouts(folders[1])  # the target's folder keeps the layouts with the routes (routes.settle)
+    if kept is not None:
+        matrix_layouts.take(kept)  # both models are read as the run that measured them read them
     if draft_model_size is None:
         print(f"loading the target {target_model_size} (no draft model) ...", flush=True)
         return None, load_model(folders[1])

@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 
 import gpt2
+import utils
 from loaders.hf_folder import load_hf_gpt2
 from loaders.random_weights import random_params
 from loaders.tf_checkpoint import load_gpt2_params_from_tf_ckpt
 from model_fn import create_model_fn
 from sampling import autoregressive_sampling
 from speed import layouts, plug, products, routes
+from test_load import GPT2_VOCAB, TF_CKPT_DIR, copy_tokenizer, random_flat_params, write_hf_folder
 from test_load import HPARAMS as TINY_HPARAMS
-from test_load import TF_CKPT_DIR
 from test_products import assert_same_product, default_routes  # noqa: F401  the default routes here too
 
 ROWS = {"blocks": "rows", "head": "rows"}
@@ -203,3 +204,21 @@ def test_the_routes_file_keeps_the_layouts_and_gives_them_back_only_on_their_fin
     (tmp_path / routes.ROUTES_FILE).write_text(json.dumps({**kept, "layouts": {"blocks": "diagonal"}}))
     with pytest.raises(ValueError, match=r"routes file .*\"layouts\" must be .*delete it"):
         routes.kept_layouts(tmp_path)
+
+
+def test_main_reads_both_models_in_the_layouts_its_targets_folder_keeps(release_124M_dir, tmp_path):
+    """utils.download_and_load (main.py's loading) takes the layouts kept in the TARGET's routes.json before it
+    reads the draft, so that both models are read as in the run that measured them (a draft's folder keeps none):
+    here by row, in tiny models that would otherwise keep the default unmeasured."""
+    folders = []
+    for name, seed in (("draft", 6), ("target", 7)):
+        flat = random_flat_params(GPT2_VOCAB, np.random.default_rng(seed))
+        folders.append(write_hf_folder(tmp_path / name, flat, config_changes={"vocab_size": GPT2_VOCAB["n_vocab"]}))
+        copy_tokenizer(release_124M_dir, folders[-1], hf_names=True)
+    kept = {"fingerprint": routes.fingerprint(ROWS), "routes": {}, "layouts": ROWS}
+    (folders[1] / routes.ROUTES_FILE).write_text(json.dumps(kept))
+    layouts.take(None)
+    draft, target = utils.download_and_load(str(folders[0]), str(folders[1]), str(tmp_path))
+    for _, _, params in (draft, target):
+        assert params["blocks"][0]["mlp"]["c_fc"]["w"].flags.c_contiguous and params["wte"].flags.f_contiguous
+    assert layouts.current() == ROWS
