@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from loaders.weights import (MAX_DIMENSION, check_hparams, check_names_and_shapes, check_tensors_tile, checkpoint_error, file_errors_as_checkpoint_errors, nest_params, stored_by_column, read_json_file, read_tensor, reading_bar)
+from loaders.weights import (MAX_DIMENSION, check_hparams, check_names_and_shapes, check_tensors_tile, checkpoint_error, file_errors_as_checkpoint_errors, nest_params, read_json_file, read_tensor, reading_bar, stored_by_column)
 
 from loaders.messages import shown
 

@@ -18,7 +18,7 @@ In file order: crc32c, the table's blocks, protobuf, the index, then the tensors
 import math
 from pathlib import Path
 
-from loaders.weights import (MAX_DIMENSION, check_names_and_shapes, check_tensors_tile, checkpoint_error, file_errors_as_checkpoint_errors, nest_params, stored_by_column, read_tensor, reading_bar)
+from loaders.weights import (MAX_DIMENSION, check_names_and_shapes, check_tensors_tile, checkpoint_error, file_errors_as_checkpoint_errors, nest_params, read_tensor, reading_bar, stored_by_column)
 
 from loaders.messages import shown
 

@@ -15,7 +15,8 @@ the helper processes as a model's products are; rows are taken only where faster
 The loaders read each matrix straight into its layout (loaders/weights.stored_by_column), so no matrix is
 copied. The choice is one per process (`for_model`): the layouts kept with the routes in a model's folder
 (speed/routes.py's ROUTES_FILE, whose fingerprint names them, so a run reads a model as the run before it did and
-makes the same numbers, bit for bit), else measured at the first model read (about a second). Random weights
+makes the same numbers, bit for bit), else measured at the first model read (about two seconds, some 300 MB of
+matrices, freed before the model is read). Random weights
 take the default unless a tool asks for the measured ones (loaders/random_weights.random_params).
 
     layouts = for_model(routes.kept_layouts(folder), hparams)  # {"blocks": "rows", "head": "rows"} on the AVX2 one
@@ -56,8 +57,8 @@ def measure(hparams, repeats=REPEATS, clock=time.perf_counter):
     widths = {w.shape[0] for matrices in made.values() for w in matrices}  # the n_in of x's rows
     rows = {m: {n_in: rng.standard_normal((m, n_in), dtype=np.float32) for n_in in widths} for m in LAYOUT_MS}
     for _ in range(2):  # untimed: met twice, the matrices are the helpers' too (second_core.for_matrix)
-        for (kind, _layout), matrices in made.items():
-            _seconds(matrices, rows[1], products.default_route(kind, 1), kind, clock)
+        for kind, layout in made:
+            _seconds(made[kind, layout], rows[1], products.default_route(kind, 1), kind, clock)
     times = {}
     for kind in shapes(hparams):
         turns = {layout: [] for layout in LAYOUTS}
@@ -68,6 +69,8 @@ def measure(hparams, repeats=REPEATS, clock=time.perf_counter):
                         for route in (products.ROUTES if m > 1 else [products.default_route(kind, 1)]))
                     for m in LAYOUT_MS))
         times[kind] = {layout: float(np.median(seconds)) for layout, seconds in turns.items()}
+    del made  # and helpers holding only these matrices end (renew): their copies are freed before the model
+    second_core.renew()
     return times
 
 

@@ -19,7 +19,7 @@ from loaders.random_weights import random_params
 from loaders.tf_checkpoint import load_gpt2_params_from_tf_ckpt
 from model_fn import create_model_fn
 from sampling import autoregressive_sampling
-from speed import layouts, plug, products, routes
+from speed import layouts, plug, products, routes, second_core
 from test_load import GPT2_VOCAB, TF_CKPT_DIR, copy_tokenizer, random_flat_params, write_hf_folder
 from test_load import HPARAMS as TINY_HPARAMS
 from test_products import assert_same_product, default_routes  # noqa: F401  the default routes here too
@@ -222,3 +222,25 @@ def test_main_reads_both_models_in_the_layouts_its_targets_folder_keeps(release_
     for _, _, params in (draft, target):
         assert params["blocks"][0]["mlp"]["c_fc"]["w"].flags.c_contiguous and params["wte"].flags.f_contiguous
     assert layouts.current() == ROWS
+
+
+@pytest.mark.skipif(second_core.unavailable() is not None, reason=f"no helper process here: {second_core.unavailable()}")
+def test_measuring_shares_the_products_with_the_helpers_and_leaves_none_holding_its_matrices(monkeypatch):
+    """The matrices measured are multiplied as a model's are, their columns shared with helper processes (their
+    job counts grow); when measure returns they are freed and no helper is left holding them (a helper's copy
+    would keep their memory while the model is read)."""
+    monkeypatch.setattr(layouts, "MEASURED_BYTES", 8 << 20)
+    posted = []
+    original = products.multiply
+
+    def multiply(x, w, route, kind):
+        y = original(x, w, route, kind)
+        posted.append(sum(helper.posted for helper in second_core._team))
+        return y
+
+    monkeypatch.setattr(products, "multiply", multiply)
+    second_core._stop_team()  # no helper, and none for a matrix of an earlier test's that is still alive
+    second_core._seen.clear()
+    layouts.measure(HPARAMS, repeats=1)
+    assert max(posted) > 0, "no product was shared with a helper"
+    assert second_core._team == [], "a helper outlived the measurement"
