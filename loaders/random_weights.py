@@ -22,7 +22,7 @@ PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02, layouts=None) -> dict:
     """Random float32 weights of GPT-2's shapes in the loaders' layout: `layouts` ({"blocks": layout, "head":
     layout}, speed/layouts.py; None: its default, column-major matrices; the timing tools pass this process's,
-    measured as the loaders' are: speed/layouts.for_model); the same numbers in any layout.
+    measured as the loaders' are: tools/benchmark.measured_random_params); the same numbers in any layout.
 
     Every term is non-trivial: biases are random and layer-norm gains and shifts are not 1 and 0, so a
     forward pass that forgets one of them gives different logits. Every array is read-only, as the loaders'

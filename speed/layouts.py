@@ -16,8 +16,8 @@ The loaders read each matrix straight into its layout (loaders/weights.stored_by
 copied. The choice is one per process (`for_model`): the layouts kept with the routes in a model's folder
 (speed/routes.py's ROUTES_FILE, whose fingerprint names them, so a run reads a model as the run before it did and
 makes the same numbers, bit for bit), else measured at the first model read (about two seconds, some 300 MB of
-matrices, freed before the model is read). Random weights
-take the default unless a tool asks for the measured ones (loaders/random_weights.random_params).
+matrices, freed before the model is read). Random weights take the default unless a tool asks for the measured
+ones (tools/benchmark.measured_random_params).
 
     layouts = for_model(routes.kept_layouts(folder), hparams)  # {"blocks": "rows", "head": "rows"} on the AVX2 one
 """
@@ -51,16 +51,16 @@ def measure(hparams, repeats=REPEATS, clock=time.perf_counter):
     """{kind: {layout: seconds}}: for each kind, the products of LAYOUT_MS rows through its matrices (`shapes`,
     read-only, so that the helper processes share them as they share a model's) in each layout, each m by its
     fastest route (products.multiply), summed; the median of `repeats` turns, the layouts in turns."""
-    rng = np.random.default_rng(0)
+    rng, kinds = np.random.default_rng(0), shapes(hparams)
     made = {(kind, layout): [_matrix(shape, kind, layout) for shape in kind_shapes]
-            for kind, kind_shapes in shapes(hparams).items() for layout in LAYOUTS}
+            for kind, kind_shapes in kinds.items() for layout in LAYOUTS}
     widths = {w.shape[0] for matrices in made.values() for w in matrices}  # the n_in of x's rows
     rows = {m: {n_in: rng.standard_normal((m, n_in), dtype=np.float32) for n_in in widths} for m in LAYOUT_MS}
     for _ in range(2):  # untimed: met twice, the matrices are the helpers' too (second_core.for_matrix)
         for kind, layout in made:
             _seconds(made[kind, layout], rows[1], products.default_route(kind, 1), kind, clock)
     times = {}
-    for kind in shapes(hparams):
+    for kind in kinds:
         turns = {layout: [] for layout in LAYOUTS}
         for _ in range(repeats):
             for layout in LAYOUTS:  # in turns: a burst of load falls on both

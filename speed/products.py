@@ -212,8 +212,8 @@ def columns(x, w, begin, end, out, how=0):
     """out = x @ w[:, begin:end] for out [m, end - begin] and m <= PANEL_ROWS_MAX: columns begin .. end of the
     product, on one core (or on BLAS's threads, where no helper runs), the way HOWS[how] says: panel by panel,
     each panel one small matrix-matrix product ("panels") or m matrix-vector products ("vectors"), or as one
-    BLAS call ("halves"). A w stored row by row (C order, a test's; or where it reads faster) has no panels: m
-    matrix-vector products ("vectors", and always for one row), else one BLAS call."""
+    BLAS call ("halves"). A w stored row by row (C order: where speed/layouts.py measured it faster, or a
+    test's) has no panels: `by_rows` multiplies it, blocks of its rows in their place."""
     m, n_in = x.shape
     if not w.flags.f_contiguous:  # w stored row by row
         by_rows(x, w[:, begin:end], out, HOWS[how])  # [n_in, n]: each row's part contiguous

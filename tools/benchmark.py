@@ -346,6 +346,12 @@ def model_name(name):
     return name if name in MODEL_SIZES or name in HUB_MODELS else Path(name).name
 
 
+def measured_random_params(hparams, rng):
+    """random_params(hparams, rng) stored as this machine measured (speed/layouts.for_model): the layouts a model
+    folder would be read in, so that a timing tool times what a run would."""
+    return random_params(hparams, rng, layouts=for_model(None, hparams))
+
+
 def random_pair(draft_model_size, target_model_size, seed):
     """Random weights of the two models' shapes and one random 10-token prompt: (draft, target, [prompt_ids]).
 
@@ -359,8 +365,8 @@ def random_pair(draft_model_size, target_model_size, seed):
     rng = np.random.default_rng(seed)
     prompt_ids = rng.integers(0, target_hparams["n_vocab"], 10).tolist()
     print(f"making random weights of the shapes of {draft_model_size} and {target_model_size} ...", flush=True)
-    draft = (random_params(draft_hparams, rng, layouts=for_model(None, draft_hparams)), draft_hparams)
-    target = (random_params(target_hparams, rng, layouts=for_model(None, target_hparams)), target_hparams)
+    draft = (measured_random_params(draft_hparams, rng), draft_hparams)
+    target = (measured_random_params(target_hparams, rng), target_hparams)
     return draft, target, [prompt_ids]
 
 

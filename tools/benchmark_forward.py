@@ -58,8 +58,7 @@ from speed import routes  # noqa: E402
 from speed import second_core  # noqa: E402
 from tools.benchmark import model_name  # noqa: E402
 from speed.plug import routed_attention as attention  # noqa: E402  (what a pass attends with)
-from speed.layouts import for_model  # noqa: E402
-from loaders.random_weights import check_memory_for, random_params  # noqa: E402
+from loaders.random_weights import check_memory_for  # noqa: E402
 from loaders.download import HPARAMS  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
@@ -196,7 +195,7 @@ def measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, 
                  rng):
     """Everything the tables need for one size; the weights are freed when it returns."""
     hparams = size_hparams(size)
-    params = random_params(hparams, rng, layouts=for_model(None, hparams))
+    params = benchmark.measured_random_params(hparams, rng)
     result = SizeResult(model_name(size), n_bytes(params), n_bytes(block_matrices(params)), params["wte"].nbytes)
     prompt = rng.integers(0, hparams["n_vocab"], n_prompt).tolist()
     model = create_model_fn(params, hparams, temperature=0)
@@ -291,7 +290,7 @@ def measure_context(size, lengths, n_steps, rounds, rng) -> ContextResult:
     tokens, j = 0 .. n_steps - 1. Each round first fills the cache up to the longest length (not timed), then
     goes through the lengths from the longest down: each shorter one is a rollback, which is free."""
     hparams = size_hparams(size)
-    params = random_params(hparams, rng, layouts=for_model(None, hparams))
+    params = benchmark.measured_random_params(hparams, rng)
     tokens = rng.integers(0, hparams["n_vocab"], max(lengths) + n_steps).tolist()
     if len(tokens) > hparams["n_ctx"]:
         raise SystemExit(f"context lengths up to {max(lengths)} + {n_steps} steps do not fit in n_ctx")

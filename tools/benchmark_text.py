@@ -53,8 +53,7 @@ from tools import benchmark, release_files  # noqa: E402
 import drafters  # noqa: E402
 from speed import calibration  # noqa: E402
 from encoder import get_encoder  # noqa: E402
-from speed.layouts import for_model  # noqa: E402
-from loaders.random_weights import check_memory_for, random_params  # noqa: E402
+from loaders.random_weights import check_memory_for  # noqa: E402
 from lookahead import MATCH_BUCKETS, match_bucket  # noqa: E402
 from model_fn import create_model_fn  # noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402
@@ -360,7 +359,7 @@ def run(texts=TEXT_NAMES, Ks=(4, 8, 16, "auto"), size="124M", repeats=3, capped=
     if max_tokens:
         texts = [Text(t.name, t.prompt[-max_tokens:], t.output[:max_tokens]) for t in texts]
     hparams = dict(hparams or benchmark.hparams_of(size))
-    params = random_params(hparams, np.random.default_rng(seed), layouts=for_model(None, hparams))
+    params = benchmark.measured_random_params(hparams, np.random.default_rng(seed))
     check_fit(texts, hparams["n_ctx"], tokenizer_name)
     if r_table is not None:
         costs = calibration.load_costs(r_table)

@@ -61,8 +61,6 @@ from tools import benchmark  # noqa: E402
 from command_line.flags import as_bool, as_text, as_typed_text, as_whole_number, check_writable, errors_as_one_line  # noqa: E402
 from command_line.scripts import run_script  # noqa: E402
 from gpt2 import gpt2  # noqa: E402
-from speed.layouts import for_model  # noqa: E402
-from loaders.random_weights import random_params  # noqa: E402
 from loaders.download import HPARAMS  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import common_prefix_length, create_model_fn, logits_to_probs  # noqa: E402
@@ -169,7 +167,7 @@ def load_weights(model, seed):
     """(encoder, hparams, params): random weights of a released size's shapes from np.random.default_rng(seed),
     or a model folder's, as the project loads them."""
     if model in HPARAMS:
-        params = random_params(HPARAMS[model], np.random.default_rng(seed), layouts=for_model(None, HPARAMS[model]))
+        params = benchmark.measured_random_params(HPARAMS[model], np.random.default_rng(seed))
         return load_encoder(model), HPARAMS[model], params
     from utils import load_model
 

@@ -56,8 +56,7 @@ from speed import products  # noqa: E402
 from speed import routes  # noqa: E402
 from gpt2 import causal_mask  # noqa: E402
 from speed.plug import routed_attention as attention  # noqa: E402  (what a pass attends with)
-from speed.layouts import for_model  # noqa: E402
-from loaders.random_weights import check_memory_for, random_params  # noqa: E402
+from loaders.random_weights import check_memory_for  # noqa: E402
 from records import timed  # noqa: E402
 from model_fn import create_model_fn, logits_to_probs  # noqa: E402
 from tools.benchmark_forward import block_matrices  # noqa: E402
@@ -83,7 +82,7 @@ def measure(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), rounds=7, seed=0,
     weight matrix's product on one route ("whole pass, panels only", ...), the chosen ones beaten if any is."""
     hparams = benchmark.hparams_of(size)
     rng = np.random.default_rng(seed)
-    params = random_params(hparams, rng, layouts=for_model(None, hparams)) if params is None else params
+    params = benchmark.measured_random_params(hparams, rng) if params is None else params
     n_embd, n_head, n_vocab = hparams["n_embd"], hparams["n_head"], hparams["n_vocab"]
     n_cached = min(n_cached, hparams["n_ctx"] - max(ms))  # a small model's context may hold fewer
     model = create_model_fn(params, hparams, temperature=0)
@@ -148,7 +147,7 @@ def calibrated(size="124M", n_cached=512, ms=(1, 2, 3, 4, 8, 16), seed=0, params
     them), else routes calibrate chooses itself."""
     hparams = benchmark.hparams_of(size)
     rng = np.random.default_rng(seed)
-    params = random_params(hparams, rng, layouts=for_model(None, hparams)) if params is None else params
+    params = benchmark.measured_random_params(hparams, rng) if params is None else params
     n_cached = min(n_cached, hparams["n_ctx"] - max(ms))
     prefix = rng.integers(0, hparams["n_vocab"], n_cached).tolist()
     costs = calibration.calibrate(create_model_fn(params, hparams, temperature=0), m_max=max(ms), prefix=prefix, ms=ms,
@@ -281,7 +280,7 @@ def main(size="124M", n_cached=None, ms="1,2,3,4,8,16", rounds=7, seed=0, markdo
         if n_cached > room:
             raise ValueError(f"--n_cached {n_cached} + the largest of --ms, {max(ms)}, is more than {size}'s "
                              f"context of {hparams['n_ctx']} tokens: give --n_cached {room} or fewer")
-    params = random_params(hparams, np.random.default_rng(seed), layouts=for_model(None, hparams))  # made once
+    params = benchmark.measured_random_params(hparams, np.random.default_rng(seed))  # made once
     start = load_average()
     best = measure(size, n_cached, ms, rounds, seed, params)
     calibrated_r = calibrated(size, n_cached, ms, seed, params, routes.current())
