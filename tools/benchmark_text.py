@@ -398,11 +398,11 @@ def main(texts="prose,code,rewrite,quotes,excerpts", Ks="4,8,16,auto", size="124
                                       as_whole_number(calibrate_repeats, "--calibrate_repeats", 1))
         capped, seed = as_bool(capped, "--capped"), as_whole_number(seed, "--seed", 0, MAX_SEED)
         check_memory_for([(size, benchmark.hparams_of(as_text(size, "--size")))])
-        encode, tokenizer_name = tokenizer()
-        check_fit(read_texts(names, encode), benchmark.hparams_of(size)["n_ctx"], tokenizer_name)  # each fits
         if r_table is not None:  # measured for this model and this machine, or refused (as main.py's --r_table)
             calibration.check_costs_fit(calibration.load_costs(as_text(r_table, "--r_table")), r_table, size)
         json = check_output_file(json, "--json")
+        encode, tokenizer_name = tokenizer()  # the texts last: a missing tokenizer is their own error
+        check_fit(read_texts(names, encode), benchmark.hparams_of(size)["n_ctx"], tokenizer_name)  # each fits
 
     def show(results, info):  # after each repeat: the table so far (and the file), in case the run is cut short
         print(f"\n{info['model']}\n{info['machine']}\n{info['costs_summary']}\n", flush=True)

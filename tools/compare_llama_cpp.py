@@ -128,10 +128,6 @@ def check_flags(args) -> dict:
     if longest > n_ctx:
         raise ValueError(f"--n_context {settings['n_context']} + max(--n_new, --ms) = {longest} positions do not fit in "
                          f"the model's n_ctx = {n_ctx}: make --n_context smaller")
-    prompt_ids = load_encoder(settings["model"]).encode(settings["prompt"])
-    if not prompt_ids or len(prompt_ids) > settings["n_context"] or len(prompt_ids) + settings["n_check"] > n_ctx:
-        raise ValueError(f"--prompt must be 1 to --n_context = {settings['n_context']} tokens, and leave room for "
-                         f"--n_check = {settings['n_check']} more in n_ctx = {n_ctx}; it is {len(prompt_ids)} tokens")
     for flag in ("gguf", "json"):
         settings[flag] = args[flag]
         if args[flag] is not None and not (flag == "gguf" and settings["reuse_gguf"]):
@@ -139,6 +135,11 @@ def check_flags(args) -> dict:
     if settings["reuse_gguf"] and (settings["gguf"] is None or not Path(settings["gguf"]).is_file()):
         raise ValueError(f"--reuse_gguf reads the GGUF file --gguf names, written by an earlier run; got --gguf "
                          f"{shown(settings['gguf'])}, which is not a file")
+    # the prompt last: it needs the tokenizer's files, whose absence is its own error
+    prompt_ids = load_encoder(settings["model"]).encode(settings["prompt"])
+    if not prompt_ids or len(prompt_ids) > settings["n_context"] or len(prompt_ids) + settings["n_check"] > n_ctx:
+        raise ValueError(f"--prompt must be 1 to --n_context = {settings['n_context']} tokens, and leave room for "
+                         f"--n_check = {settings['n_check']} more in n_ctx = {n_ctx}; it is {len(prompt_ids)} tokens")
     return settings
 
 
