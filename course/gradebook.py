@@ -346,8 +346,8 @@ def gradebook(submissions, csv_path, steps=exercises.GRADED, time_limit=TIME_LIM
                 return checks, warning
 
             with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-                futures = [pool.submit(grade_one, i, s) for i, s in enumerate(submissions)]
-                try:
+                try:  # (the submits too: Ctrl-C among them must stop those already running)
+                    futures = [pool.submit(grade_one, i, s) for i, s in enumerate(submissions)]
                     graded = [future.result() for future in futures]
                 except KeyboardInterrupt:  # every running step ends within moments; then the pool closes
                     stopping.set()
