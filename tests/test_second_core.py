@@ -415,6 +415,21 @@ def test_a_cache_of_ordinary_memory_is_attended_here():
     assert np.array_equal(products.share_heads(attention, q, k, v, mask), attention(q, k, v, mask))
 
 
+def test_with_one_worker_a_cache_buffer_is_this_processs_own_memory_and_with_two_a_shared_one(monkeypatch):
+    """Where the routes measured one process alone fastest, no helper ever reads the cache: products.kv_buffer
+    gives this process's own memory (which Linux backs with 2 MB pages, where shared memory mostly gets 4 KB ones),
+    and with two workers the shared memory file the helper maps."""
+    monkeypatch.setattr(second_core, "_REASON", None)
+    shape = (2, 2, 12, 256, 64)  # 3 MB, above the size a helper takes
+    monkeypatch.setenv(second_core.WORKERS_VARIABLE, "1")
+    own = products.kv_buffer(shape)
+    monkeypatch.setenv(second_core.WORKERS_VARIABLE, "2")
+    shared_buffer = products.kv_buffer(shape)
+    assert own.shape == shared_buffer.shape == shape and own.dtype == shared_buffer.dtype == np.float32
+    assert id(shared_cache.root(own)) not in shared_cache.shared
+    assert id(shared_cache.root(shared_buffer)) in shared_cache.shared
+
+
 def test_a_freed_cache_goes_from_the_helper_and_a_new_helper_never_holds_one(matrices):
     """A cache's memory must be returned when the program lets it go: its descriptor closes with it, and the
     helper drops its mapping of it when it maps the next cache. A helper forked while a cache is alive

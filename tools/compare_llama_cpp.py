@@ -259,9 +259,12 @@ def measure_here(settings, gguf_path, threads):
     tokens = context + rng.integers(0, n_vocab, max(settings["ms"])).tolist()
     decode, decoded = {name: [] for name in models}, {}
     passes = {name: {m: [] for m in settings["ms"]} for name in models}
+    ours(context, 1)  # a pass for speed/routes.py to choose from, as main.py's warm-up pass
+    chosen = routes.choose()  # this project's products take the routes measured fastest here (speed/routes.py)
+    # then a model function made with them, as main.py's runs are (its cache in the memory the workers chosen want)
+    models[OURS] = ours = create_model_fn(params, hparams, temperature=0)
     for model in models.values():
         model(context, 1)  # the context into the cache: not timed
-    chosen = routes.choose()  # this project's products take the routes measured fastest here (speed/routes.py)
     for repeat in range(settings["repeats"]):
         print(f"{benchmark_forward.threads_label(threads)}: repeat {repeat + 1} of {settings['repeats']}", file=sys.stderr,
               flush=True)  # progress on stderr: a process run by measure_in_process shows it, its report is not
