@@ -46,7 +46,7 @@ M_MAX = AUTO_K_MAX + 1  # the most rows a round's pass has: the last token and A
 SAMPLE_MATRICES = 8  # the block matrices timed: 2 layers' (124M's: 57 MB, more than a processor's cache)
 SCORE_LAYERS = 12  # the layers of keys the scores are timed over, each its own (as in a cache)
 REPEATS = 3
-WORKER_MS = (1, 4)  # the rows of the passes timed to choose the worker count: a step, and a round's pass
+WORKER_MS = (1, 2, 4)  # the rows of the passes timed to choose the worker count: a step, and rounds' passes
 PRUNE = 1.5  # a route this many times as slow as the fastest in the first turn is not timed again
 PAD_MAX = 3  # zero rows a padded route adds at most: m's and n's are timed at different moments, so a burst of
 # load on m's turns could make any larger n look faster; a kernel's block of rows is at most 4 wide
@@ -66,15 +66,17 @@ def fingerprint(layouts=None):
     (OpenBLAS's core name), the processor's name, a digest of its instruction sets (/proc/cpuinfo's flags), the
     cores this process may use (`taskset -c 0` leaves one), whether helpers share them (and a count forced by
     second_core.WORKERS_VARIABLE: the routes were chosen for it), how the matrices are stored (`layouts`, else
-    this process's: speed/layouts.py), and a digest of the code that multiplies by each route (ROUTE_CODE): a
-    route made faster is measured again."""
+    this process's: speed/layouts.py), and a digest of the code that multiplies by each route (ROUTE_CODE) and
+    that measures the worker count (`measure_workers`): a route made faster, or a count measured anew, is measured
+    again."""
     config = getattr(np, "__config__", None)
     blas = getattr(config, "CONFIG", {}).get("Build Dependencies", {}).get("blas", {})
     blas_text = f"{blas.get('name', 'BLAS')} {blas.get('version', '')}".strip()
     core = second_core.openblas_core()
     model, flags = processor()
     digest = hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest()[:12] if flags else ""
-    code = hashlib.sha256("".join(inspect.getsource(function) for function in ROUTE_CODE).encode()).hexdigest()[:12]
+    code = hashlib.sha256("".join(inspect.getsource(function) for function in (*ROUTE_CODE, measure_workers))
+                          .encode()).hexdigest()[:12]
     cores, forced = second_core._cores(), second_core.forced_workers()  # the counts timed (`worker_counts`)
     return (f"NumPy {np.__version__}, {blas_text}{', kernels ' + core if core else ''}, {model}"
             f"{', flags ' + digest if digest else ''}, {cores} core{'s' if cores != 1 else ''} "
@@ -158,9 +160,7 @@ def weight_products(m_max, rng):
     """{kind: a function of (route, m) that multiplies m rows by the weight matrices the model has multiplied}:
     "blocks" (SAMPLE_MATRICES of the biggest model's block matrices), "head" (its LM head); those it has."""
     work = {}
-    met = list(products._met["blocks"].values())
-    n_embd = max((min(w.shape) for w in met), default=0)  # the biggest model's (a draft's matrices are smaller)
-    blocks = [w for w in met if min(w.shape) == n_embd][:SAMPLE_MATRICES]  # in the order a pass multiplies them
+    blocks, _ = sampled_blocks()
     if blocks:
         rows = {w.shape[0]: rng.standard_normal((m_max, w.shape[0]), dtype=np.float32) for w in blocks}
         work["blocks"] = lambda route, m: [products.multiply(rows[w.shape[0]][:m], w, route, "blocks")
@@ -171,6 +171,15 @@ def weight_products(m_max, rng):
         row = rng.standard_normal((m_max, wte.shape[1]), dtype=np.float32)
         work["head"] = lambda route, m: products.multiply(row[:m], wte.T, route, "head")
     return work
+
+
+def sampled_blocks():
+    """(the block matrices timed: SAMPLE_MATRICES of the biggest model's, in the order a pass multiplies them, how
+    many block matrices that model's pass multiplies): 124M's first 8 of 48."""
+    met = list(products._met["blocks"].values())
+    n_embd = max((min(w.shape) for w in met), default=0)  # the biggest model's (a draft's matrices are smaller)
+    biggest = [w for w in met if min(w.shape) == n_embd]
+    return biggest[:SAMPLE_MATRICES], len(biggest)
 
 
 def worker_counts():
@@ -184,20 +193,24 @@ def worker_counts():
 
 
 def measure_workers(repeats=REPEATS, rng=None):
-    """{count: seconds} of the weight products (a sample of the blocks' matrices and the LM head) of a step and of
-    a round's pass (WORKER_MS rows), each by its fastest route for that count (`candidates`), shared among each
-    count of `worker_counts`, in turns, the slowest of each count's turns (as `measure` takes a route's); {} where
-    there is nothing to choose (one count, no big product made yet)."""
+    """{count: seconds} of the weight products of a step and of rounds' passes (WORKER_MS rows), each by its fastest
+    route for that count (`candidates`), shared among each count of `worker_counts`, in turns, the slowest of each
+    count's turns (as `measure` takes a route's); {} where there is nothing to choose (one count, no big product
+    made yet). The blocks' sample is scaled to a pass's (`sampled_blocks`: 124M's 8 matrices times 48 / 8), so
+    the blocks weigh against the LM head as in a pass (unscaled, the head's noise chose one worker on the AVX2
+    kind where two made the blocks' products of a round's pass markedly faster)."""
     counts, work = worker_counts(), weight_products(max(WORKER_MS), rng or np.random.default_rng(0))
     if len(counts) < 2 or not work:
         return {}
+    sample, in_a_pass = sampled_blocks()
+    per_pass = {"blocks": in_a_pass / max(len(sample), 1), "head": 1.0}  # each kind's time scaled to a pass's
     seconds = {count: [] for count in counts}
     for _ in range(repeats):
         for count in counts:
             second_core.use_workers(count)  # new helpers, as many as count says
             for make in work.values():
                 make(products.default_route("blocks", 1), 1)  # the first product may fork the helpers
-            seconds[count].append(sum(min(timed(make, route, m) for route in candidates(kind, m))
+            seconds[count].append(sum(per_pass[kind] * min(timed(make, route, m) for route in candidates(kind, m))
                                       for kind, make in work.items() for m in WORKER_MS))
     return {count: float(max(times)) for count, times in seconds.items()}
 

@@ -230,6 +230,43 @@ def test_the_fingerprint_changes_with_the_code_of_a_route(monkeypatch):
     assert routes.fingerprint() != before
 
 
+def test_the_worker_count_weighs_the_blocks_sample_as_a_pass_does(monkeypatch):
+    """measure_workers times 8 of 124M's 48 block matrices and the whole LM head, so the sample's time counts 48 / 8
+    = 6 times against the head's. With each product a fake time per count (blocks 10 s alone, 7 s shared by two;
+    the head 10 s and 14 s), at each of the 3 WORKER_MS: one worker 3 x (6 x 10 + 10) = 210 s, two 3 x (6 x 7 + 14)
+    = 168 s, so two are taken. Its teeth: unscaled, 3 x (10 + 10) = 60 s against 3 x (7 + 14) = 63 s took one."""
+    count_now = []
+    monkeypatch.setattr(routes, "worker_counts", lambda: [1, 2])
+    monkeypatch.setattr(routes.second_core, "use_workers", count_now.append)
+    monkeypatch.setattr(routes, "sampled_blocks", lambda: (["a block matrix"] * 8, 48))
+
+    def blocks(route, m):
+        pass
+
+    def head(route, m):
+        pass
+
+    monkeypatch.setattr(routes, "weight_products", lambda m_max, rng: {"blocks": blocks, "head": head})
+    fake = {(1, blocks): 10.0, (2, blocks): 7.0, (1, head): 10.0, (2, head): 14.0}
+    monkeypatch.setattr(routes, "timed", lambda make, route, m: fake[(count_now[-1], make)])
+    assert routes.WORKER_MS == (1, 2, 4)
+    seconds = routes.measure_workers(repeats=2)
+    assert seconds == {1: 210.0, 2: 168.0} and routes.fewest_fastest(seconds) == 2
+    monkeypatch.setattr(routes, "sampled_blocks", lambda: (["a block matrix"] * 8, 8))  # a rule without the scale
+    assert routes.fewest_fastest(routes.measure_workers(repeats=2)) == 1
+
+
+def test_the_blocks_sample_is_the_biggest_models_first_matrices_and_counts_its_pass(monkeypatch):
+    """sampled_blocks: of the block matrices met (a draft's narrower ones left out), the first SAMPLE_MATRICES in
+    the order a pass multiplied them, and how many the biggest model has."""
+    wide = [np.zeros((4, 8), dtype=np.float32) for _ in range(12)]
+    narrow = [np.zeros((2, 8), dtype=np.float32) for _ in range(5)]
+    met = {id(w): w for w in narrow[:2] + wide + narrow[2:]}
+    monkeypatch.setattr(routes.products, "_met", {"blocks": met, "head": {}})
+    sample, in_a_pass = routes.sampled_blocks()
+    assert [id(w) for w in sample] == [id(w) for w in wide[: routes.SAMPLE_MATRICES]] and in_a_pass == 12
+
+
 def test_calibrate_given_routes_takes_them_before_timing_and_keeps_them_with_this_machines_fingerprint(monkeypatch):
     """calibrate(..., routes=table) takes the routes given after the two untimed passes that fill the cache (no
     measuring: `choose` is not called) and before any timed one, and the costs keep them with the fingerprint of
