@@ -26,6 +26,7 @@ once. Without bubblewrap the gradebook refuses to run hand-ins, unless the teach
 import csv
 import json
 import os
+import queue
 import secrets
 import shutil
 import stat
@@ -33,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import NamedTuple, Optional
 
@@ -185,6 +186,30 @@ def submission_tree(template, files, folder):
         (Path(folder) / name).write_bytes(data)
 
 
+class QueuedBar:
+    """What a grading thread calls of the progress bar (`update`, `write`), queued for the main thread, which
+    alone touches the tqdm bar (`show_queued`): a worker left holding tqdm's lock once hung a Ctrl-C'd gradebook."""
+
+    def __init__(self):
+        self.events = queue.SimpleQueue()
+
+    def update(self):
+        self.events.put(None)
+
+    def write(self, text, file=None):  # (always stderr: the only file the gradebook writes progress to)
+        self.events.put(text)
+
+
+def show_queued(queued, bar):
+    """Show on the tqdm `bar` what the grading threads queued on `queued` (a QueuedBar) so far."""
+    while True:
+        try:
+            event = queued.events.get_nowait()
+        except queue.Empty:
+            return
+        bar.update() if event is None else bar.write(event, file=sys.stderr)
+
+
 def grade_handin(submission, own, template, requests, expected, limits, models_dir, stopping, bar):
     """({step: [Check]}, a warning or "") of one hand-in, graded in the folder `own` (removed after)."""
     used = {path.stem for path in Path(template).iterdir()} | {path.name for path in Path(template).iterdir()}
@@ -332,7 +357,9 @@ def gradebook(submissions, csv_path, steps=exercises.GRADED, time_limit=TIME_LIM
     scratch, stopping = Path(tempfile.mkdtemp(prefix="gradebook-")), threading.Event()
     try:
         template = exercises.write_student_copy(repo, scratch / "template")
-        with tqdm(total=len(submissions) * len(steps), desc="grading", unit="step") as bar:
+        with tqdm(total=len(submissions) * len(steps), desc="grading", unit="step") as shown:
+            bar = QueuedBar()  # the threads' progress, shown by this one
+
             def grade_one(i, submission):
                 try:
                     checks, warning = grade_handin(submission, scratch / f"submission-{i}", template, requests,
@@ -348,10 +375,15 @@ def gradebook(submissions, csv_path, steps=exercises.GRADED, time_limit=TIME_LIM
             with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
                 try:  # (the submits too: Ctrl-C among them must stop those already running)
                     futures = [pool.submit(grade_one, i, s) for i, s in enumerate(submissions)]
+                    while not all(future.done() for future in futures):
+                        wait(futures, timeout=0.1)
+                        show_queued(bar, shown)
                     graded = [future.result() for future in futures]
                 except KeyboardInterrupt:  # every running step ends within moments; then the pool closes
                     stopping.set()
                     raise
+                finally:
+                    show_queued(bar, shown)
         rows, texts = [header(steps, points)], {}
         for i, (submission, (checks, warning)) in enumerate(zip(submissions, graded)):
             scores, shown_name = [sum(c.passed for c in checks[n]) for n in steps], printable(submission, 300)

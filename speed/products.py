@@ -311,7 +311,7 @@ def kv_buffer(shape):
     they run (second_core.shared_empty), so that `share_heads` can hand them shares of attention's heads. With
     one worker (speed/routes.py measured no helper faster) no helper reads it, and it is this process's own
     memory, which Linux gives 2 MB pages where shared memory mostly gets 4 KB ones: attention reads it faster
-    (`GPT2_WORKERS=1 python tools/compare_llama_cpp.py --threads 2`'s "attention over the cache" times it)."""
+    (tools/compare_llama_cpp.py's "attention over the cache", with 2 threads and GPT2_WORKERS set to 1, times it)."""
     return second_core.shared_empty(shape)
 
 
