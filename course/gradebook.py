@@ -200,6 +200,14 @@ class QueuedBar:
         self.events.put(text)
 
 
+class MainThreadBar(tqdm):
+    """tqdm without its monitor thread: a Ctrl-C that lands inside the main thread's refresh leaves tqdm's lock
+    held (refresh has no try/finally), harmless to the main thread that holds it, but the bar's close waits for
+    the monitor thread, which would wait for the lock for ever."""
+
+    monitor_interval = 0
+
+
 def show_queued(queued, bar):
     """Show on the tqdm `bar` what the grading threads queued on `queued` (a QueuedBar) so far."""
     while True:
@@ -357,7 +365,7 @@ def gradebook(submissions, csv_path, steps=exercises.GRADED, time_limit=TIME_LIM
     scratch, stopping = Path(tempfile.mkdtemp(prefix="gradebook-")), threading.Event()
     try:
         template = exercises.write_student_copy(repo, scratch / "template")
-        with tqdm(total=len(submissions) * len(steps), desc="grading", unit="step") as shown:
+        with MainThreadBar(total=len(submissions) * len(steps), desc="grading", unit="step") as shown:
             bar = QueuedBar()  # the threads' progress, shown by this one
 
             def grade_one(i, submission):
