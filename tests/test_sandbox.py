@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -68,14 +69,35 @@ def unsandboxed(monkeypatch):
 
 def probes_running():
     """The pids of the gradebook's children (`python -m course.probe`) still running on this machine."""
-    found = []
+    return [pid for pid, (_, command) in processes().items() if "course.probe" in command]
+
+
+def processes():
+    """{pid: (its parent's pid, its command line)} of every process running on this machine (a sandbox's too:
+    /proc shows them by this namespace's pids)."""
+    found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
+            with open(f"/proc/{pid}/stat") as file:  # "pid (name) state ppid ...": the name may hold spaces
+                state, parent = file.read().rsplit(")", 1)[1].split()[:2]
+            if state in "ZX":  # it has ended (its parent has yet to read its exit code)
+                continue
             with open(f"/proc/{pid}/cmdline", "rb") as file:
-                if b"course.probe" in file.read():
-                    found.append(int(pid))
-        except OSError:  # it ended while we looked
+                found[int(pid)] = int(parent), file.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, IndexError, ValueError):  # it ended while we looked
             continue
+    return found
+
+
+def descendants(pid):
+    """{pid: command line} of the processes `pid` started, and those they started, still running."""
+    table, found, todo = processes(), {}, [pid]
+    while todo:
+        parent = todo.pop()
+        for child, (its_parent, command) in table.items():
+            if its_parent == parent and child not in found:
+                found[child] = command
+                todo.append(child)
     return found
 
 
@@ -203,18 +225,38 @@ def test_a_hand_in_that_sleeps_costs_its_budget_and_no_more_and_the_progress_lin
 
 @pytest.mark.skipif(os.name == "nt", reason="Ctrl-C is sent as SIGINT here; Windows has no such signal to send")
 def test_ctrl_c_stops_the_gradebook_within_seconds_with_exit_130_and_nothing_left_running(tmp_path):
+    """Ctrl-C once the hand-in's step runs (its probe started by this gradebook, not another's): exit 130 within
+    seconds and none of the gradebook's processes left. Should it not stop, the failure shows where each of its
+    threads was (faulthandler's dump on SIGUSR1) and what it wrote."""
     sleeper = hand_in(tmp_path / "sleeper", at_import="import time\ntime.sleep(600)\n")
-    run = subprocess.Popen([sys.executable, str(REPO_ROOT / "classroom.py"), "gradebook", str(sleeper), "--csv",
-                            str(tmp_path / "grades.csv"), "--steps", "7"], cwd=tmp_path, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while not probes_running() and time.monotonic() < deadline:  # the hand-in's step has started
-        time.sleep(0.1)
+    dump_on_sigusr1 = ("import faulthandler, runpy, signal, sys; faulthandler.register(signal.SIGUSR1); "
+                       "sys.argv = sys.argv[1:]; sys.path.insert(0, sys.argv[0].rpartition('/')[0]); "
+                       "runpy.run_path(sys.argv[0], run_name='__main__')")  # python classroom.py, as a teacher runs it
+    run = subprocess.Popen([sys.executable, "-c", dump_on_sigusr1, str(REPO_ROOT / "classroom.py"), "gradebook",
+                            str(sleeper), "--csv", str(tmp_path / "grades.csv"), "--steps", "7"], cwd=tmp_path,
+                           stderr=subprocess.PIPE)
+    errors = []
+    reader = threading.Thread(target=lambda: errors.append(run.stderr.read().decode(errors="replace")), daemon=True)
+    reader.start()
+    started, its_own = time.monotonic(), {}
+    while not any("course.probe" in command for command in its_own.values()) and time.monotonic() < started + 60:
+        time.sleep(0.1)  # until the hand-in's step has started
+        its_own = descendants(run.pid)
     run.send_signal(signal.SIGINT)
     stopped = time.monotonic()
-    assert run.wait(timeout=30) == 130
-    assert time.monotonic() - stopped < 10
-    assert run.stderr.read().decode().strip().endswith("Interrupted.")
-    assert probes_running() == []
+    try:
+        code = run.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        run.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        run.kill()
+        reader.join(timeout=5)
+        pytest.fail(f"still running 30 s after Ctrl-C, sent {stopped - started:.1f} s after the start, when it ran "
+                    f"{its_own}; its threads and output:\n{''.join(errors)}")
+    assert (code, time.monotonic() - stopped < 10) == (130, True)
+    reader.join(timeout=5)
+    assert "".join(errors).strip().endswith("Interrupted.")
+    assert {pid: command for pid, (_, command) in processes().items() if pid in its_own} == {}
 
 
 def test_without_bubblewrap_the_gradebook_refuses_in_one_line_unless_told_to_run_the_code_as_the_teacher(
