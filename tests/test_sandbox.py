@@ -223,11 +223,12 @@ def test_a_hand_in_that_sleeps_costs_its_budget_and_no_more_and_the_progress_lin
     assert "sleeper: its time budget of 4 s ran out (all its steps together), at step 8" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(os.name == "nt", reason="Ctrl-C is sent as SIGINT here; Windows has no such signal to send")
 def test_ctrl_c_stops_the_gradebook_within_seconds_with_exit_130_and_nothing_left_running(tmp_path):
     """Ctrl-C once the hand-in's step runs (its probe started by this gradebook, not another's): exit 130 within
     seconds and none of the gradebook's processes left. Should it not stop, the failure shows where each of its
     threads was (faulthandler's dump on SIGUSR1) and what it wrote."""
+    if os.name == "nt":
+        pytest.skip("Ctrl-C is sent as SIGINT here; Windows has no such signal to send")
     sleeper = hand_in(tmp_path / "sleeper", at_import="import time\ntime.sleep(600)\n")
     dump_on_sigusr1 = ("import faulthandler, runpy, signal, sys; faulthandler.register(signal.SIGUSR1); "
                        "sys.argv = sys.argv[1:]; sys.path.insert(0, sys.argv[0].rpartition('/')[0]); "
