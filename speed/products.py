@@ -34,10 +34,10 @@ win there (m matrix-vector products, a larger m padded with zero rows, ...). So 
 Attention. The scores of a few queries, q @ k.T, hand OpenBLAS a TRANSPOSED operand, and past a small size it
 packs the keys first; the product turned round, (k @ q.T).T, transposes nothing, so `matmul` turns such a
 product round for 2 to PANEL_ROWS_MAX rows. And the attention reads the whole KV cache, memory-bound like the
-weights but in products too small to split: `share_heads` gives a share of the HEADS to each helper, which maps
-the cache's buffer (`kv_buffer`: a memfd, second_core.shared_empty; both ask for 2 MB pages, which Linux grants
-shared memory only where /sys/kernel/mm/transparent_hugepage/shmem_enabled says "advise"), as many as routes.py
-found paying for their hand-overs (`head_workers`); a prompt's to every worker (its softmax is NumPy's, on one core).
+weights but in products too small to split: `share_heads` gives a share of the HEADS to each helper, as many as
+routes.py found paying for their hand-overs (`head_workers`); a prompt's to every worker (its softmax is NumPy's,
+on one core). Where a step's heads are shared, the cache is a memfd each helper maps (`kv_buffer`), else this
+process's own memory (its 2 MB pages are read faster), and a prompt's helpers get copies of their keys and values.
 """
 
 import weakref
@@ -45,6 +45,7 @@ import weakref
 import numpy as np
 
 from speed import second_core
+from speed import shared_cache
 
 PANEL_ROWS_MAX = 24  # longer passes (a prompt) go to one BLAS call on all cores: faster there
 SMALL_KERNEL_MAX = 100**3  # OpenBLAS runs m x width x n_in <= this in its small-matrix kernel (see panel_width)
@@ -307,12 +308,24 @@ def turned_round(x, w):
 
 
 def kv_buffer(shape):
-    """np.empty(shape, dtype=np.float32) for a KV cache buffer, in memory the helper processes can read too where
-    they run (second_core.shared_empty), so that `share_heads` can hand them shares of attention's heads. With
-    one worker (speed/routes.py measured no helper faster) no helper reads it, and it is this process's own
-    memory, which Linux gives 2 MB pages where shared memory mostly gets 4 KB ones: attention reads it faster
-    (tools/compare_llama_cpp.py's "attention over the cache", with 2 threads and GPT2_WORKERS set to 1, times it)."""
-    return second_core.shared_empty(shape)
+    """np.empty(shape, dtype=np.float32) for a KV cache buffer, [n_layer, 2, n_head, n_ctx, head_dim]: where the
+    helpers share a step's heads (`head_workers`), in memory they can map too (a memfd: speed/shared_cache.py), so
+    that `share_heads` hands them shares of the heads without a copy; elsewhere this process's own memory, which
+    Linux gives 2 MB pages where shared memory mostly gets 4 KB ones, and attention reads it faster (a prompt's
+    heads still go to the helpers, with copies of their keys and values: second_core.for_heads).
+    `python tools/compare_llama_cpp.py --threads 2`'s "attention over the cache" times it."""
+    nbytes = 4 * int(np.prod(shape))
+    if head_workers() == 1 or nbytes < second_core.MIN_BYTES:  # (1 also where no helper can run)
+        return np.empty(shape, dtype=np.float32)
+    try:
+        memory, fd = shared_cache.memory_file(nbytes)
+    except OSError as error:  # memfd_create missing (ENOSYS: an old kernel, a sandbox), no memory (ENOMEM)
+        why = second_core.error_text(error)
+        second_core.give_up(f"the KV cache cannot be shared with the helper processes ({why})")
+        memory, fd = None, None
+    if memory is None:  # (out of the except: a MemoryError here is no error "during" that one)
+        return np.empty(shape, dtype=np.float32)
+    return shared_cache.shared_array(memory, fd, nbytes).reshape(shape)
 
 
 def use_head_workers(count):

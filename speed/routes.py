@@ -220,27 +220,31 @@ def measure_head_workers(repeats=REPEATS, rng=None):
     of keys each its own) for a step and a round's pass (WORKER_MS queries), the heads shared among each count
     of `worker_counts` up to the workers sharing the products, in turns, the slowest of each count's turns; {}
     where there is nothing to choose. Apart from the products' count: attention reads the cache in a small
-    product per head, and a hand-over can cost what a helper's share saves."""
+    product per head, and a hand-over can cost what a helper's share saves. Each count is timed on the memory a
+    cache gets with it (products.kv_buffer: this process's own with 1, faster to read, shared with more)."""
     counts = [count for count in worker_counts() if count <= second_core.workers()]
     if len(counts) < 2 or not products._met_heads:
         return {}
     rng = rng or np.random.default_rng(0)
     (n_head, head_dim), (attend, n_keys) = max(products._met_heads.items(), key=lambda item: item[0][0] * item[0][1])
-    kv = products.kv_buffer((SCORE_LAYERS, 2, n_head, n_keys + max(WORKER_MS), head_dim))
-    kv[...] = rng.standard_normal(kv.shape, dtype=np.float32)
+    values = rng.standard_normal((SCORE_LAYERS, 2, n_head, n_keys + max(WORKER_MS), head_dim), dtype=np.float32)
     q = rng.standard_normal((n_head, max(WORKER_MS), head_dim), dtype=np.float32)
 
-    def attend_all(route, m):  # (route: none, as `timed` passes one)
+    def attend_all(kv, m):
         mask = np.zeros((m, n_keys + m), dtype=np.float32)  # [m, n_keys + m]: every key seen, as the timing needs
         return [products.share_heads(attend, q[:, :m], *layer[:, :, : n_keys + m], mask) for layer in kv]
 
-    seconds, before = {count: [] for count in counts}, products.use_head_workers(None)
+    seconds, before, caches = {count: [] for count in counts}, products.use_head_workers(None), {}
     try:
+        for count in counts:
+            products.use_head_workers(count)
+            caches[count] = products.kv_buffer(values.shape)  # the memory a cache gets with this count
+            caches[count][...] = values
         for _ in range(repeats):
             for count in counts:
                 products.use_head_workers(count)
-                attend_all(None, 1)  # the first heads shared may fork helpers that have `attend`
-                seconds[count].append(sum(timed(attend_all, None, m) for m in WORKER_MS))
+                attend_all(caches[count], 1)  # the first heads shared may fork helpers that have `attend`
+                seconds[count].append(sum(timed(attend_all, caches[count], m) for m in WORKER_MS))
     finally:
         products.use_head_workers(before)
     return {count: float(max(times)) for count, times in seconds.items()}

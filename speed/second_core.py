@@ -59,9 +59,10 @@ from speed.openblas_env import end_blas_threads, openblas_core, openblas_functio
 SPIN_SECONDS = 0.05  # the helper polls for this long after a job, then sleeps until woken
 STOPPED_SECONDS = 1.0  # of this process's time, waiting for a stopped helper before going on without it
 MIN_BYTES = 1 << 20  # a smaller matrix (a tiny test model's) is multiplied here: a hand-over would cost more
-# room in the shared rows for a prompt's heads (`for_heads` checks q and the mask of ALL heads against it: 1558M's
-# 25 heads of 1024 queries and a 1024 x 1024 mask are 2.7 M numbers); pages in use only as a job writes them
-HEADS_FLOATS_IN, HEADS_FLOATS_OUT = 3 << 20, 2 << 20
+# room in the shared rows for a prompt's heads (`for_heads` checks q, the mask, and k and v where they are copied,
+# of ALL heads against it: 1558M's 25 heads of 1024 queries, a 1024 x 1024 mask and 1024 keys and values are 6 M
+# numbers); pages in use only as a job writes them
+HEADS_FLOATS_IN, HEADS_FLOATS_OUT = 6 << 20, 2 << 20
 DEFAULT_WORKERS = 2  # processes sharing each product where no count was measured: this one and one helper
 WORKERS_MAX = 64  # the most a count may say (WORKERS_VARIABLE, a routes file)
 WORKERS_VARIABLE = "GPT2_WORKERS"  # forces the count, over the measured one (`forced_workers`)
@@ -115,7 +116,7 @@ def _owner(w):
 class Helper:
     """A forked copy of this process that runs `work(x, w, begin, end, out, how)` (out = x @ w[:, begin:end]) for
     the jobs posted to it, on the matrices it was given when it was made; and attention's heads over a
-    `shared_empty` cache (`post_heads`), with an attention function it was given then too."""
+    KV cache (`post_heads`), with an attention function it was given then too."""
 
     def __init__(self, matrices: dict, work, rows_max: int):
         if not hasattr(os, "fork"):  # Windows: `unavailable()` says so, and `for_matrix` makes no helper there
@@ -149,7 +150,7 @@ class Helper:
             try:
                 for end in (self.wake, *_wake_ends):  # its own, and those of the helpers forked before it
                     os.close(end)  # (else a helper would outlive its parent for as long as a later one lives)
-                gc.disable()  # the child frees none of the parent's objects (one would unmap a cache: `shared_empty`)
+                gc.disable()  # the child frees none of the parent's objects (one would unmap a shared cache)
                 shared_cache.close_cache_descriptors()  # it maps a cache through its parent's descriptor
                 signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
                 self._serve(wake_read, dict(matrices), work)
@@ -171,8 +172,9 @@ class Helper:
                 seen = int(control[POSTED])
                 try:
                     rows, begin, end = int(control[ROWS]), int(control[BEGIN]), int(control[END])
-                    if control[KIND] == HEADS:
-                        self._heads(matrices[int(control[KEY])], self._cache(caches), rows, end - begin)
+                    if control[KIND] == HEADS:  # (BUFFER -1: k and v came in the rows)
+                        memory = None if control[BUFFER] < 0 else self._cache(caches)
+                        self._heads(matrices[int(control[KEY])], memory, rows, end - begin)
                     else:
                         w = matrices[int(control[KEY])]
                         w = w.T if control[TRANSPOSED] else w  # [n_in, n_out]
@@ -216,14 +218,19 @@ class Helper:
 
     def _heads(self, attend, memory, rows, n_heads):
         """out = attend(q, k, v, mask) for the heads posted: q and the mask from rows_in, k and v as views of
-        the cache buffer `memory` (the parent's positions 0 .. KEYS - 1), out into rows_out."""
+        the cache buffer `memory` (the parent's positions 0 .. KEYS - 1), or, memory None, from rows_in after
+        the mask; out into rows_out."""
         control = self.control
         keys, head_dim, head_stride = int(control[KEYS]), int(control[HEAD_DIM]), int(control[HEAD_STRIDE])
-        q_size = n_heads * rows * head_dim
+        q_size, kv_size = n_heads * rows * head_dim, n_heads * keys * head_dim
         q = self.rows_in[:q_size].reshape(n_heads, rows, head_dim)  # [n_heads, rows, head_dim]
         mask = self.rows_in[q_size : q_size + rows * keys].reshape(rows, keys)  # [rows, keys]
-        k, v = (np.ndarray((n_heads, keys, head_dim), np.float32, memory, int(control[offset]),
-                           (head_stride, 4 * head_dim, 4)) for offset in (K_OFFSET, V_OFFSET))  # views, no copy
+        if memory is None:  # copies, one after the other: [n_heads, keys, head_dim] each
+            start = q_size + rows * keys
+            k, v = (self.rows_in[at : at + kv_size].reshape(n_heads, keys, head_dim) for at in (start, start + kv_size))
+        else:
+            k, v = (np.ndarray((n_heads, keys, head_dim), np.float32, memory, int(control[offset]),
+                               (head_stride, 4 * head_dim, 4)) for offset in (K_OFFSET, V_OFFSET))  # views, no copy
         self.rows_out[:q_size].reshape(n_heads, rows, head_dim)[...] = attend(q, k, v, mask)
 
     def post(self, x, key, transposed, begin, end, how=0):
@@ -238,16 +245,22 @@ class Helper:
 
     def post_heads(self, attend_key, q, k, v, mask, cache):
         """Hand the child out = attend(q, k, v, mask) for q [n_heads, m, head_dim], the mask [m, n_keys], and k
-        and v [n_heads, n_keys, head_dim] views of the shared buffer `cache` (a SharedBuffer): `collect` waits
-        for it. The caller has checked that q and the mask fit in rows_in."""
+        and v [n_heads, n_keys, head_dim] views of the shared buffer `cache` (a SharedBuffer), or, cache None,
+        copied into rows_in after the mask: `collect` waits for it. The caller has checked that they fit."""
         n_heads, rows, head_dim = q.shape
+        at = q.size + mask.size
         self.rows_in[: q.size].reshape(q.shape)[...] = q
-        self.rows_in[q.size : q.size + mask.size].reshape(mask.shape)[...] = mask
+        self.rows_in[q.size : at].reshape(mask.shape)[...] = mask
         control = self.control
         control[KEY], control[ROWS], control[BEGIN], control[END] = attend_key, rows, 0, n_heads
-        control[BUFFER], control[FD], control[NBYTES], control[KEYS] = cache.number, cache.fd, cache.nbytes, k.shape[1]
-        control[K_OFFSET], control[V_OFFSET] = k.ctypes.data - cache.address, v.ctypes.data - cache.address
-        control[HEAD_STRIDE], control[HEAD_DIM], control[NAP], control[KIND] = k.strides[0], head_dim, 0, HEADS
+        control[BUFFER], control[KEYS], control[HEAD_DIM] = -1 if cache is None else cache.number, k.shape[1], head_dim
+        if cache is None:
+            self.rows_in[at : at + k.size].reshape(k.shape)[...] = k
+            self.rows_in[at + k.size : at + 2 * k.size].reshape(v.shape)[...] = v
+        else:
+            control[FD], control[NBYTES], control[HEAD_STRIDE] = cache.fd, cache.nbytes, k.strides[0]
+            control[K_OFFSET], control[V_OFFSET] = k.ctypes.data - cache.address, v.ctypes.data - cache.address
+        control[NAP], control[KIND] = 0, HEADS
         self._send(q.shape)
 
     def _send(self, out_shape):
@@ -435,17 +448,22 @@ def for_matrix(w, work, rows_max):
 
 
 def for_heads(attend, q, k, v, mask):
-    """(the helpers, the key of `attend`, the cache buffer of k and v) for attend(q, k, v, mask) over heads of
-    a KV cache held in `shared_empty` memory, or None to compute here (a buffer of np.empty, q and the mask
-    too big for the shared rows, a function the helpers were not forked with: it is remembered, as a matrix is
-    in `for_matrix`, and the next helpers have it). The caller must `release()` after collecting."""
+    """(the helpers, the key of `attend`, the cache buffer of k and v, or None) for attend(q, k, v, mask) over
+    heads of a KV cache: in shared memory (products.kv_buffer) the helpers read k and v where they are; anywhere
+    else (this process's own memory) they get copies of them in the shared rows, worth it for a prompt's heads,
+    whose work far outweighs the copy. None to compute here: float32 arrays only, q and the mask (and the
+    copies) must fit the shared rows, and a function the helpers were not forked with is remembered, as a matrix
+    is in `for_matrix`, for the next helpers to have. The caller must `release()` after collecting."""
+    if _REASON is not None or any(array.dtype != np.float32 for array in (q, k, v, mask)):
+        return None
     root = shared_cache.root(k)
-    cache = None if _REASON is not None else shared_cache.shared.get(id(root))
-    if (cache is None or shared_cache.root(v) is not root or k.dtype != np.float32 or q.dtype != np.float32
-            or mask.dtype != np.float32 or k.strides[1:] != (4 * k.shape[2], 4) or v.strides != k.strides):
+    cache = shared_cache.shared.get(id(root))
+    if cache is not None and (shared_cache.root(v) is not root or k.strides[1:] != (4 * k.shape[2], 4)
+                              or v.strides != k.strides):
         return None
     team = _team_for(attend, None, None)
-    if team is not None and (q.size + mask.size > team[0].rows_in.size or q.size > team[0].rows_out.size):
+    copies = 0 if cache is not None else k.size + v.size
+    if team is not None and (q.size + mask.size + copies > team[0].rows_in.size or q.size > team[0].rows_out.size):
         release()
         return None
     return None if team is None else (team, id(attend), cache)
@@ -525,7 +543,7 @@ def _new_team(matrices, work, rows_max):
     except (OSError, MemoryError) as error:
         for helper in team:
             helper.stop()
-        give_up(f"a helper process for another core could not be made ({_error_text(error)})")
+        give_up(f"a helper process for another core could not be made ({error_text(error)})")
         return []
     return team
 
@@ -554,27 +572,11 @@ def give_up(reason):
     _all_cores = False
 
 
-def _error_text(error):
+def error_text(error):
     """'fork: Resource temporarily unavailable' for an OSError; the type and message of anything else."""
     if isinstance(error, OSError) and error.strerror:
         return f"{error.strerror} (errno {error.errno})"
     return f"{type(error).__name__}: {error}"
-
-
-def shared_empty(shape):
-    """np.empty(shape, dtype=np.float32), in memory the helpers can map as well (a memfd: speed/shared_cache.py) where
-    they run, for `for_heads`; with one worker this process's own memory, whose 2 MB pages attend faster."""
-    nbytes = 4 * int(np.prod(shape))
-    if _REASON is not None or nbytes < MIN_BYTES or workers() == 1:
-        return np.empty(shape, dtype=np.float32)
-    try:
-        memory, fd = shared_cache.memory_file(nbytes)
-    except OSError as error:  # memfd_create missing (ENOSYS: an old kernel, a sandbox), no memory (ENOMEM)
-        give_up(f"the KV cache cannot be shared with the helper processes ({_error_text(error)})")
-        memory, fd = None, None
-    if memory is None:  # (out of the except: a MemoryError here is no error "during" that one)
-        return np.empty(shape, dtype=np.float32)
-    return shared_cache.shared_array(memory, fd, nbytes).reshape(shape)
 
 
 def release():

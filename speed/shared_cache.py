@@ -4,7 +4,7 @@ Read speed/second_core.py first (the helper processes, and why they attend with 
 is the memory those heads are read from. It needs only NumPy and the standard library.
 
 A cache is made after the helpers were forked and written by every pass, so a helper cannot see it through
-fork's copy of memory. second_core.shared_empty makes its buffer here instead: a memfd (a file in memory), which
+fork's copy of memory. products.kv_buffer makes its buffer here instead: a memfd (a file in memory), which
 a helper maps through this process's descriptor, /proc/PARENT/fd/FD (second_core.Helper._cache). Freed here, its
 descriptor closes (`forget`), and each helper drops its mapping when it maps the next cache. A helper forked
 later inherits neither the mapping (MADV_DONTFORK: it would keep a freed cache alive) nor the descriptors
@@ -130,7 +130,7 @@ def after_fork_in_child():
 
 
 def root(array):
-    """The object at the bottom of array's chain of views (for a `shared_empty` buffer, its mmap)."""
+    """The object at the bottom of array's chain of views (for a shared kv_buffer, its mmap)."""
     while isinstance(array, np.ndarray):
         array = array.base
     return array.obj if isinstance(array, memoryview) else array  # np.frombuffer's base: a view of the mmap

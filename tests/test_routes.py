@@ -400,19 +400,31 @@ def test_the_heads_count_is_kept_beside_the_workers_checked_against_them_and_sai
 
 def test_the_heads_count_measured_is_among_the_workers_and_taken_with_the_routes(monkeypatch):
     """measure_head_workers times the heads shared among 1 .. workers() processes (counts of worker_counts), each
-    count in turn, and puts the count taken before back; nothing to choose under one count. `use` takes a table's
-    count and a table without one shares the heads among every worker again. No clock is read by the asserts."""
+    count in turn, each on a cache made under it (products.kv_buffer: this process's own memory for 1), and puts
+    the count taken before back; nothing to choose under one count. `use` takes a table's count and a table
+    without one shares the heads among every worker again. No clock is read by the asserts."""
     monkeypatch.setattr(routes.second_core, "workers", lambda: 2)
     monkeypatch.setattr(routes, "worker_counts", lambda: [1, 2, 4])
-    taken = []
-    monkeypatch.setattr(routes.products, "share_heads", lambda attend, q, k, v, mask: taken.append(
-        (routes.products._head_workers, q.shape[1], k.shape[1])))
+    made_under, taken = {}, []
+
+    def kv_buffer(shape):  # a cache, noting the heads' count it was made under
+        buffer = np.zeros(shape, dtype=np.float32)
+        made_under[id(buffer)] = routes.products._head_workers
+        return buffer
+
+    monkeypatch.setattr(routes.products, "kv_buffer", kv_buffer)
+    def share_heads(attend, q, k, v, mask):
+        while k.base is not None:  # down to the cache k is a view of
+            k = k.base
+        taken.append((routes.products._head_workers, q.shape[1], v.shape[1], made_under[id(k)]))
+
+    monkeypatch.setattr(routes.products, "share_heads", share_heads)
     monkeypatch.setattr(routes.products, "_met_heads", {(4, 8): (None, 10)})
     routes.products.use_head_workers(2)
     seconds = routes.measure_head_workers(repeats=1)
     assert sorted(seconds) == [1, 2] and routes.products._head_workers == 2
     layers = routes.SCORE_LAYERS
-    expected = [(count, m, 10 + m) for count in (1, 2) for m in (1, *routes.WORKER_MS) for _ in range(layers)]
+    expected = [(count, m, 10 + m, count) for count in (1, 2) for m in (1, *routes.WORKER_MS) for _ in range(layers)]
     assert taken == expected
     monkeypatch.setattr(routes, "worker_counts", lambda: [2])
     assert routes.measure_head_workers(repeats=1) == {}

@@ -402,32 +402,51 @@ def test_the_check_has_teeth_the_helper_given_the_wrong_keys_gives_other_heads(m
     assert np.array_equal(out[:6], right[:6]) and not np.allclose(out[6:], right[6:])
 
 
-def test_a_cache_of_ordinary_memory_is_attended_here():
-    """Only a buffer from products.kv_buffer can be mapped by the helper: keys and values in np.empty memory (or
-    the buffer of a cache too small to share) are attended in this process, with the same result."""
-    rng = np.random.default_rng(9)
-    buffer = rng.standard_normal((2, 12, 256, 64), dtype=np.float32)
-    q = rng.standard_normal((12, 2, 64), dtype=np.float32)
-    k, v = buffer[:, :, :100]
-    mask = causal_mask(2, 98)
-    for _ in range(3):
-        assert second_core.for_heads(attention, q, k, v, mask) is None
-    assert np.array_equal(products.share_heads(attention, q, k, v, mask), attention(q, k, v, mask))
+def test_a_cache_of_this_processs_own_memory_is_shared_by_copies_with_the_same_numbers(matrices):
+    """A cache in np.empty memory (products.kv_buffer's where a step's heads are not shared) cannot be mapped by the
+    helper: its share of the heads gets copies of their keys and values in the shared rows (for a prompt's heads,
+    whose work far outweighs the copy). The same function on the same numbers: the same bits."""
+    rng, _, q, k, v, mask = primed(matrices, seed=9, m=30, n_keys=100)
+    own = np.empty((2, 12, 256, 64), dtype=np.float32)  # [2, n_head, capacity, head_dim]: this process's memory
+    own[:, :, :100] = k, v
+    own_k, own_v = own[:, :, :100]
+    assert id(shared_cache.root(own)) not in shared_cache.shared
+    helper = second_core._team[0]
+    jobs = helper.posted
+    assert np.array_equal(products.share_heads(attention, q, own_k, own_v, mask), attention(q, k, v, mask))
+    assert helper.posted == jobs + 1  # its share was done there
 
 
-def test_with_one_worker_a_cache_buffer_is_this_processs_own_memory_and_with_two_a_shared_one(monkeypatch):
-    """Where the routes measured one process alone fastest, no helper ever reads the cache: products.kv_buffer
-    gives this process's own memory (which Linux backs with 2 MB pages, where shared memory mostly gets 4 KB ones),
-    and with two workers the shared memory file the helper maps."""
+def test_the_copies_have_teeth_the_values_copied_where_the_keys_go_give_other_heads(matrices, monkeypatch):
+    """Copy the values where the keys should be: the helper's half of the heads comes out different, and the
+    comparison above fails."""
+    _, _, q, k, v, mask = primed(matrices, seed=11, m=30, n_keys=100)
+    own = np.empty((2, 12, 100, 64), dtype=np.float32)
+    own[...] = k, v
+    post = second_core.Helper.post_heads
+    monkeypatch.setattr(second_core.Helper, "post_heads",
+                        lambda self, key, q, k, v, mask, cache: post(self, key, q, v, v, mask, cache))
+    out, right = products.share_heads(attention, q, *own, mask), attention(q, k, v, mask)
+    assert np.array_equal(out[:6], right[:6]) and not np.allclose(out[6:], right[6:])
+
+
+def test_with_one_worker_or_unshared_heads_a_cache_buffer_is_this_processs_own_memory_else_a_shared_one(monkeypatch):
+    """Where the routes measured one process alone fastest, or the heads of a step faster unshared, no helper reads
+    a step's cache: products.kv_buffer gives this process's own memory (which Linux backs with 2 MB pages, where
+    shared memory mostly gets 4 KB ones); with two workers sharing the heads, the memory file the helper maps."""
     monkeypatch.setattr(second_core, "_REASON", None)
     shape = (2, 2, 12, 256, 64)  # 3 MB, above the size a helper takes
     monkeypatch.setenv(second_core.WORKERS_VARIABLE, "1")
-    own = products.kv_buffer(shape)
+    one_worker = products.kv_buffer(shape)
     monkeypatch.setenv(second_core.WORKERS_VARIABLE, "2")
+    products.use_head_workers(1)
+    unshared_heads = products.kv_buffer(shape)
+    products.use_head_workers(2)
     shared_buffer = products.kv_buffer(shape)
-    assert own.shape == shared_buffer.shape == shape and own.dtype == shared_buffer.dtype == np.float32
-    assert id(shared_cache.root(own)) not in shared_cache.shared
-    assert id(shared_cache.root(shared_buffer)) in shared_cache.shared
+    for buffer in (one_worker, unshared_heads, shared_buffer):
+        assert buffer.shape == shape and buffer.dtype == np.float32
+    assert [id(shared_cache.root(buffer)) in shared_cache.shared
+            for buffer in (one_worker, unshared_heads, shared_buffer)] == [False, False, True]
 
 
 def test_a_freed_cache_goes_from_the_helper_and_a_new_helper_never_holds_one(matrices):
