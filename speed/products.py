@@ -2,8 +2,8 @@
 
 Machinery: read it after gpt2.py and speed/plug.py, through which the model multiplies every weight matrix by
 `matmul` below and shares attention's heads through `share_heads`. It needs only NumPy, speed/second_core.py
-(the helper processes on the other cores), speed/shared_cache.py (the cache's memory) and speed/routes.py's choice. docs/BENCHMARKS.md's tables measure
-every choice below, on each kind of machine; the figures command remakes them.
+(the helper processes on the other cores), speed/shared_cache.py (the cache's memory) and speed/routes.py's
+choice. docs/BENCHMARKS.md's tables measure every choice below, on each kind of machine (the figures command).
 
 The layout. A weight matrix w [n_in, n_out] is stored column by column (Fortran order, `column_major`): same
 shape and values, only the order in memory changes. Read the other way round those bytes are w.T, and any
