@@ -67,15 +67,16 @@ def fingerprint(layouts=None):
     cores this process may use (`taskset -c 0` leaves one), whether helpers share them (and a count forced by
     second_core.WORKERS_VARIABLE: the routes were chosen for it), how the matrices are stored (`layouts`, else
     this process's: speed/layouts.py), and a digest of the code that multiplies by each route (ROUTE_CODE) and
-    that measures the worker count (`measure_workers`): a route made faster, or a count measured anew, is measured
-    again."""
+    that measures the worker counts (`measure_workers`, `measure_head_workers`): a route made faster, or a count
+    measured anew, is measured again."""
     config = getattr(np, "__config__", None)
     blas = getattr(config, "CONFIG", {}).get("Build Dependencies", {}).get("blas", {})
     blas_text = f"{blas.get('name', 'BLAS')} {blas.get('version', '')}".strip()
     core = second_core.openblas_core()
     model, flags = processor()
     digest = hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest()[:12] if flags else ""
-    code = hashlib.sha256("".join(inspect.getsource(function) for function in (*ROUTE_CODE, measure_workers))
+    measuring = (measure_workers, measure_head_workers)
+    code = hashlib.sha256("".join(inspect.getsource(function) for function in (*ROUTE_CODE, *measuring))
                           .encode()).hexdigest()[:12]
     cores, forced = second_core._cores(), second_core.forced_workers()  # the counts timed (`worker_counts`)
     return (f"NumPy {np.__version__}, {blas_text}{', kernels ' + core if core else ''}, {model}"

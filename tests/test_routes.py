@@ -230,6 +230,17 @@ def test_the_fingerprint_changes_with_the_code_of_a_route(monkeypatch):
     assert routes.fingerprint() != before
 
 
+def test_the_fingerprint_changes_with_the_code_that_measures_the_counts(monkeypatch):
+    """The worker counts measured another way (here the heads' count timed on one cache for every count, as it
+    once was) change the fingerprint too: a count chosen by the old measurement is measured again."""
+    def measure_head_workers(repeats=routes.REPEATS, rng=None):  # another body
+        return {}
+
+    before = routes.fingerprint()
+    monkeypatch.setattr(routes, "measure_head_workers", measure_head_workers)
+    assert routes.fingerprint() != before
+
+
 def test_the_worker_count_weighs_the_blocks_sample_as_a_pass_does(monkeypatch):
     """measure_workers times 8 of 124M's 48 block matrices and the whole LM head, so the sample's time counts 48 / 8
     = 6 times against the head's. With each product a fake time per count (blocks 10 s alone, 7 s shared by two;
