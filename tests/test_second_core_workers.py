@@ -23,7 +23,7 @@ import sampling
 from gpt2 import attention, causal_mask
 from loaders.random_weights import random_params
 from model_fn import create_model_fn
-from speed import plug, products, second_core
+from speed import plug, products, second_core, shared_cache
 from test_products import assert_same_product, default_routes  # noqa: F401  the default routes here too
 from test_run_endings import command, interrupted
 from test_second_core import _alive, a_cache, forked, read_only
@@ -130,6 +130,31 @@ def test_heads_shared_by_fewer_workers_than_the_products_are_attention_bit_for_b
         sharing = workers - 1 if m > products.PANEL_ROWS_MAX else heads - 1
         expected = [n + (i < sharing) for i, n in enumerate(posted)]
         assert [helper.posted for helper in team_of(workers)] == expected, (m, heads)
+
+
+def test_a_cache_made_with_a_steps_heads_unshared_is_this_processs_own_and_a_prompts_heads_go_as_copies(
+        workers, matrices):
+    """With a step's heads measured faster in this process alone (use_head_workers(1)), the cache a run then makes
+    is this process's own memory (products.kv_buffer), a step's and a round's heads stay here, and a prompt's go
+    to every helper with copies of their keys and values: the same bits as gpt2.attention."""
+    w = matrices[0]
+    rng = np.random.default_rng(35)
+    for _ in range(2):  # the second product forks the helpers
+        products.matmul(rng.standard_normal((2, 768), dtype=np.float32), w)
+    products.use_head_workers(1)
+    buffer = a_cache(rng, capacity=300)
+    assert id(shared_cache.root(buffer)) not in shared_cache.shared
+    prompt = rng.standard_normal((12, 200, 64), dtype=np.float32)
+    for _ in range(2):  # the first meets the attention function; the second forks helpers that have it
+        products.share_heads(attention, prompt, *buffer[0, :, :, :200], causal_mask(200, 0))
+    for m in (1, 4, products.PANEL_ROWS_MAX, 200):
+        q = rng.standard_normal((12, m, 64), dtype=np.float32)
+        k, v = buffer[1, :, :, : 50 + m] if m < 200 else buffer[1, :, :, :200]
+        mask = causal_mask(m, k.shape[1] - m)
+        posted = [helper.posted for helper in team_of(workers)]
+        assert np.array_equal(products.share_heads(attention, q, k, v, mask), attention(q, k, v, mask)), m
+        shared = m > products.PANEL_ROWS_MAX  # a prompt's heads: every helper
+        assert [helper.posted for helper in team_of(workers)] == [n + shared for n in posted], m
 
 
 @pytest.fixture(scope="module")
