@@ -121,15 +121,7 @@ def test_heads_shared_by_fewer_workers_than_the_products_are_attention_bit_for_b
     for _ in range(2):  # the first meets the attention function; the second forks helpers that have it
         products.share_heads(attention, np.ones((12, 1, 64), np.float32), *buffer[0, :, :, :9], causal_mask(1, 8))
     products.use_head_workers(heads)
-    for m in (1, 4, products.PANEL_ROWS_MAX, 200):
-        q = rng.standard_normal((12, m, 64), dtype=np.float32)
-        k, v = buffer[1, :, :, : 50 + m] if m < 200 else buffer[1, :, :, :200]
-        mask = causal_mask(m, k.shape[1] - m)
-        posted = [helper.posted for helper in team_of(workers)]
-        assert np.array_equal(products.share_heads(attention, q, k, v, mask), attention(q, k, v, mask)), m
-        sharing = workers - 1 if m > products.PANEL_ROWS_MAX else heads - 1
-        expected = [n + (i < sharing) for i, n in enumerate(posted)]
-        assert [helper.posted for helper in team_of(workers)] == expected, (m, heads)
+    attends_bit_for_bit(buffer, rng, workers, heads)
 
 
 def test_a_cache_made_with_a_steps_heads_unshared_is_this_processs_own_and_a_prompts_heads_go_as_copies(
@@ -147,14 +139,22 @@ def test_a_cache_made_with_a_steps_heads_unshared_is_this_processs_own_and_a_pro
     prompt = rng.standard_normal((12, 200, 64), dtype=np.float32)
     for _ in range(2):  # the first meets the attention function; the second forks helpers that have it
         products.share_heads(attention, prompt, *buffer[0, :, :, :200], causal_mask(200, 0))
+    attends_bit_for_bit(buffer, rng, workers, heads=1)
+
+
+def attends_bit_for_bit(buffer, rng, workers, heads):
+    """Queries of a step, of rounds (4 and PANEL_ROWS_MAX) and of a prompt (200) over the buffer's second layer:
+    share_heads gives gpt2.attention's bits, and posts a job to the first heads - 1 helpers (a prompt's: to every
+    helper)."""
     for m in (1, 4, products.PANEL_ROWS_MAX, 200):
         q = rng.standard_normal((12, m, 64), dtype=np.float32)
         k, v = buffer[1, :, :, : 50 + m] if m < 200 else buffer[1, :, :, :200]
         mask = causal_mask(m, k.shape[1] - m)
         posted = [helper.posted for helper in team_of(workers)]
         assert np.array_equal(products.share_heads(attention, q, k, v, mask), attention(q, k, v, mask)), m
-        shared = m > products.PANEL_ROWS_MAX  # a prompt's heads: every helper
-        assert [helper.posted for helper in team_of(workers)] == [n + shared for n in posted], m
+        sharing = workers - 1 if m > products.PANEL_ROWS_MAX else heads - 1
+        expected = [n + (i < sharing) for i, n in enumerate(posted)]
+        assert [helper.posted for helper in team_of(workers)] == expected, (m, heads)
 
 
 @pytest.fixture(scope="module")
