@@ -383,7 +383,7 @@ def gradebook(submissions, csv_path, steps=exercises.GRADED, time_limit=TIME_LIM
             with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
                 try:  # (the submits too: Ctrl-C among them must stop those already running)
                     futures = [pool.submit(grade_one, i, s) for i, s in enumerate(submissions)]
-                    while wait(futures, timeout=0.1).not_done:  # every 0.1 s, the threads' progress shown
+                    while wait(futures, timeout=0.1).not_done:  # the threads' progress shown meanwhile
                         show_queued(bar, shown)
                     graded = [future.result() for future in futures]
                 except KeyboardInterrupt:  # every running step ends within moments; then the pool closes
