@@ -253,14 +253,15 @@ class Helper:
         self.rows_in[q.size : at].reshape(mask.shape)[...] = mask
         control = self.control
         control[KEY], control[ROWS], control[BEGIN], control[END] = attend_key, rows, 0, n_heads
-        control[BUFFER], control[KEYS], control[HEAD_DIM] = -1 if cache is None else cache.number, k.shape[1], head_dim
+        control[KEYS], control[HEAD_DIM], control[NAP], control[KIND] = k.shape[1], head_dim, 0, HEADS
         if cache is None:
+            control[BUFFER] = -1
             self.rows_in[at : at + k.size].reshape(k.shape)[...] = k
             self.rows_in[at + k.size : at + 2 * k.size].reshape(v.shape)[...] = v
         else:
-            control[FD], control[NBYTES], control[HEAD_STRIDE] = cache.fd, cache.nbytes, k.strides[0]
+            control[BUFFER], control[FD], control[NBYTES] = cache.number, cache.fd, cache.nbytes
             control[K_OFFSET], control[V_OFFSET] = k.ctypes.data - cache.address, v.ctypes.data - cache.address
-        control[NAP], control[KIND] = 0, HEADS
+            control[HEAD_STRIDE] = k.strides[0]
         self._send(q.shape)
 
     def _send(self, out_shape):
