@@ -96,14 +96,18 @@ def test_a_full_disk_under_a_scripts_file_is_one_line_naming_the_file(tmp_path, 
     assert not (tmp_path / "out" / "random-124M").exists()
 
 
-def interrupted(args, cwd, started_when):
-    """Run args, send SIGINT once a stdout line starts with `started_when`, and return (exit code, stderr).
+def sigint_as_at_a_terminal():
+    """Popen's preexec_fn for a child the test will send SIGINT: SIGINT's default action back, as a terminal's
+    Ctrl-C finds it. A test run started in the background by a shell (`pytest &`, a CI script run with &) ignores
+    SIGINT, its children inherit that, and a Python that starts with SIGINT ignored never raises
+    KeyboardInterrupt, so the child would go on to its end."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
-    The child gets SIGINT's default action back first: a test run started in the background by a shell (`pytest &`)
-    ignores SIGINT, its children inherit that, and a Python that starts with SIGINT ignored never raises
-    KeyboardInterrupt, so the run would go on to its end."""
+
+def interrupted(args, cwd, started_when):
+    """Run args, send SIGINT once a stdout line starts with `started_when`, and return (exit code, stderr)."""
     process = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                               preexec_fn=sigint_as_at_a_terminal)
     try:
         for line in process.stdout:
             if line.startswith(started_when):
@@ -151,7 +155,7 @@ def test_ctrl_c_mid_line_on_a_shared_terminal_puts_interrupted_on_a_line_of_its_
     process = subprocess.Popen(command("main.py", "--drafter", "lookup", "--n_tokens_to_generate", 1000, "--kv_cache",
                                        "false", "--prompt", "Hi", "--target_model_size", folder), cwd=tmp_path,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                               preexec_fn=sigint_as_at_a_terminal)
     try:
         for line in process.stdout:
             if line.startswith("autoregressive sampling"):

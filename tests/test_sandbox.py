@@ -20,6 +20,7 @@ from conftest import REPO_ROOT
 from course import exercises
 from course import gradebook
 from course import sandbox
+from test_run_endings import sigint_as_at_a_terminal
 
 pytestmark = pytest.mark.usefixtures("bubblewrap")
 
@@ -227,9 +228,8 @@ def test_ctrl_c_stops_the_gradebook_within_seconds_with_exit_130_and_nothing_lef
     """Ctrl-C once the hand-in's step runs (its probe started by this gradebook, not another's): exit 130 within
     seconds and none of the gradebook's processes left. Should it not stop, the failure shows where each of its
     threads was (faulthandler's dump on SIGUSR1) and what it wrote. The gradebook gets SIGINT's default action
-    back first, as a terminal's Ctrl-C finds it: a test run started in the background (`pytest &`, a CI script
-    run with &) ignores SIGINT, its children inherit that, and such a Python never raises KeyboardInterrupt (the
-    dump showed a gradebook still waiting for its step, 30 s after the signal)."""
+    back first (`sigint_as_at_a_terminal`: without it, in a test run started with &, the dump showed a gradebook
+    still waiting for its step, 30 s after the signal)."""
     if os.name == "nt":
         pytest.skip("Ctrl-C is sent as SIGINT here; Windows has no such signal to send")
     sleeper = hand_in(tmp_path / "sleeper", at_import="import time\ntime.sleep(600)\n")
@@ -238,7 +238,7 @@ def test_ctrl_c_stops_the_gradebook_within_seconds_with_exit_130_and_nothing_lef
                        "runpy.run_path(sys.argv[0], run_name='__main__')")  # python classroom.py, as a teacher runs it
     run = subprocess.Popen([sys.executable, "-c", dump_on_sigusr1, str(REPO_ROOT / "classroom.py"), "gradebook",
                             str(sleeper), "--csv", str(tmp_path / "grades.csv"), "--steps", "7"], cwd=tmp_path,
-                           stderr=subprocess.PIPE, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                           stderr=subprocess.PIPE, preexec_fn=sigint_as_at_a_terminal)
     errors = []
     reader = threading.Thread(target=lambda: errors.append(run.stderr.read().decode(errors="replace")), daemon=True)
     reader.start()
