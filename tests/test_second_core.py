@@ -390,10 +390,14 @@ def test_both_processes_ask_for_huge_pages_for_a_cache_buffer(matrices, monkeypa
     assert flags and not any("hg" in mapping for mapping in flags), flags
 
 
-def test_the_check_has_teeth_the_helper_given_the_wrong_keys_gives_other_heads(matrices, monkeypatch):
-    """Hand the helper the values where the keys should be (a wrong offset into the buffer): its half of the
-    heads comes out different, and the comparison above fails."""
+@pytest.mark.parametrize("own_memory", [False, True])
+def test_the_check_has_teeth_the_helper_given_the_wrong_keys_gives_other_heads(matrices, monkeypatch, own_memory):
+    """Hand the helper the values where the keys should be (a wrong offset into the shared buffer; with a cache
+    in this process's own memory, the values copied where the keys go): its half of the heads comes out
+    different, and the comparisons above and below fail."""
     _, _, q, k, v, mask = primed(matrices, seed=8, m=4, n_keys=100)
+    if own_memory:
+        k, v = np.array([k, v])  # [2, n_head, n_keys, head_dim]: a copy in np.empty memory
     post = second_core.Helper.post_heads
     monkeypatch.setattr(second_core.Helper, "post_heads",
                         lambda self, key, q, k, v, mask, cache: post(self, key, q, v, v, mask, cache))
@@ -415,19 +419,6 @@ def test_a_cache_of_this_processs_own_memory_is_shared_by_copies_with_the_same_n
     jobs = helper.posted
     assert np.array_equal(products.share_heads(attention, q, own_k, own_v, mask), attention(q, k, v, mask))
     assert helper.posted == jobs + 1  # its share was done there
-
-
-def test_the_copies_have_teeth_the_values_copied_where_the_keys_go_give_other_heads(matrices, monkeypatch):
-    """Copy the values where the keys should be: the helper's half of the heads comes out different, and the
-    comparison above fails."""
-    _, _, q, k, v, mask = primed(matrices, seed=11, m=30, n_keys=100)
-    own = np.empty((2, 12, 100, 64), dtype=np.float32)
-    own[...] = k, v
-    post = second_core.Helper.post_heads
-    monkeypatch.setattr(second_core.Helper, "post_heads",
-                        lambda self, key, q, k, v, mask, cache: post(self, key, q, v, v, mask, cache))
-    out, right = products.share_heads(attention, q, *own, mask), attention(q, k, v, mask)
-    assert np.array_equal(out[:6], right[:6]) and not np.allclose(out[6:], right[6:])
 
 
 def test_with_one_worker_or_unshared_heads_a_cache_buffer_is_this_processs_own_memory_else_a_shared_one(monkeypatch):
