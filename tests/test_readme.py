@@ -235,12 +235,14 @@ def test_the_exactness_table_shows_the_correct_sampler_under_its_bound_and_every
         assert float(tv) > float(bound), rule
 
 
-def test_make_readme_figures_runs_end_to_end_on_tiny_models(tmp_path, release_124M_dir, capsys):
+def test_make_readme_figures_runs_end_to_end_on_tiny_models(tmp_path, release_124M_dir, monkeypatch, capsys):
     """The one command, on tiny random models and without touching README.md (--dry_run): every part it
     writes is printed, and its cost table passes the checks the README's does."""
+    from tools import make_readme_figures
     from tools.make_readme_figures import main
     from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
 
+    monkeypatch.setattr(make_readme_figures, "PAGE_SIZE_TOKENS", 100)  # the page-size part's way, on a short run
     tiny = str(write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir))
     main(random_weights=True, draft_model_size=tiny, target_model_size=tiny, Ks=(1, 2), n_tokens_to_generate=4,
          repeats=1, dry_run=True, sample_run_tokens=4, drafters="", trees="", sample_run_sizes=(tiny, tiny),
@@ -385,6 +387,9 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
     tiny = str(write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir))
     monkeypatch.setitem(make_readme_figures.HPARAMS, "tiny", TINY_HPARAMS)
     monkeypatch.setattr(small_parts, "TIMED_SIZE", "tiny")
+    monkeypatch.setattr(small_parts, "SETTLE_SECONDS", 0.0)  # (the pause before each timed product: no timing here)
+    monkeypatch.setattr(small_parts, "UNICODE_LAST", 0xFFF)  # the count's way, on the first 4,000 code points
+    monkeypatch.setattr(make_readme_figures, "PAGE_SIZE_TOKENS", 100)  # the page-size part's way, on a short run
     monkeypatch.setattr(measured_parts, "peer_installed", lambda: False)  # the path when torch is missing
     monkeypatch.setattr(compare_llama_cpp, "missing_extras", lambda: ["llama_cpp"])  # and when llama.cpp is
     make_readme_figures.main(

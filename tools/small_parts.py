@@ -96,6 +96,8 @@ def bpe_text(tokenizer_dir, n_letters=100_000, seed=0):
 
 
 TIMED_SIZE = "124M"  # the shapes of the small timings below
+SETTLE_SECONDS = 0.2  # untimed, before each timed product: OpenBLAS's threads and the helper spin a while after one
+UNICODE_LAST = 0x31FFF  # the last code point the unicode-count part writes through both tokenizers
 
 
 SAMPLER_CASES = {  # the settings the sampler timing compares, by what the README calls them
@@ -208,7 +210,7 @@ def design_table(repeats=200, product_repeats=10, seed=0):
     lines = [f"| {TIMED_SIZE}'s shapes, best of {repeats} ({product_repeats} for the products), in turns | "
              f"gpt2.py's way | time | the other way | time | other / gpt2.py's |", "|" + " --- |" * 6]
     for what, ours_label, ours, other_label, other, calls in cases:
-        settle = 0.2 if calls == product_repeats else 0.0  # OpenBLAS's threads and the helper spin a while after
+        settle = SETTLE_SECONDS if calls == product_repeats else 0.0
         mine, theirs = best_seconds([ours, other], calls, settle)
         lines.append(f"| {what} | {ours_label} | {duration_text(mine)} | {other_label} | {duration_text(theirs)} | "
                      f"{theirs / mine:.2f}× |")
@@ -245,9 +247,9 @@ def hf_agreement_text():
                 f"initialisation leaves (0, or 1 for a layer-norm gain) moves the logits by at least {least:.2f}.")
 
 
-def unicode_text(tokenizer_dir, last=0x31FFF):
-    """The sentence on how many code points encoder.py (the `regex` package's Unicode tables) and tiktoken
-    encode differently, written as "!" + c + "'s"; or why it was not counted."""
+def unicode_text(tokenizer_dir, last):
+    """The sentence on how many code points from U+0080 to `last` encoder.py (the `regex` package's Unicode tables)
+    and tiktoken encode differently, written as "!" + c + "'s"; or why it was not counted."""
     if importlib.util.find_spec("tiktoken") is None:
         return "(tiktoken is not installed, so this run did not count them: `pip install -r requirements/dev.txt`.)"
     import regex
@@ -273,5 +275,5 @@ SMALL_PARTS = {  # the parts that need no model run: name -> f(forward's measure
     "design-timing": lambda forward, tokenizer_dir: design_table(),
     "pass-timing": lambda forward, tokenizer_dir: pass_table(),
     "hf-agreement": lambda forward, tokenizer_dir: hf_agreement_text(),
-    "unicode-count": lambda forward, tokenizer_dir: unicode_text(tokenizer_dir),
+    "unicode-count": lambda forward, tokenizer_dir: unicode_text(tokenizer_dir, UNICODE_LAST),
 }
