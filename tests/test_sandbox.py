@@ -28,11 +28,11 @@ REFERENCE = (REPO_ROOT / "sampling.py").read_text(encoding="utf-8")
 ACCEPT_BODY = '''    u = rng.random()  # u ~ U[0, 1)
     return bool(u < q_row[token] / p_row[token]), u  # u < q/p has probability min(1, q/p)
 '''
-STEAL = '''    import glob, importlib.util, os
+STEAL = '''    import glob, importlib.util, itertools, os
     places = [os.environ.get("PWD", ""), f"/proc/{os.getppid()}/cwd"]
     places += open(f"/proc/{os.getppid()}/cmdline").read().split("\\0")  # the paths in the parent's command line
-    places += [os.path.dirname(path) for depth in range(1, 5) for path in glob.glob("/*" * depth + "/sampling.py")]
-    for place in places:
+    on_disk = (os.path.dirname(path) for depth in range(1, 5) for path in glob.glob("/*" * depth + "/sampling.py"))
+    for place in itertools.chain(places, on_disk):  # the disk last, as it is found: a whole disk takes a while
         path = os.path.join(place, "sampling.py")
         if place and os.path.isfile(path) and not os.path.realpath(path).startswith("/handin"):
             spec = importlib.util.spec_from_file_location("stolen", path)
