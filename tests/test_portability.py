@@ -40,17 +40,16 @@ def posix_only_uses(source):
     # A module-level name holding a platform test (ON_WINDOWS = os.name == "nt") guards like the test itself
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                and re.search(platform_test, ast.get_source_segment(source, node.value) or ""):
+                and re.search(platform_test, ast.unparse(node.value)):
             platform_test += rf"|\b{node.targets[0].id}\b"
     guarded = set()
     for node in ast.walk(tree):  # try: import resource / except ImportError: (Windows) guards the import
-        if isinstance(node, ast.Try) and any("ImportError" in (ast.get_source_segment(source, handler.type) or "")
+        if isinstance(node, ast.Try) and any("ImportError" in ast.unparse(handler.type)
                                              for handler in node.handlers if handler.type is not None):
             guarded.update(range(node.body[0].lineno, node.body[-1].end_lineno + 1))
     functions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
     for node in ast.walk(tree):
-        if isinstance(node, (ast.If, ast.IfExp)) and re.search(platform_test,
-                                                                ast.get_source_segment(source, node.test) or ""):
+        if isinstance(node, (ast.If, ast.IfExp)) and re.search(platform_test, ast.unparse(node.test)):
             end = max([node.end_lineno] + [function.end_lineno for function in functions
                                            if function.lineno < node.lineno <= function.end_lineno])
             guarded.update(range(node.lineno, end + 1))  # the check, and the rest of the function it is in
