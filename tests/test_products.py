@@ -42,10 +42,11 @@ def assert_same_product(y, reference, what):
 
 
 @pytest.mark.parametrize("n_in, n_out", family_shapes(), ids=lambda value: str(value))
-def test_every_row_count_from_1_to_64_gives_x_times_w(n_in, n_out):
+def test_every_row_count_a_pass_routes_and_a_prompts_give_x_times_w(n_in, n_out):
     """One random matrix of the shape, column-major and read-only as the loaders keep it (small values, like
-    GPT-2's), and 64 random rows: products.matmul(x[:m], w) against x[:m] @ w for m = 1 .. 64 (the 64-row
-    reference's first m rows: a BLAS product's rows do not depend on the other rows, beyond rounding). From the
+    GPT-2's), and 64 random rows: products.matmul(x[:m], w) against the 64-row reference's first m rows (a BLAS
+    product's rows do not depend on the other rows, beyond rounding) for every m a pass shares panel by panel,
+    1 .. PANEL_ROWS_MAX, then PANEL_ROWS_MAX + 1 and 64, a prompt's one BLAS call (as every m between). From the
     second product on, where a helper process can run, its columns are shared with it, as a model's are."""
     rng = np.random.default_rng(n_in * 100_000 + n_out)
     w = np.empty((n_in, n_out), dtype=np.float32, order="F")
@@ -55,7 +56,7 @@ def test_every_row_count_from_1_to_64_gives_x_times_w(n_in, n_out):
     w.flags.writeable = False
     x = rng.standard_normal((64, n_in), dtype=np.float32)  # [64, n_in]
     reference = x @ np.ascontiguousarray(w) if n_in * n_out < 10**7 else x @ w  # [64, n_out]
-    for m in range(1, 65):
+    for m in [*range(1, products.PANEL_ROWS_MAX + 2), 64]:
         assert_same_product(products.matmul(x[:m], w), reference[:m], f"{m} rows through [{n_in}, {n_out}]")
 
 
