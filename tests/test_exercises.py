@@ -26,21 +26,22 @@ from conftest import REPO_ROOT
 EXERCISES = (REPO_ROOT / "EXERCISES.md").read_text(encoding="utf-8")
 
 COLLECT = textwrap.dedent('''
-    import contextlib, io, json, sys
+    import contextlib, io, json
     import pytest
 
     class Recorder:
-        steps = {}
+        steps, names = {}, []
         def pytest_collection_finish(self, session):
             for item in session.items:
+                self.names.append(item.originalname)
                 for mark in item.iter_markers():
                     if mark.name.startswith("step"):
                         self.steps.setdefault(mark.name, []).append(item.nodeid)
 
     recorder = Recorder()
     with contextlib.redirect_stdout(io.StringIO()):
-        pytest.main(["-m", sys.argv[1], "--collect-only", "-q", "-p", "no:cacheprovider"], plugins=[recorder])
-    print(json.dumps(recorder.steps))
+        pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider"], plugins=[recorder])
+    print(json.dumps({"steps": recorder.steps, "names": recorder.names}))
 ''')
 
 
@@ -52,13 +53,19 @@ def sections():
 
 
 @pytest.fixture(scope="module")
-def marked():
-    """{"stepN": [node ids of the tests carrying that marker]}, over the whole suite."""
-    every = " or ".join(f"step{n}" for n in range(1, 14))
-    run = subprocess.run([sys.executable, "-c", COLLECT, every], capture_output=True, text=True, cwd=REPO_ROOT,
+def collected():
+    """{"steps": {"stepN": [node ids of the tests carrying that marker]}, "names": [every test function's name]},
+    over the whole suite, as `python -m pytest --collect-only` finds it (one collection for the tests below)."""
+    run = subprocess.run([sys.executable, "-c", COLLECT], capture_output=True, text=True, cwd=REPO_ROOT,
                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, timeout=120)
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout.splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def marked(collected):
+    """{"stepN": [node ids of the tests carrying that marker]}, over the whole suite."""
+    return collected["steps"]
 
 
 def test_the_page_has_a_section_per_step_of_the_kit_in_order_with_its_title_and_time():
@@ -177,10 +184,8 @@ def test_the_kit_grades_with_a_time_limit_per_check():
     assert exercises.PER_TEST_TIMEOUT in exercises.pytest_command(7, "report.xml")
 
 
-def test_every_test_exercises_names_exists(marked):
-    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
-                         capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
-    names = {line.split("::")[-1].split("[")[0] for line in run.stdout.splitlines() if "::" in line}
+def test_every_test_exercises_names_exists(collected):
+    names = set(collected["names"])
     named = set(re.findall(r"`(test_\w+)`", EXERCISES))
     assert names and named <= names, sorted(named - names)
 
