@@ -55,15 +55,16 @@ def matrices():
 
 
 def test_a_shared_product_is_x_times_w_for_every_row_count(matrices):
-    """With the helper holding the matrices, m = 1 .. 64 rows, and 200 (a prompt, multiplied here on all
-    cores while the helper naps), give x @ w to float32 rounding: the block matrix, and the LM head (wte.T)."""
+    """With the helper holding the matrices, every m it shares, 1 .. PANEL_ROWS_MAX rows, and PANEL_ROWS_MAX + 1,
+    64 and 200 (a prompt's, multiplied here on all cores while the helper naps), give x @ w to float32 rounding:
+    the block matrix, and the LM head (wte.T)."""
     w, wte = matrices
     rng = np.random.default_rng(1)
     x = rng.standard_normal((200, 768), dtype=np.float32)
     for matrix in (w, wte.T):
         shared(matrix, x[:2])
         reference = x @ np.ascontiguousarray(matrix)  # [200, n_out], row-major: plain BLAS
-        for m in [*range(1, 65), 200]:
+        for m in [*range(1, products.PANEL_ROWS_MAX + 2), 64, 200]:
             assert_same_product(products.matmul(x[:m], matrix), reference[:m], f"{m} rows, shared")
 
 
