@@ -77,5 +77,40 @@ def test_the_processor_is_proc_cpuinfos_first_model_name_and_flags(monkeypatch, 
     real_open = builtins.open
     monkeypatch.setattr(builtins, "open", lambda path, *a, **k: real_open(cpuinfo if path == "/proc/cpuinfo" else path,
                                                                          *a, **k))
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
     assert routes.processor() == ("AMD EPYC", ["fpu", "avx2"])
-    assert machine.machine_description().startswith("AMD EPYC, ")
+    assert machine.machine_description().startswith("AMD EPYC, ")  # no family in that cpuinfo: the name alone
+
+
+@pytest.mark.parametrize("vendor, family, model, said", [
+    ("AuthenticAMD", 26, 2, "Zen 5; family 26 model 2"),  # an EPYC 9005 (Turin)
+    ("AuthenticAMD", 25, 0x11, "Zen 4; family 25 model 17"),  # an EPYC 9004 (Genoa)
+    ("AuthenticAMD", 25, 0x01, "Zen 3; family 25 model 1"),  # an EPYC 7003 (Milan)
+    ("AuthenticAMD", 23, 0x01, "Zen 1; family 23 model 1"),  # an EPYC 7001 (Naples)
+    ("AuthenticAMD", 23, 0x31, "Zen 2; family 23 model 49"),  # an EPYC 7002 (Rome)
+    ("GenuineIntel", 6, 143, "family 6 model 143"),  # a Xeon of the 4th generation: no Zen name for Intel
+])
+def test_a_bare_processor_name_is_followed_by_its_family_and_model(monkeypatch, tmp_path, vendor, family, model, said):
+    """A virtual machine may call a Zen 4 and a Zen 5 both "AMD EPYC", and their figures differ: the machine line
+    says which (AMD's family and model numbers, as /proc/cpuinfo gives them in decimal)."""
+    import builtins
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: {family}\nmodel\t\t: {model}\n"
+                       f"model name\t: AMD EPYC\n\nprocessor\t: 1\ncpu family\t: 99\n")
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: real_open(cpuinfo if path == "/proc/cpuinfo" else path,
+                                                                         *a, **k))
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    assert machine.processor_family() == said
+    assert machine.machine_description().startswith(f"AMD EPYC ({said}), ")
+
+
+def test_kernels_forced_by_the_environment_are_named_in_the_machine_line(monkeypatch):
+    """OPENBLAS_CORETYPE=Haswell makes OpenBLAS run its AVX2 kernels on an AVX-512 processor: figures made so
+    are not the processor's own, and the line says so."""
+    monkeypatch.setattr(machine, "processor_family", lambda: "")
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    assert machine.machine_description().startswith(f"{machine.processor()[0]} (OPENBLAS_CORETYPE Haswell), ")
+    monkeypatch.delenv("OPENBLAS_CORETYPE")
+    assert machine.machine_description().startswith(f"{machine.processor()[0]}, ")

@@ -16,9 +16,55 @@ from speed.second_core import openblas_core
 
 
 def machine_description():
-    """'Intel(R) Xeon(R) ... , 2 cores, Linux, Python 3.11.2, NumPy 2.1.0': what the timings depend on."""
-    return (f"{processor()[0]}, {os.cpu_count()} cores, {platform.system()}, Python {platform.python_version()}, "
+    """'AMD EPYC (Zen 5; family 26 model 2), 2 cores, Linux, Python 3.11.7, NumPy 2.4.6': what the timings
+    depend on. A virtual machine's processor name can be as bare as "AMD EPYC", so its family and model follow
+    it (`processor_family`), and OPENBLAS_CORETYPE where the environment forces OpenBLAS's kernels."""
+    details = [part for part in (processor_family(), forced_kernels()) if part]
+    name = processor()[0] + (f" ({'; '.join(details)})" if details else "")
+    return (f"{name}, {os.cpu_count()} cores, {platform.system()}, Python {platform.python_version()}, "
             f"NumPy {np.__version__}")
+
+
+def cpuinfo_fields(path="/proc/cpuinfo"):
+    """The first processor's fields of /proc/cpuinfo ({"vendor_id": "AuthenticAMD", "cpu family": "26", ...}),
+    or {} where there is none (not Linux)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as cpuinfo:
+            first = cpuinfo.read().split("\n\n")[0]
+    except OSError:
+        return {}
+    return {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in first.splitlines())}
+
+
+ZEN4_MODELS = (range(0x10, 0x20), range(0x60, 0x80), range(0xa0, 0xb0))  # family 25's Zen 4 models
+
+
+def zen_generation(family, model):
+    """AMD's core generation from the family and model numbers (AMD's own tables), or '' for one not listed:
+    family 23 is Zen 1 (models below 0x30) or Zen 2; family 25 is Zen 4 for models 0x10-0x1f, 0x60-0x7f and
+    0xa0-0xaf, else Zen 3; family 26 is Zen 5. Zen 4 and Zen 5 have AVX-512, the ones before do not."""
+    if family == 23:
+        return "Zen 1" if model < 0x30 else "Zen 2"
+    if family == 25:
+        return "Zen 4" if any(model in models for models in ZEN4_MODELS) else "Zen 3"
+    return "Zen 5" if family == 26 else ""
+
+
+def processor_family():
+    """'Zen 5; family 26 model 2' (AMD), 'family 6 model 143' (Intel): which processor a bare name hides, or ''."""
+    fields = cpuinfo_fields()
+    family, model = fields.get("cpu family", ""), fields.get("model", "")
+    if not (family.isdigit() and model.isdigit()):
+        return ""
+    zen = zen_generation(int(family), int(model)) if fields.get("vendor_id") == "AuthenticAMD" else ""
+    return f"{zen + '; ' if zen else ''}family {family} model {model}"
+
+
+def forced_kernels():
+    """'OPENBLAS_CORETYPE Haswell' where the environment tells OpenBLAS which kernels to run (it then does not
+    choose by the processor: a Zen 5 told Haswell runs the AVX2 kernels), else ''."""
+    core = os.environ.get("OPENBLAS_CORETYPE", "").strip()
+    return f"OPENBLAS_CORETYPE {core}" if core else ""
 
 
 def load_average():
