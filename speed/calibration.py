@@ -200,12 +200,18 @@ def costs_from_seconds(seconds, draft_seconds=None, m_max=None):
     """A MeasuredCosts from pass times: seconds[m][j] is the j-th time of an m-position target pass (m = 1 among
     them), draft_seconds[j] of a one-position draft step, j counting rounds of turns. r(m) is the median over
     the rounds of seconds[m][j] / seconds[1][j]; the m up to m_max (default: the largest) that were not timed
-    are interpolated linearly. tools/benchmark_forward.py's r(m) times (pass_seconds) are of this form."""
+    are interpolated linearly. tools/benchmark_forward.py's r(m) times (pass_seconds) are of this form.
+
+    r(m) is planned with at 1 or more: a pass over m positions reads every weight and the whole cache, as a
+    one-position pass does, and multiplies more rows. A median below 1 is a shared machine's noise (a
+    one-position pass slowed by a neighbour in most rounds), and planning with it would make K = auto propose
+    after every match, however rarely matches are followed: `measured` keeps it as timed, `r_table` takes 1.
+    Example: seconds {1: [1.0, 1.0, 1.0], 2: [0.9, 0.8, 0.95]} measure r(2) = 0.9 and plan with r(2) = 1.0."""
     ms = sorted(seconds)
     m_max = m_max or ms[-1]
     # each ratio within one round of turns (a burst of load longer than a round slows both), then the median
     measured = {m: float(np.median(np.divide(seconds[m], seconds[1]))) for m in ms}
-    r_table = np.interp(range(1, m_max + 1), ms, [measured[m] for m in ms])  # [m_max]
+    r_table = np.interp(range(1, m_max + 1), ms, [max(1.0, measured[m]) for m in ms])  # [m_max], each >= 1
     c = None if draft_seconds is None else float(np.median(np.divide(draft_seconds, seconds[1])))
     return MeasuredCosts(
         r_table=[round(float(r), 3) for r in r_table],

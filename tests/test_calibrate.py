@@ -68,6 +68,19 @@ def test_costs_from_seconds_pairs_each_pass_with_the_one_position_pass_of_its_ow
     assert calibration.costs_from_seconds({1: [1.0], 5: [3.0]}).r_table == [1.0, 1.5, 2.0, 2.5, 3.0]  # filled in
 
 
+def test_a_pass_timed_faster_than_a_one_position_pass_is_planned_at_r_1():
+    """A 2-position pass does all a 1-position pass does and more: r(2) = median(0.9, 0.8, 0.95) = 0.9 is noise
+    (a neighbour slowed the one-position passes). Planned at 0.9, K = auto would propose after any match: a
+    round with one guess kept with chance a writes 1 + a tokens for 0.9 + o steps, more than a plain step's 1
+    for every a >= 0 when o < 0.1. So r_table says 1.0, and `measured` keeps the 0.9 as timed."""
+    costs = calibration.costs_from_seconds({1: [1.0, 1.0, 1.0], 2: [0.9, 0.8, 0.95], 4: [1.2, 1.2, 1.2]})
+    assert costs.measured[2] == 0.9 and costs.r_table == [1.0, 1.0, 1.1, 1.2]
+    auto = lookahead.AutoK(drafters.PromptLookup(), type("target", (), {"r_table": costs.r_table,
+                                                                        "round_overhead": 0.006})(), k_max=1)
+    auto.kept[0], auto.checked[0], auto.prior_weight[0] = 0.0, 20.0, 0.0  # 20 one-token matches, none followed
+    assert auto.expected_rate(1, n=1) < auto.expected_rate(0, n=1)  # a plain step: k = 0
+
+
 def test_costs_survive_a_file_and_a_given_table_gives_the_same_tokens_for_a_seed(tmp_path):
     """Calibrate a real (tiny) model, save, load: the same costs. Two runs of K="auto" with them and one seed
     write the same tokens (the plan depends on the table and the rounds only, not on the clock)."""

@@ -95,9 +95,9 @@ NOT_MEASURED = "Not measured yet on this kind"  # how a kind's part begins befor
 
 def machine_kind():
     """'avx512', 'avx512-amd' or 'avx2': which kind of machine this one measures as. The kernels NumPy's OpenBLAS
-    chose when it loaded decide AVX-512 or not (an Intel Xeon and an AMD EPYC Zen 4 run SkylakeX's, with
-    OpenBLAS's small-matrix kernel; an AMD EPYC before Zen 4, or most laptops, Haswell's, without it;
-    OPENBLAS_CORETYPE=Haswell gives a Xeon the laptop's); where NumPy's BLAS is no OpenBLAS, the processor's
+    chose when it loaded decide AVX-512 or not (an Intel Xeon and an AMD EPYC Zen 4 or Zen 5 run SkylakeX's,
+    with OpenBLAS's small-matrix kernel; an AMD EPYC before Zen 4, or most laptops, Haswell's, without it;
+    OPENBLAS_CORETYPE=Haswell gives either the laptop's); where NumPy's BLAS is no OpenBLAS, the processor's
     avx512f flag. Among AVX-512 machines the maker splits the kind: the same kernels run at other speeds on an
     AMD processor (its name says "AMD"). Anything else, an Arm processor among them, counts as "avx2". The pages
     keep one block of each per-kind part for each kind (NAME-avx512, NAME-avx512-amd, NAME-avx2): a figures run
