@@ -206,7 +206,7 @@ def costs_from_seconds(seconds, draft_seconds=None, m_max=None):
     one-position pass does, and multiplies more rows. A median below 1 is a shared machine's noise (a
     one-position pass slowed by a neighbour in most rounds), and planning with it would make K = auto propose
     after every match, however rarely matches are followed: `measured` keeps it as timed, `r_table` takes 1.
-    Example: seconds {1: [1.0, 1.0, 1.0], 2: [0.9, 0.8, 0.95]} measure r(2) = 0.9 and plan with r(2) = 1.0."""
+    Example: seconds {1: [1.0, 1.0, 1.0], 2: [0.9, 0.8, 0.95]}: `measured` keeps 0.9 for m = 2, r_table 1.0."""
     ms = sorted(seconds)
     m_max = m_max or ms[-1]
     # each ratio within one round of turns (a burst of load longer than a round slows both), then the median
