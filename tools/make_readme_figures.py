@@ -555,7 +555,8 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
     blocks["machine"] = (f"Made by `{command}` in {minutes:.1f} minutes on {machine_description()}, "
                          f"{blas_description()} ({benchmark_forward.threads_label(blas_threads())} by default), "
                          f"{time.strftime('%Y-%m-%d', time.gmtime())}; "
-                         f"{'random weights of the real shapes' if random_weights else 'OpenAI weights'}.")
+                         f"{'random weights of the real shapes' if random_weights else 'OpenAI weights'}; "
+                         f"the {KINDS[machine_kind()]} kind of machine (tools/machine.py).")
     return write_or_print(texts, with_kinds_table(blocks, texts), command, dry_run, started)
 
 
