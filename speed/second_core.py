@@ -574,7 +574,7 @@ def give_up(reason):
 
 
 def error_text(error):
-    """'fork: Resource temporarily unavailable' for an OSError; the type and message of anything else."""
+    """'Resource temporarily unavailable (errno 11)' for an OSError; the type and message of anything else."""
     if isinstance(error, OSError) and error.strerror:
         return f"{error.strerror} (errno {error.errno})"
     return f"{type(error).__name__}: {error}"
