@@ -88,21 +88,21 @@ def fingerprint(layouts=None):
 
 
 def processor():
-    """(the processor's name, its instruction sets): the first "model name" and "flags" of /proc/cpuinfo, else
-    (where there is none: not Linux) the name Python knows and no flags."""
-    model, flags = "", []
+    """(the processor's name, its instruction sets): the first processor's "model name" and "flags" in
+    /proc/cpuinfo, else (where there is none: not Linux) the name Python knows and no flags."""
+    fields = cpuinfo_fields()
+    return fields.get("model name") or platform.processor() or platform.machine(), fields.get("flags", "").split()
+
+
+def cpuinfo_fields(path="/proc/cpuinfo"):
+    """The first processor's fields of /proc/cpuinfo ({"vendor_id": "AuthenticAMD", "cpu family": "26", ...}),
+    or {} where there is none (not Linux)."""
     try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
-            lines = cpuinfo.read().splitlines()
+        with open(path, encoding="utf-8", errors="replace") as cpuinfo:
+            first = cpuinfo.read().split("\n\n")[0]
     except OSError:
-        lines = []
-    for line in lines:
-        key, _, value = line.partition(":")
-        if key.strip() == "model name" and not model:
-            model = value.strip()
-        if key.strip() == "flags" and not flags:
-            flags = value.split()
-    return model or platform.processor() or platform.machine(), flags
+        return {}
+    return {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in first.splitlines())}
 
 
 def candidates(kind, m):

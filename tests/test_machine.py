@@ -65,19 +65,25 @@ def test_without_openblas_the_processors_avx512f_flag_decides(monkeypatch):
         assert machine.machine_kind() == kind
 
 
-def test_the_processor_is_proc_cpuinfos_first_model_name_and_flags(monkeypatch, tmp_path):
-    """speed/routes.processor reads them for the fingerprint, the machine line and the machine kind alike."""
+@pytest.fixture
+def cpuinfo(monkeypatch, tmp_path):
+    """cpuinfo(text): /proc/cpuinfo reads as `text` from now on (and the environment forces no kernels)."""
     import builtins
 
-    from speed import routes
-
-    cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2\n\n"
-                       "processor\t: 1\nmodel name\t: other\nflags\t\t: fpu\n")
     real_open = builtins.open
-    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: real_open(cpuinfo if path == "/proc/cpuinfo" else path,
+    fake = tmp_path / "cpuinfo"
+    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: real_open(fake if path == "/proc/cpuinfo" else path,
                                                                          *a, **k))
     monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    return fake.write_text
+
+
+def test_the_processor_is_proc_cpuinfos_first_model_name_and_flags(cpuinfo):
+    """speed/routes.processor reads them for the fingerprint, the machine line and the machine kind alike."""
+    from speed import routes
+
+    cpuinfo("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2\n\n"
+            "processor\t: 1\nmodel name\t: other\nflags\t\t: fpu\n")
     assert routes.processor() == ("AMD EPYC", ["fpu", "avx2"])
     assert machine.machine_description().startswith("AMD EPYC, ")  # no family in that cpuinfo: the name alone
 
@@ -90,18 +96,11 @@ def test_the_processor_is_proc_cpuinfos_first_model_name_and_flags(monkeypatch, 
     ("AuthenticAMD", 23, 0x31, "Zen 2; family 23 model 49"),  # an EPYC 7002 (Rome)
     ("GenuineIntel", 6, 143, "family 6 model 143"),  # a Xeon of the 4th generation: no Zen name for Intel
 ])
-def test_a_bare_processor_name_is_followed_by_its_family_and_model(monkeypatch, tmp_path, vendor, family, model, said):
+def test_a_bare_processor_name_is_followed_by_its_family_and_model(cpuinfo, vendor, family, model, said):
     """A virtual machine may call a Zen 4 and a Zen 5 both "AMD EPYC", and their figures differ: the machine line
     says which (AMD's family and model numbers, as /proc/cpuinfo gives them in decimal)."""
-    import builtins
-
-    cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: {family}\nmodel\t\t: {model}\n"
-                       f"model name\t: AMD EPYC\n\nprocessor\t: 1\ncpu family\t: 99\n")
-    real_open = builtins.open
-    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: real_open(cpuinfo if path == "/proc/cpuinfo" else path,
-                                                                         *a, **k))
-    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    cpuinfo(f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: {family}\nmodel\t\t: {model}\n"
+            f"model name\t: AMD EPYC\n\nprocessor\t: 1\ncpu family\t: 99\n")
     assert machine.processor_family() == said
     assert machine.machine_description().startswith(f"AMD EPYC ({said}), ")
 

@@ -11,7 +11,7 @@ import platform
 
 import numpy as np
 
-from speed.routes import processor
+from speed.routes import cpuinfo_fields, processor
 from speed.second_core import openblas_core
 
 
@@ -23,17 +23,6 @@ def machine_description():
     name = processor()[0] + (f" ({'; '.join(details)})" if details else "")
     return (f"{name}, {os.cpu_count()} cores, {platform.system()}, Python {platform.python_version()}, "
             f"NumPy {np.__version__}")
-
-
-def cpuinfo_fields(path="/proc/cpuinfo"):
-    """The first processor's fields of /proc/cpuinfo ({"vendor_id": "AuthenticAMD", "cpu family": "26", ...}),
-    or {} where there is none (not Linux)."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as cpuinfo:
-            first = cpuinfo.read().split("\n\n")[0]
-    except OSError:
-        return {}
-    return {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in first.splitlines())}
 
 
 ZEN4_MODELS = (range(0x10, 0x20), range(0x60, 0x80), range(0xa0, 0xb0))  # family 25's Zen 4 models
