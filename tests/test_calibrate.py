@@ -10,6 +10,7 @@ so r(m) and c come out exactly as the fake costs say, and a wrong ratio (say, ti
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -75,8 +76,8 @@ def test_a_pass_timed_faster_than_a_one_position_pass_is_planned_at_r_1():
     for every a >= 0 when o < 0.1. So r_table says 1.0, and `measured` keeps the 0.9 as timed."""
     costs = calibration.costs_from_seconds({1: [1.0, 1.0, 1.0], 2: [0.9, 0.8, 0.95], 4: [1.2, 1.2, 1.2]})
     assert costs.measured[2] == 0.9 and costs.r_table == [1.0, 1.0, 1.1, 1.2]
-    auto = lookahead.AutoK(drafters.PromptLookup(), type("target", (), {"r_table": costs.r_table,
-                                                                        "round_overhead": 0.006})(), k_max=1)
+    target = SimpleNamespace(r_table=costs.r_table, round_overhead=0.006)  # what calibration.use sets on a model
+    auto = lookahead.AutoK(drafters.PromptLookup(), target, k_max=1)
     auto.kept[0], auto.checked[0], auto.prior_weight[0] = 0.0, 20.0, 0.0  # 20 one-token matches, none followed
     assert auto.expected_rate(1, n=1) < auto.expected_rate(0, n=1)  # a plain step: k = 0
 
