@@ -69,7 +69,7 @@ from speed import routes  # noqa: E402
 from tools import benchmark_forward  # noqa: E402
 from tools.benchmark_forward import parse_list  # noqa: E402
 from tools.machine import KINDS, blas_description, blas_threads, load_average, machine_description  # noqa: E402
-from tools.machine import machine_kind  # noqa: E402
+from tools.machine import SETTLE_SECONDS, machine_kind  # noqa: E402
 from tools.gguf_file import write_gguf  # noqa: E402
 from loaders.messages import shown  # noqa: E402
 from tools.release_files import tokenizer_folder  # noqa: E402
@@ -81,12 +81,6 @@ DEFAULTS = {"model": "124M", "threads": "1,2", "prompt": PROMPT, "n_check": "32"
             "ms": "1,2,4,8,16", "repeats": "5", "seed": "0", "flash_attn": "false", "gguf": None, "reuse_gguf": "false",
             "json": None}
 DECODE_TARGET = 1.05  # the goal: a decoding step within 5% of llama.cpp's, on one thread and on two
-# After a call, each implementation's workers spin a while, waiting for more work (OpenBLAS's threads for 2^28
-# cycles, about a tenth of a second; this project's helper process for second_core.SPIN_SECONDS; llama.cpp's
-# OpenMP threads for less) before they sleep: in one process they would take a core from the other's turn. So
-# each timed turn starts after this pause, long enough for all of them to sleep.
-SETTLE_SECONDS = 0.2
-
 
 # ------------------------------------------------------------------------------------------------------------
 # The flags, checked before any work

@@ -56,6 +56,13 @@ def forced_kernels():
     return f"OPENBLAS_CORETYPE {core}" if core else ""
 
 
+# After a timed call, the workers that made it spin a while, waiting for more work (OpenBLAS's threads for 2^28
+# cycles, about a tenth of a second, unless OPENBLAS_THREAD_TIMEOUT shortens it; this project's helper process for
+# second_core.SPIN_SECONDS; llama.cpp's OpenMP threads for less) before they sleep: they would take a core from the
+# next timed call. So the tools that time calls in turns start each after this pause, long enough for all of them.
+SETTLE_SECONDS = 0.2
+
+
 def load_average():
     """The 1-minute run-queue average, or nan where the system keeps none (Windows)."""
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

@@ -25,7 +25,7 @@ from model_fn import logits_to_probs
 from checks import check_probs as _check_probs
 from sampling import _sample
 from tools import benchmark_forward, pass_parts
-from tools.machine import load_average
+from tools.machine import SETTLE_SECONDS, load_average  # a pause before each timed product
 from tools.pages import duration_text, scientific, wrap
 from tools.full_scan_lookup import brute_force_lookup
 from tools.peers import tiktoken_gpt2
@@ -96,7 +96,6 @@ def bpe_text(tokenizer_dir, n_letters=100_000, seed=0):
 
 
 TIMED_SIZE = "124M"  # the shapes of the small timings below
-SETTLE_SECONDS = 0.2  # untimed, before each timed product: OpenBLAS's threads and the helper spin a while after one
 UNICODE_LAST = 0x31FFF  # the last code point the unicode-count part writes through both tokenizers
 
 
