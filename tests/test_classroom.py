@@ -268,7 +268,9 @@ def test_without_git_on_the_path_the_error_names_git(tmp_path, monkeypatch):
 
 def same_signature_functions(folder):
     """[(path, function name, step, exercise function, its file)] of the functions defined at the top of any .py file under
-    `folder` whose parameters are those of an exercise function (not a method) other than that function itself."""
+    `folder` whose parameters are those of an exercise function (not a method) other than that function itself.
+    Files that are no part of the project are passed over as the kit passes them (exercises.not_the_projects): a
+    virtual environment in the folder, as the README's set-up makes one, holds other Pythons' syntax."""
     signatures = {}
     for s in exercises.STEPS:
         for file, name in exercises.places(s):
@@ -277,7 +279,7 @@ def same_signature_functions(folder):
             node = exercises.find_function(ast.parse((REPO_ROOT / file).read_text(encoding="utf-8")), name)
             signatures.setdefault(tuple(a.arg for a in node.args.args), []).append((s.number, file, name))
     found = []
-    for path in sorted(folder.rglob("*.py")):
+    for path in sorted(path for path in folder.rglob("*.py") if not exercises.not_the_projects(folder, path)):
         relative = path.relative_to(folder).as_posix()
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.FunctionDef):
