@@ -5,6 +5,7 @@
     tf_checkpoint.py  OpenAI's TensorFlow checkpoint, read with NumPy alone
     hf_folder.py      a Hugging Face folder: config.json + model.safetensors
     weights.py        what every reader checks: hyperparameters, names and shapes, tensors read into float32
+    matrix_memory.py  where the readers put the blocks' matrices: one array, in Linux's 2 MB pages
     safe_files.py     every write a fresh file renamed into place, a lock per file between runs
     messages.py       how a value or an operating-system error is quoted in a one-line error
 

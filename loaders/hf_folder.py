@@ -18,6 +18,7 @@ import numpy as np
 
 from loaders.weights import (MAX_DIMENSION, check_hparams, check_names_and_shapes, check_tensors_tile, checkpoint_error, file_errors_as_checkpoint_errors, nest_params, read_json_file, read_tensor, reading_bar, stored_by_column)
 
+from loaders.matrix_memory import for_block_matrices
 from loaders.messages import shown
 
 # safetensors dtype -> how its bytes are stored. BF16 has no NumPy dtype: it is the top 16 bits of a float32.
@@ -176,13 +177,15 @@ def load_hf_gpt2(model_dir, layouts=None):
     names = {hf_name: hf_name_to_openai_name(hf_name) for hf_name in entries}  # None: not a parameter
     shapes = {name: entries[hf_name][1] for hf_name, name in names.items() if name is not None}
     check_names_and_shapes(shapes, hparams, safetensors_path)  # before a single tensor is read
-    arrays = {}
+    arrays, memory = {}, for_block_matrices(shapes, lambda name: stored_by_column(name, layouts))
     total = sum(end - begin for hf_name, (_, _, begin, end) in entries.items() if names[hf_name] is not None)
     with open(safetensors_path, "rb") as file, reading_bar(total, safetensors_path) as bar:
         for hf_name, name in names.items():
             if name is not None:
                 dtype, shape, begin, end = entries[hf_name]
                 arrays[name] = read_tensor(file, data_start + begin, shape, SAFETENSORS_DTYPES[dtype],
-                                           safetensors_path, column_major=stored_by_column(name, layouts))
+                                           safetensors_path, column_major=stored_by_column(name, layouts),
+                                           out=memory.empty(name))
                 bar.update(end - begin)
+    memory.seal()
     return hparams, nest_params(arrays, hparams["n_layer"])

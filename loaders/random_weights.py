@@ -14,6 +14,7 @@ import os
 
 import numpy as np
 
+from loaders.matrix_memory import for_block_matrices
 from loaders.weights import gpt2_param_shapes, stored_by_column
 
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -26,10 +27,11 @@ def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02, la
 
     Every term is non-trivial: biases are random and layer-norm gains and shifts are not 1 and 0, so a
     forward pass that forgets one of them gives different logits. Every array is read-only, as the loaders'
-    are. Each block matrix is made column-major as it is drawn, so the memory needed is the weights plus one
-    matrix (1558M: 6.2 GB, not twice that).
+    are. Each block matrix is drawn, then put in its layout in the one array of block matrices
+    (loaders/matrix_memory.py), so the memory needed is the weights plus one matrix (1558M: 6.2 GB, not twice that).
     """
     n_vocab, n_ctx, n_embd, n_layer = (hparams[k] for k in ("n_vocab", "n_ctx", "n_embd", "n_layer"))
+    memory = for_block_matrices(gpt2_param_shapes(hparams), lambda name: stored_by_column(name, layouts))
 
     def constant(array):  # read-only, as the loaders' weights are (products.matmul shares only those)
         array.flags.writeable = False
@@ -41,20 +43,23 @@ def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02, la
     def norm():
         return {"g": constant(1 + normal(n_embd, scale=0.1)), "b": normal(n_embd, scale=0.1)}
 
-    def dense(n_in, n_out):  # in its layout as it is made: one matrix at a time is copied, never all of them
-        w = normal(n_in, n_out)
-        by_column = stored_by_column("h0/attn/c_attn/w", layouts)  # every block matrix alike
-        return {"w": constant(np.asfortranarray(w)) if by_column else w, "b": normal(n_out)}
+    def dense(name, n_in, n_out):  # in its layout, in the one array of block matrices: one matrix drawn at a time
+        w = memory.empty(name)  # [n_in, n_out]
+        w[...] = normal(n_in, n_out)
+        return {"w": constant(w), "b": normal(n_out)}
 
     blocks = [
         {
             "ln_1": norm(),
-            "attn": {"c_attn": dense(n_embd, 3 * n_embd), "c_proj": dense(n_embd, n_embd)},
+            "attn": {"c_attn": dense(f"h{i}/attn/c_attn/w", n_embd, 3 * n_embd),
+                     "c_proj": dense(f"h{i}/attn/c_proj/w", n_embd, n_embd)},
             "ln_2": norm(),
-            "mlp": {"c_fc": dense(n_embd, 4 * n_embd), "c_proj": dense(4 * n_embd, n_embd)},
+            "mlp": {"c_fc": dense(f"h{i}/mlp/c_fc/w", n_embd, 4 * n_embd),
+                    "c_proj": dense(f"h{i}/mlp/c_proj/w", 4 * n_embd, n_embd)},
         }
-        for _ in range(n_layer)
+        for i in range(n_layer)
     ]
+    memory.seal()
     wte, wpe = normal(n_vocab, n_embd), normal(n_ctx, n_embd, scale=0.01)
     wte = constant(np.asfortranarray(wte)) if stored_by_column("wte", layouts) else wte
     return {"wte": wte, "wpe": wpe, "blocks": blocks, "ln_f": norm()}  # in its layout already

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from loaders.weights import (MAX_DIMENSION, check_names_and_shapes, check_tensors_tile, checkpoint_error, file_errors_as_checkpoint_errors, nest_params, read_tensor, reading_bar, stored_by_column)
 
+from loaders.matrix_memory import for_block_matrices
 from loaders.messages import shown
 
 TABLE_MAGIC = 0xDB4775248B80FB57  # the last 8 bytes of every LevelDB table, little-endian
@@ -315,13 +316,15 @@ def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False, 
             data_path, f"it has {data_path.stat().st_size} bytes, but the index says its tensors take {data_size}"
         )
 
-    arrays = {}
+    arrays, memory = {}, for_block_matrices(shapes, lambda name: stored_by_column(name, layouts))
     with open(data_path, "rb") as file, reading_bar(data_size, data_path) as bar:
         for name, entry in sorted(entries.items(), key=lambda item: item[1]["offset"]):  # in file order
             short_name = name.removeprefix("model/")
             arrays[short_name] = read_tensor(file, entry["offset"], shapes[short_name], "<f4", data_path,
-                                             column_major=stored_by_column(short_name, layouts))
+                                             column_major=stored_by_column(short_name, layouts),
+                                             out=memory.empty(short_name))
             bar.update(entry["size"])
             if verify_checksums and masked_crc32c(arrays[short_name].tobytes(order="C")) != entry["crc32c"]:
                 raise checkpoint_error(data_path, f"the bytes of {name} fail their crc32c check")
+    memory.seal()
     return nest_params(arrays, hparams["n_layer"])

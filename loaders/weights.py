@@ -221,10 +221,11 @@ def nest_params(arrays, n_layer):
 READ_CHUNK_BYTES = 2 << 20  # rows read per step of read_tensor: about 2 MB, so a chunk stays in the L2 cache
 
 
-def read_tensor(file, offset, shape, stored_dtype, path, column_major=False):
+def read_tensor(file, offset, shape, stored_dtype, path, column_major=False, out=None):
     """The tensor of `shape` whose values (row-major, `stored_dtype`) start at byte `offset` of `file`, as
     float32 in its final layout: column-major if `column_major` (the blocks' weight matrices: see
-    products.column_major), else row-major.
+    products.column_major), else row-major. out: the array to fill, of that shape and layout (a view into
+    loaders/matrix_memory.py's one array), else a new one.
 
     The array is allocated once, in its final layout, and filled from the file: a float32 row-major tensor
     by one `readinto`, straight into it; anything else (a matrix made column-major, float16 or bfloat16
@@ -239,10 +240,11 @@ def read_tensor(file, offset, shape, stored_dtype, path, column_major=False):
     reordering several times faster (see docs/BENCHMARKS.md's "Loading weights").
     """
     stored = np.dtype(stored_dtype)
-    array = np.empty(shape, dtype=np.float32, order="F" if column_major else "C")  # the final array
+    order = "F" if column_major else "C"
+    array = np.empty(shape, dtype=np.float32, order=order) if out is None else out  # the final array
     file.seek(offset)
     if stored == np.float32 and not column_major:  # already in its final form: straight from the file
-        return _read_only(_read_exactly(file, array, offset, path))
+        return read_only(_read_exactly(file, array, offset, path))
     row_values = math.prod(shape[1:])  # values per row (1 for a vector, whose "rows" are its values)
     rows_per_chunk = max(1, READ_CHUNK_BYTES // (row_values * stored.itemsize))
     for first in range(0, shape[0], rows_per_chunk):
@@ -251,10 +253,10 @@ def read_tensor(file, offset, shape, stored_dtype, path, column_major=False):
         if stored_dtype == "<u2":  # bfloat16: the top half of a float32
             chunk = (chunk.astype(np.uint32) << 16).view(np.float32)
         array[first : first + rows] = chunk  # widened to float32 and put in the array's layout
-    return _read_only(array)
+    return read_only(array)
 
 
-def _read_only(array):
+def read_only(array):
     """array, made read-only: weights are constants (and products.matmul shares only read-only matrices with its
     helper process, whose copy of them must stay equal)."""
     array.flags.writeable = False

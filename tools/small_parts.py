@@ -19,6 +19,7 @@ from speed import products
 from speed import routes
 from gpt2 import attention, causal_mask
 from loaders.random_weights import random_params
+from loaders.weights import read_only
 from loaders.download import HPARAMS
 from records import timed
 from model_fn import logits_to_probs
@@ -137,6 +138,7 @@ def design_table(repeats=200, product_repeats=10, seed=0):
     n_embd = params["wte"].shape[1]
     matrices = benchmark_forward.block_matrices(params)
     row_major = [np.ascontiguousarray(m) for m in matrices]
+    own_arrays = [read_only(np.array(m, order="F")) for m in matrices]  # each an array of its own, as NumPy makes one
     rows = {n: rng.standard_normal((1, n), dtype=np.float32) for n in (n_embd, 4 * n_embd)}  # [1, n_in]
     rows64 = {n: row.astype(np.float64) for n, row in rows.items()}
     by_rows = {m: {n: rng.standard_normal((m, n), dtype=np.float32) for n in rows} for m in (2, 8)}  # [m, n_in]
@@ -183,6 +185,9 @@ def design_table(repeats=200, product_repeats=10, seed=0):
          lambda: x**3, repeats),
         (f"one row through each of the {len(matrices)} block matrices", "column-major (`products.column_major`)",
          blas_products(rows, matrices), "row-major", blas_products(rows, row_major), product_repeats),
+        (f"one row through each of the {len(matrices)} block matrices (`gpt2.linear`)",
+         "in one array, in 2 MB pages (`loaders/matrix_memory.py`)", panel_products(rows, matrices),
+         "each matrix an array of its own", panel_products(rows, own_arrays), product_repeats),
         *[(f"{m} rows through each of the {len(matrices)} block matrices (`gpt2.linear`)",
            "`products.matmul` (panel by panel, half in the helper process)", panel_products(by_rows[m], matrices),
            "one BLAS call on all cores, `(w.T @ x.T).T`", left_products(by_rows[m], matrices), product_repeats)
