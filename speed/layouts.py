@@ -9,8 +9,9 @@ n_in numbers for each column), by row the kind that adds up rows (long streams o
 machine the second read c_attn, c_fc and the LM head half as fast again (docs/BENCHMARKS.md); on the AVX-512
 ones the panels' small-matrix kernel needs the columns. So it is measured, not assumed (`measure`): for the
 blocks' matrices and for the LM head apart, a step's product (one row) and a round's (LAYOUT_MS) in each
-layout, on matrices of the model's shapes filled in memory, by products.multiply's fastest route, shared with
-the helper processes as a model's products are; rows are taken only where faster by more than 5%.
+layout, on matrices of the model's shapes filled in memory as a model's are (loaders/matrix_memory.py), by
+products.multiply's fastest route, shared with the helper processes as a model's products are; rows are taken
+only where faster by more than 5%.
 
 The loaders read each matrix straight into its layout (loaders/weights.stored_by_column), so no matrix is
 copied. The choice is one per process (`for_model`): the layouts kept with the routes in a model's folder
@@ -26,6 +27,8 @@ import time
 
 import numpy as np
 
+from loaders.matrix_memory import MatrixMemory
+from loaders.weights import read_only
 from speed import products, second_core
 
 LAYOUTS = ("columns", "rows")
@@ -52,7 +55,7 @@ def measure(hparams, repeats=REPEATS, clock=time.perf_counter):
     read-only, so that the helper processes share them as they share a model's) in each layout, each m by its
     fastest route (products.multiply), summed; the median of `repeats` turns, the layouts in turns."""
     rng, kinds = np.random.default_rng(0), shapes(hparams)
-    made = {(kind, layout): [_matrix(shape, kind, layout) for shape in kind_shapes]
+    made = {(kind, layout): _matrices(kind_shapes, kind, layout)
             for kind, kind_shapes in kinds.items() for layout in LAYOUTS}
     widths = {w.shape[0] for matrices in made.values() for w in matrices}  # the n_in of x's rows
     rows = {m: {n_in: rng.standard_normal((m, n_in), dtype=np.float32) for n_in in widths} for m in LAYOUT_MS}
@@ -74,18 +77,20 @@ def measure(hparams, repeats=REPEATS, clock=time.perf_counter):
     return times
 
 
-def _matrix(shape, kind, layout):
-    """A read-only matrix w [n_in, n_out] of `shape`, stored as `layout` says: for the head, w = wte.T of a wte
-    [n_out, n_in] stored the other way round. Written (np.full): untouched pages would all read as one."""
-    n_in, n_out = shape
+def _matrices(shapes, kind, layout):
+    """Read-only matrices w [n_in, n_out] of `shapes`, stored as `layout` says, where a model's are: the blocks'
+    side by side in one array (loaders/matrix_memory.py), the head's w = wte.T of a wte [n_out, n_in] of its own
+    stored the other way round. Written: untouched pages would all read as one."""
     by_column = layout == "columns"
     if kind == "head":
-        wte = np.full((n_out, n_in), 0.01, dtype=np.float32, order="C" if by_column else "F")
-        wte.flags.writeable = False
-        return wte.T
-    w = np.full(shape, 0.01, dtype=np.float32, order="F" if by_column else "C")
-    w.flags.writeable = False
-    return w
+        return [read_only(np.full((n_out, n_in), 0.01, dtype=np.float32, order="C" if by_column else "F")).T
+                for n_in, n_out in shapes]
+    memory = MatrixMemory({number: (shape, by_column) for number, shape in enumerate(shapes)})
+    matrices = [memory.empty(number) for number in range(len(shapes))]
+    for w in matrices:
+        w[...] = 0.01
+    memory.seal()
+    return matrices
 
 
 def _seconds(matrices, rows, route, kind, clock):
