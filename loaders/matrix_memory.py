@@ -7,7 +7,9 @@ step over 124M's block matrices (340 MB) touches 83,000 pages of 4 KB, or 162 of
 pages for every array of 4 MB or more (NUMPY_MADVISE_HUGEPAGE), but Linux can give one only to a 2 MB stretch
 that starts at a multiple of 2 MB and lies wholly inside the array: a matrix of its own keeps its two ends in
 4 KB pages, and 124M's 768 x 768 matrices (2.25 MB each) get no 2 MB page at all. So the loaders put every
-block matrix into ONE array that starts at a 2 MB boundary (`MatrixMemory`): all of it can be in 2 MB pages.
+block matrix into ONE array that starts at a 2 MB boundary (`MatrixMemory`), in fresh memory mapped for it and
+advised to Linux as wanting 2 MB pages (`fresh_memory`; memory the process had used before keeps the 4 KB
+pages it was given): all of it can be in 2 MB pages.
 wte (the LM head, 154 MB for 124M) stays an array of its own: its ends are at most 3% of it.
 docs/BENCHMARKS.md's design timings time a step's products both ways (tools/small_parts.py).
 
@@ -23,6 +25,7 @@ filled (`seal`), as every weight is: the helper processes share only such matric
 """
 
 import math
+import mmap
 
 import numpy as np
 
@@ -40,7 +43,7 @@ class MatrixMemory:
         offsets, end = {}, 0
         for name, size in sizes.items():  # one after the other, each at a multiple of ALIGN
             offsets[name], end = end, end + -(-size // ALIGN) * ALIGN
-        self.block = np.empty(end + HUGE_PAGE, dtype=np.uint8)  # NumPy asks Linux for 2 MB pages for it
+        self.block = fresh_memory(end + HUGE_PAGE)  # [bytes]
         start = -self.block.ctypes.data % HUGE_PAGE  # the first 2 MB boundary inside it
         self.layouts, self.offsets, self.start, self.views = layouts, offsets, start, []
 
@@ -59,6 +62,17 @@ class MatrixMemory:
         """Make the array and every view of it read-only: nothing can change the weights through NumPy."""
         for array in (self.block, *self.views):
             array.flags.writeable = False
+
+
+def fresh_memory(nbytes):
+    """A new uint8 array [nbytes] in memory mapped for it alone, Linux asked for 2 MB pages in it (MADV_HUGEPAGE:
+    it gives them where /sys/kernel/mm/transparent_hugepage/enabled says "madvise" or "always"); where madvise has
+    no such advice (not Linux), NumPy's own memory."""
+    if not hasattr(mmap, "MADV_HUGEPAGE"):
+        return np.empty(nbytes, dtype=np.uint8)
+    memory = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # private: a fork copies it
+    memory.madvise(mmap.MADV_HUGEPAGE)
+    return np.frombuffer(memory, dtype=np.uint8)  # unmapped when the last view of it is gone
 
 
 def for_block_matrices(shapes: dict, column_major) -> MatrixMemory:
