@@ -9,9 +9,9 @@ that starts at a multiple of 2 MB and lies wholly inside the array: a matrix of 
 4 KB pages, and 124M's 768 x 768 matrices (2.25 MB each) get no 2 MB page at all. So the loaders put every
 block matrix into ONE array that starts at a 2 MB boundary (`MatrixMemory`), in fresh memory mapped for it and
 advised to Linux as wanting 2 MB pages (`fresh_memory`; memory the process had used before keeps the 4 KB
-pages it was given): all of it can be in 2 MB pages.
-wte (the LM head, 154 MB for 124M) stays an array of its own: its ends are at most 3% of it.
-docs/BENCHMARKS.md's design timings time a step's products both ways (tools/small_parts.py).
+pages it was given): all of it can be in 2 MB pages. wte (the LM head, 154 MB for 124M) stays an array of its
+own: its ends are at most 3% of it. docs/BENCHMARKS.md's design timings time a step's products both ways
+(tools/small_parts.py).
 
 Nothing else changes: the same shapes, layouts (column-major or not, as speed/layouts.py chose) and values;
 each matrix starts at a multiple of ALIGN bytes (a cache line). Where Linux gives no 2 MB pages (another
