@@ -24,8 +24,10 @@ filled (`seal`), as every weight is: the helper processes share only such matric
     memory.seal()                       # the array and every view read-only
 """
 
+import errno
 import math
 import mmap
+import os
 
 import numpy as np
 
@@ -33,6 +35,7 @@ from loaders.weights import is_block_matrix
 
 HUGE_PAGE = 2 << 20  # bytes in one of Linux's 2 MB pages (x86-64's; the start is aligned to it)
 ALIGN = 64  # each matrix starts at a multiple of this many bytes: a cache line, one AVX-512 load
+TRANSPARENT_HUGE_PAGES = "/sys/kernel/mm/transparent_hugepage/enabled"  # Linux's rule for 2 MB pages, if it has them
 
 
 class MatrixMemory:
@@ -66,12 +69,18 @@ class MatrixMemory:
 
 def fresh_memory(nbytes):
     """A new uint8 array [nbytes] in memory mapped for it alone, Linux asked for 2 MB pages in it (MADV_HUGEPAGE:
-    it gives them where /sys/kernel/mm/transparent_hugepage/enabled says "madvise" or "always"); where madvise has
-    no such advice (not Linux), NumPy's own memory."""
+    it gives them where TRANSPARENT_HUGE_PAGES says "madvise" or "always"); where madvise has no such advice (not
+    Linux), NumPy's own memory. No room for it (a memory limit: `ulimit -v`) is a MemoryError, as NumPy's is."""
     if not hasattr(mmap, "MADV_HUGEPAGE"):
         return np.empty(nbytes, dtype=np.uint8)
-    memory = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # private: a fork copies it
-    memory.madvise(mmap.MADV_HUGEPAGE)
+    try:
+        memory = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # private: a fork copies it
+    except OSError as error:
+        if error.errno != errno.ENOMEM:
+            raise
+        raise MemoryError(f"Unable to map {nbytes / 2**30:.1f} GiB for the weight matrices") from error
+    if os.path.exists(TRANSPARENT_HUGE_PAGES):  # a kernel built without them would refuse the advice
+        memory.madvise(mmap.MADV_HUGEPAGE)
     return np.frombuffer(memory, dtype=np.uint8)  # unmapped when the last view of it is gone
 
 

@@ -7,14 +7,17 @@ may share them: second_core._frozen). The page sizes are Linux's own, read from 
 """
 
 import mmap
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import REPO_ROOT
+
 from loaders.hf_folder import load_hf_gpt2
-from loaders.matrix_memory import ALIGN, HUGE_PAGE, MatrixMemory, for_block_matrices
+from loaders.matrix_memory import ALIGN, HUGE_PAGE, TRANSPARENT_HUGE_PAGES, MatrixMemory, for_block_matrices
 from loaders.random_weights import random_params
 from loaders.tf_checkpoint import load_gpt2_params_from_tf_ckpt
 from loaders.weights import gpt2_param_shapes
@@ -22,7 +25,6 @@ from speed import second_core
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TINY = {"n_vocab": 50, "n_ctx": 16, "n_embd": 8, "n_head": 2, "n_layer": 2}  # the fixtures' shapes
-THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
 def block_matrices(params):
@@ -113,10 +115,10 @@ def anon_huge_bytes(address):
 
 def two_mb_pages_on_request():
     """Why not, or None: Linux gives a program 2 MB pages where it asks (or always)."""
-    if not sys.platform.startswith("linux") or not THP.exists() or not hasattr(mmap, "MADV_HUGEPAGE"):
+    if not sys.platform.startswith("linux") or not Path(TRANSPARENT_HUGE_PAGES).exists() or not hasattr(mmap, "MADV_HUGEPAGE"):
         return "2 MB pages on request are Linux's (transparent huge pages)"
-    if "[never]" in THP.read_text():
-        return f"{THP} says never"
+    if "[never]" in Path(TRANSPARENT_HUGE_PAGES).read_text():
+        return f"{TRANSPARENT_HUGE_PAGES} says never"
     return None
 
 
@@ -143,3 +145,20 @@ def test_its_teeth_memory_linux_was_told_to_keep_in_4_kb_pages_shows_none():
     assert anon_huge_bytes(array.ctypes.data) == 0
     del array
     memory.close()
+
+
+UNDER_A_MEMORY_LIMIT = """
+import resource
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, resource.getrlimit(resource.RLIMIT_AS)[1]))
+from loaders.matrix_memory import MatrixMemory
+MatrixMemory({"w": ((50000, 50000), True)})  # 9.3 GiB
+"""
+
+
+@pytest.mark.skipif(not hasattr(mmap, "MADV_HUGEPAGE"), reason="the mapped memory is Linux's")
+def test_no_room_under_a_memory_limit_is_a_MemoryError_as_numpys_is_which_the_command_line_ends_in_one_line():
+    """Under `ulimit -v` (RLIMIT_AS 2 GiB) the mapping fails with ENOMEM; command_line/scripts.ending_as_one_line
+    turns a MemoryError, not an OSError, into its one `error: out of memory` line."""
+    run = subprocess.run([sys.executable, "-c", UNDER_A_MEMORY_LIMIT], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1] == "MemoryError: Unable to map 9.3 GiB for the weight matrices"
