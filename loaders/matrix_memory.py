@@ -39,7 +39,7 @@ TRANSPARENT_HUGE_PAGES = "/sys/kernel/mm/transparent_hugepage/enabled"  # Linux'
 
 
 class MatrixMemory:
-    """One float32 array holding the matrices `layouts` names ({name: (shape, column_major)}), each a view."""
+    """One array holding the float32 matrices `layouts` names ({name: (shape, column_major)}), each a view."""
 
     def __init__(self, layouts: dict):
         sizes = {name: 4 * math.prod(shape) for name, (shape, _) in layouts.items()}
