@@ -177,7 +177,7 @@ def load_hf_gpt2(model_dir, layouts=None):
     names = {hf_name: hf_name_to_openai_name(hf_name) for hf_name in entries}  # None: not a parameter
     shapes = {name: entries[hf_name][1] for hf_name, name in names.items() if name is not None}
     check_names_and_shapes(shapes, hparams, safetensors_path)  # before a single tensor is read
-    arrays, memory = {}, for_block_matrices(shapes, lambda name: stored_by_column(name, layouts))
+    arrays, memory = {}, for_block_matrices(shapes, layouts)
     total = sum(end - begin for hf_name, (_, _, begin, end) in entries.items() if names[hf_name] is not None)
     with open(safetensors_path, "rb") as file, reading_bar(total, safetensors_path) as bar:
         for hf_name, name in names.items():

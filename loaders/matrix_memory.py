@@ -31,7 +31,7 @@ import os
 
 import numpy as np
 
-from loaders.weights import is_block_matrix
+from loaders.weights import is_block_matrix, stored_by_column
 
 HUGE_PAGE = 2 << 20  # bytes in one of Linux's 2 MB pages (x86-64's; the start is aligned to it)
 ALIGN = 64  # each matrix starts at a multiple of this many bytes: a cache line, one AVX-512 load
@@ -84,8 +84,8 @@ def fresh_memory(nbytes):
     return np.frombuffer(memory, dtype=np.uint8)  # unmapped when the last view of it is gone
 
 
-def for_block_matrices(shapes: dict, column_major) -> MatrixMemory:
-    """The MatrixMemory for the block matrices among `shapes` ({name: shape}), each column-major where
-    column_major(name) says (loaders/weights.stored_by_column)."""
-    return MatrixMemory({name: (tuple(shape), column_major(name)) for name, shape in shapes.items()
+def for_block_matrices(shapes: dict, layouts=None) -> MatrixMemory:
+    """The MatrixMemory for the block matrices among `shapes` ({name: shape}), each stored as `layouts` says
+    (loaders/weights.stored_by_column; None: the default, by column)."""
+    return MatrixMemory({name: (tuple(shape), stored_by_column(name, layouts)) for name, shape in shapes.items()
                          if is_block_matrix(name)})

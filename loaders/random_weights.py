@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from loaders.matrix_memory import for_block_matrices
-from loaders.weights import gpt2_param_shapes, stored_by_column
+from loaders.weights import gpt2_param_shapes, read_only, stored_by_column
 
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -31,22 +31,18 @@ def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02, la
     (loaders/matrix_memory.py), so the memory needed is the weights plus one matrix (1558M: 6.2 GB, not twice that).
     """
     n_vocab, n_ctx, n_embd, n_layer = (hparams[k] for k in ("n_vocab", "n_ctx", "n_embd", "n_layer"))
-    memory = for_block_matrices(gpt2_param_shapes(hparams), lambda name: stored_by_column(name, layouts))
-
-    def constant(array):  # read-only, as the loaders' weights are (products.matmul shares only those)
-        array.flags.writeable = False
-        return array
+    memory = for_block_matrices(gpt2_param_shapes(hparams), layouts)
 
     def normal(*shape, scale=std):
-        return constant(scale * rng.standard_normal(shape, dtype=np.float32))  # float32: a Python float adapts
+        return read_only(scale * rng.standard_normal(shape, dtype=np.float32))  # float32: a Python float adapts
 
     def norm():
-        return {"g": constant(1 + normal(n_embd, scale=0.1)), "b": normal(n_embd, scale=0.1)}
+        return {"g": read_only(1 + normal(n_embd, scale=0.1)), "b": normal(n_embd, scale=0.1)}
 
     def dense(name, n_in, n_out):  # in its layout, in the one array of block matrices: one matrix drawn at a time
         w = memory.empty(name)  # [n_in, n_out]
         w[...] = normal(n_in, n_out)
-        return {"w": constant(w), "b": normal(n_out)}
+        return {"w": w, "b": normal(n_out)}  # w read-only once all are drawn (memory.seal)
 
     blocks = [
         {
@@ -61,7 +57,7 @@ def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02, la
     ]
     memory.seal()
     wte, wpe = normal(n_vocab, n_embd), normal(n_ctx, n_embd, scale=0.01)
-    wte = constant(np.asfortranarray(wte)) if stored_by_column("wte", layouts) else wte
+    wte = read_only(np.asfortranarray(wte)) if stored_by_column("wte", layouts) else wte
     return {"wte": wte, "wpe": wpe, "blocks": blocks, "ln_f": norm()}  # in its layout already
 
 

@@ -316,7 +316,7 @@ def load_gpt2_params_from_tf_ckpt(ckpt_prefix, hparams, verify_checksums=False, 
             data_path, f"it has {data_path.stat().st_size} bytes, but the index says its tensors take {data_size}"
         )
 
-    arrays, memory = {}, for_block_matrices(shapes, lambda name: stored_by_column(name, layouts))
+    arrays, memory = {}, for_block_matrices(shapes, layouts)
     with open(data_path, "rb") as file, reading_bar(data_size, data_path) as bar:
         for name, entry in sorted(entries.items(), key=lambda item: item[1]["offset"]):  # in file order
             short_name = name.removeprefix("model/")

@@ -32,17 +32,17 @@ def block_matrices(params):
             for part, name in (("attn", "c_attn"), ("attn", "c_proj"), ("mlp", "c_fc"), ("mlp", "c_proj"))]
 
 
-def every_loader():
-    """(name, params) from each loader: OpenAI's checkpoint, a Hugging Face folder, random weights."""
-    yield "tf checkpoint", load_gpt2_params_from_tf_ckpt(FIXTURES / "tf_ckpt" / "model.ckpt", TINY)
-    yield "hf folder", load_hf_gpt2(FIXTURES / "hf_folder_tiny")[1]
-    yield "random", random_params(TINY, np.random.default_rng(0))
-    yield "random by rows", random_params(TINY, np.random.default_rng(0), layouts={"blocks": "rows", "head": "rows"})
+LOADERS = {  # name -> params from that loader: OpenAI's checkpoint, a Hugging Face folder, random weights
+    "tf checkpoint": lambda: load_gpt2_params_from_tf_ckpt(FIXTURES / "tf_ckpt" / "model.ckpt", TINY),
+    "hf folder": lambda: load_hf_gpt2(FIXTURES / "hf_folder_tiny")[1],
+    "random": lambda: random_params(TINY, np.random.default_rng(0)),
+    "random by rows": lambda: random_params(TINY, np.random.default_rng(0), layouts={"blocks": "rows", "head": "rows"}),
+}
 
 
-@pytest.mark.parametrize("loader", [name for name, _ in every_loader()])
+@pytest.mark.parametrize("loader", LOADERS)
 def test_every_loader_puts_the_block_matrices_side_by_side_in_one_array_starting_at_a_2_mb_boundary(loader):
-    params = dict(every_loader())[loader]
+    params = LOADERS[loader]()
     matrices = block_matrices(params)
     block = matrices[0].base
     assert all(w.base is block for w in matrices) and params["wte"].base is not block
@@ -52,9 +52,9 @@ def test_every_loader_puts_the_block_matrices_side_by_side_in_one_array_starting
     assert all(end <= next_start for end, next_start in zip(ends, starts[1:]))  # none overlaps the next
 
 
-@pytest.mark.parametrize("loader", [name for name, _ in every_loader()])
+@pytest.mark.parametrize("loader", LOADERS)
 def test_the_matrices_and_their_array_are_read_only_so_the_helpers_may_share_them(loader):
-    matrices = block_matrices(dict(every_loader())[loader])
+    matrices = block_matrices(LOADERS[loader]())
     assert not matrices[0].base.flags.writeable
     assert all(not w.flags.writeable and second_core._frozen(w) for w in matrices)
 
@@ -115,7 +115,8 @@ def anon_huge_bytes(address):
 
 def two_mb_pages_on_request():
     """Why not, or None: Linux gives a program 2 MB pages where it asks (or always)."""
-    if not sys.platform.startswith("linux") or not Path(TRANSPARENT_HUGE_PAGES).exists() or not hasattr(mmap, "MADV_HUGEPAGE"):
+    linux_has_them = Path(TRANSPARENT_HUGE_PAGES).exists() and hasattr(mmap, "MADV_HUGEPAGE")
+    if not sys.platform.startswith("linux") or not linux_has_them:
         return "2 MB pages on request are Linux's (transparent huge pages)"
     if "[never]" in Path(TRANSPARENT_HUGE_PAGES).read_text():
         return f"{TRANSPARENT_HUGE_PAGES} says never"
@@ -128,7 +129,7 @@ def test_linux_backs_the_whole_array_with_2_mb_pages_even_a_model_whose_matrices
     arrays the 1 and 3 MB ones could hold no 2 MB page. In one array of fresh memory, every page is 2 MB (in a
     process that has freed as much before, an array of NumPy's own could reuse 4 KB pages: the suite does)."""
     shapes = gpt2_param_shapes({"n_vocab": 10, "n_ctx": 4, "n_embd": 512, "n_layer": 2})
-    memory = for_block_matrices(shapes, lambda name: True)
+    memory = for_block_matrices(shapes)  # by column
     matrices = [memory.empty(name) for name in shapes if name.endswith("/w")]
     for w in matrices:
         w[...] = 1.0  # the pages come when first written
