@@ -62,10 +62,10 @@ def one_level_inverse_cdf(probs, r):
     ids=str,
 )
 def test_logits_to_probs_equals_the_textbook_formulas_on_gpt2_sized_rows(settings):
-    """Rows of 50257 float32 logits (scale 3, as a trained model's): the in-place, partition-then-sort code
-    gives the textbook distributions to 1e-15 (float64 rounding), and a one-hot row at temperature 0. The
-    settings reach each way top_p finds its candidates: top_k's tokens; the top 1024, which hold 0.9 of the
-    mass at temperature 0.3; the whole row when they do not (temperature 1.3; top_p 0.9999999 in two rows of three)."""
+    """Rows of 50257 float32 logits (scale 3, as a trained model's): logits_to_probs gives the distributions of
+    the formulas written out apart (plain_logits_to_probs) to 1e-15 (float64 rounding), and a one-hot row at
+    temperature 0. The settings cut top_p after top_k's tokens, after few tokens (temperature 0.3: the top
+    1024 hold 0.9 of the mass), after many (temperature 1.3) and almost nowhere (top_p 0.9999999)."""
     logits = 3 * np.random.default_rng(0).standard_normal((3, 50257), dtype=np.float32)  # [3, n_vocab]
     probs = logits_to_probs(logits, **settings)
     assert probs.dtype == np.float64 and probs.shape == (3, 50257)
