@@ -9,8 +9,9 @@ Read gpt2.py and encoder.py first (what the weights and the tokenizer are for). 
    read by loaders/tf_checkpoint.py, a Hugging Face folder (config.json + model.safetensors) by loaders/hf_folder.py; both
    build on loaders/weights.py, what every reader checks (hparams, names and shapes, tensors read into arrays).
 
-`load_encoder_hparams_and_params` does both for main.py. The parameters always come out in the nested layout
-of OpenAI's checkpoint names (picoGPT's layout): params["blocks"][i]["attn"]["c_attn"]["w"], all float32.
+`load_encoder_hparams_and_params` does both (picoGPT's name); `download_and_load` does both for main.py's two
+models. The parameters always come out in the nested layout of OpenAI's checkpoint names (picoGPT's layout):
+params["blocks"][i]["attn"]["c_attn"]["w"], all float32.
 Read next: loaders/download.py and loaders/hub.py for where files come from, loaders/weights.py and its two readers for how bytes
 become arrays.
 """

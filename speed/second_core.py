@@ -10,7 +10,7 @@ about a microsecond. A helper THREAD cannot: waiting, it must sleep (spinning wo
 need), and waking a sleeping thread costs tens of microseconds. So do BLAS's own threads, which is why the split
 is processes, not BLAS threads inside each: a panel product is too small for BLAS to split, and its idle threads
 would take the cores the helpers spin on. A process has its own GIL, so it CAN spin: each helper polls a number
-in memory it shares with this process and sees a new job within a microsecond (docs/BENCHMARKS.md times it).
+in memory it shares with this process and sees a new job as soon as it is posted, with nothing to wake.
 
 How many: `workers()`, this process and workers() - 1 helpers, each with an equal share of the panels or heads
 (`shares`, `run_shared`), BLAS on one thread in each. Measured, not assumed: speed/routes.py times the step's
