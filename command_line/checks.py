@@ -68,13 +68,17 @@ def check_models_fit(draft, target, prompt_ids, flags):
             f"use a shorter prompt or generate fewer tokens"
         )
     check_fits_context(flags, n_ctx, whose)
-    if flags.tree is not None:  # the last round's tree sits after the prompt and up to N - 1 new tokens
-        needed = len(prompt_ids) + flags.n_tokens_to_generate - 1 + tree_nodes(flags.tree, n_ctx)
-        if needed > n_ctx:
+    if flags.tree is not None and flags.n_tokens_to_generate > 0:
+        # a round after L tokens sends the tree cut to min(depths, T - L - 1) depths (drafters.check_tree_fits);
+        # L + its nodes is largest for the last round that still sends every depth (or the first round)
+        T, depths = len(prompt_ids) + flags.n_tokens_to_generate, len(flags.tree)
+        L = max(len(prompt_ids), T - 1 - depths)
+        nodes = tree_nodes(flags.tree[: min(depths, T - L - 1)], n_ctx)
+        if L + nodes > n_ctx:
             raise ValueError(
-                f"--tree {tree_text(flags.tree)} ({tree_nodes(flags.tree, n_ctx)} nodes) after the prompt "
-                f"({len(prompt_ids)} tokens) and up to {flags.n_tokens_to_generate - 1} new tokens needs {needed} "
-                f"positions, more than {whose} of {n_ctx}: use a smaller tree or generate fewer tokens"
+                f"--tree {tree_text(flags.tree)} sends {nodes} nodes in the round after {L} tokens (the prompt's "
+                f"{len(prompt_ids)} and {L - len(prompt_ids)} new ones): {L + nodes} positions, more than {whose} of "
+                f"{n_ctx}: use a smaller tree or generate fewer tokens"
             )
 
 

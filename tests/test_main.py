@@ -562,13 +562,22 @@ def test_a_prompt_and_n_longer_than_the_context_get_one_clear_line(tmp_path, tar
 
 
 def test_a_tree_that_does_not_fit_after_the_prompt_and_n_gets_one_clear_line(tmp_path, target_dir, draft_dir):
-    """n_ctx 64: a 6-token prompt + 40 tokens leaves 64 - 6 - 39 = 19 positions for the last round's tree, and
-    the tree 4,4 has 4 + 16 = 20 nodes."""
-    result = run_main("--prompt", PROMPT, "--n_tokens_to_generate", 40, "--tree", "4,4",
+    """n_ctx 64, a 6-token prompt, N = 50 (T = 56), the tree 4,4 (4 + 16 = 20 nodes): a round after L tokens sends
+    min(2, T - L - 1) depths, so the round after 53 tokens still sends all 20 nodes: 73 positions."""
+    result = run_main("--prompt", PROMPT, "--n_tokens_to_generate", 50, "--tree", "4,4",
                       "--draft_model_size", draft_dir, "--target_model_size", target_dir, cwd=tmp_path)
     line = one_error_line(result)
-    assert "--tree 4,4 (20 nodes)" in line and "needs 65 positions, more than the models' context of 64" in line
-    assert result.returncode == 2
+    assert "--tree 4,4 sends 20 nodes in the round after 53 tokens" in line
+    assert "73 positions, more than the models' context of 64" in line and result.returncode == 2
+
+
+def test_a_tree_whose_last_rounds_are_cut_short_runs_to_the_end_of_the_context(tmp_path, target_dir, draft_dir):
+    """n_ctx 64, a 6-token prompt, N = 40 (T = 46), the tree 4,4: the round after 43 tokens sends 20 nodes (63
+    positions), the one after 44 sends 4 (48), the one after 45 none: every round fits, though the whole tree
+    after the prompt and N - 1 new tokens (45 + 20 = 65) would not."""
+    result = run_main("--prompt", PROMPT, "--n_tokens_to_generate", 40, "--tree", "4,4",
+                      "--draft_model_size", draft_dir, "--target_model_size", target_dir, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def test_a_draft_with_another_vocabulary_gets_one_clear_line(tmp_path, target_dir):
