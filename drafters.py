@@ -363,7 +363,7 @@ class TreeDrafter:
     tree(draft_model, (2, 2, 1)) proposes the draft's 2 most likely tokens after x, the 2 most likely after
     each of those, and the most likely after each of the 4: 2 + 4 + 4 = 10 nodes. The draft expands each
     depth's frontier in ONE call (the frontier is always the last nodes, since nodes are listed depth by depth):
-    depth 1 asks model(x, 1); depth d > 1 asks model(x + nodes, n=len(frontier), parents=parents).
+    depth 1 asks model(x, 1); a deeper one model(x + nodes, len(frontier), parents) (no parents while a chain).
 
     Why the TOP tokens and not independent samples of p: both keep the round exact (see `tree_stream`), but
     with samples, siblings repeat each other whenever p is peaked (at temperature 0 every sample is the argmax),

@@ -96,7 +96,8 @@ class FixedK:
 # ------------------------------------------------------------------------------------------------------------
 
 # r(m): the time of a target pass over m new positions, in 1-position passes, measured with the KV cache on an
-# Intel Xeon with 2 cores (NumPy's OpenBLAS; 124M, medians after 512 cached tokens: docs/BENCHMARKS.md's r(m) table).
+# Intel Xeon with 2 cores (NumPy's OpenBLAS; 124M, medians after 512 cached tokens, by tools/benchmark_forward.py in
+# a run before the one docs/BENCHMARKS.md's r(m) table shows: a run's figures differ from the next one's).
 # speed/products.py multiplies a few rows panel by panel, half of the columns in a helper process on the second core, so
 # r stays near 1 for two positions and then grows far more slowly than m, as the arithmetic catches up with the
 # reading of the weights. speed/calibration.py's `calibrate` measures it on
@@ -105,7 +106,8 @@ class FixedK:
 R_TABLE = [1.00, 1.04, 1.24, 1.26, 1.46, 1.50, 1.64, 1.61, 1.81, 1.94, 2.04, 2.01, 2.14, 2.17, 2.37, 2.35]
 
 # o: what a round that proposes costs beyond its target pass, in one-position target steps (AutoK's docstring), where
-# nothing measured it: speed/calibration.py's `calibrate` measures it with r(m) and sets `target_model.round_overhead`.
+# nothing measured it: speed/calibration.py's `calibrate` measures it with r(m), and the costs' `use(target_model)`
+# sets `target_model.round_overhead`.
 ROUND_OVERHEAD = 0.1
 
 

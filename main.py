@@ -130,7 +130,7 @@ def main(prompt="Alan Turing theorized that computers would one day become", n_t
         download_retries: how often a failed download is retried (waiting 1, 2, 4, ... s) before giving up (0 to 20).
         drafter: where the guesses come from: model (the draft model), lookup (copied from earlier text: prompt lookup, no draft model), staged (the draft model's own guesses drafted by prompt lookup).
         max_ngram: prompt lookup follows the longest earlier match of the text's end; a number caps it (3: the original prompt lookup). Default: no cap.
-        min_ngram: prompt lookup: a match shorter than this is no match (the round is then a plain target step).
+        min_ngram: prompt lookup (--drafter lookup): a match shorter than this is no match (the round is then a plain target step).
         tree: a tree of guesses checked in one target pass, its branching per depth, e.g. 2,2,1 (overrides K; needs --drafter model).
         color: color the speculative text by where each token came from: auto (on a terminal, unless NO_COLOR is set), always, never.
         trace: print one line per round: the drafted tokens, for each checked guess p, q, the uniform draw and kept or rejected.

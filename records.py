@@ -169,7 +169,7 @@ class SpeculativeStats:
         return sum(self.ks) / len(self.ks) if self.ks else 0.0
 
     def summary(self):
-        """A few readable lines, e.g. for main.py."""
+        """A few readable lines: the round counts and the acceptance rate by draft position."""
         per_position = ", ".join("n/a" if rate is None else f"{rate:.2f}" for rate in self.acceptance_rate_at)
         by_position = f" (by draft position: {per_position})" if per_position else " (no guess was drafted)"
         return (

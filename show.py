@@ -267,8 +267,8 @@ def box_label(token, token_bytes, width=10):
 def plot_rounds(rounds, token_bytes, path, title=""):
     """Write a picture of the rounds to `path` (format from its suffix, e.g. .png): one row per round.
 
-    Each box is one token (see `round_boxes`), as wide as its label; a gap separates the written tokens from
-    the unchecked guesses. Round 1 is the top row.
+    Each box is one token (see `round_boxes`), as wide as its label, its color saying what became of it (the
+    legend). Round 1 is the top row.
     """
     Figure, FigureCanvasAgg, Patch, Rectangle = import_matplotlib()
     rows = [round_boxes(rnd) for rnd in rounds]

@@ -376,7 +376,7 @@ class Flags:
     n_tokens_to_generate: int
     draft_model_size: object  # str, or None when the drafter needs no draft model
     target_model_size: str
-    K: object  # int >= 1 or "auto"
+    K: object  # int >= 1, "auto" or "hf"
     temperature: float
     top_k: object
     top_p: object
@@ -580,15 +580,15 @@ def damage_as_one_line():
     """Inside (the decoding): a ValueError about NaN or infinite numbers becomes one `error:` line and exit 1.
 
     The weights were checked before (checks.check_weights_finite), so this is a forward pass that overflowed on
-    finite weights: sampling.py's checks raise a ValueError whose message says NaN. NumPy's warnings about
-    the overflow are silenced here, since that error says it in one line. Any other exception while decoding
-    is a bug and keeps its traceback.
+    finite weights: checks.py's checks (check_finite, check_probs) raise a ValueError whose message says NaN.
+    NumPy's warnings about the overflow are silenced here, since that error says it in one line. Any other
+    exception while decoding is a bug and keeps its traceback.
     """
     try:
         with np.errstate(over="ignore", invalid="ignore"):
             yield
     except ValueError as error:
-        if "NaN" not in str(error):  # model_fn.logits_to_probs and _check_probs name NaN in their messages
+        if "NaN" not in str(error):  # checks.check_finite and check_probs name NaN in their messages
             raise
         print(f"\nerror: {error}", file=sys.stderr)
         raise SystemExit(1) from None

@@ -1,7 +1,7 @@
 """What main.py prints: the run's heading, each sampler's line, and the comparison at the end.
 
 Read main.py first: it decodes the prompt twice and hands the two runs here. Every word printed by default is
-one the README or docs/GLOSSARY.md defines (tests/test_main.py checks the sample run's words); --verbose adds
+one the README or docs/GLOSSARY.md defines (tests/test_readme.py checks the sample run's words); --verbose adds
 what only the machine needs (the routes each matrix product takes).
 
 A run is a `Run`: the token ids (prompt included), its seconds, its statistics (records.py) and, for

@@ -4,8 +4,8 @@ Read main.py first. Each model first runs once over the prompt (a warm-up: the f
 memory the next ones reuse). Then this machine's fastest way to multiply the target's matrices is measured
 (speed/routes.settle: a few seconds at a model's first run here) and kept in the target's folder as routes.json,
 so the next run reads it instead; with --K auto, the costs K=auto plans with (r(m) and c) are measured too and
-kept as r_table.json. The default output says in plain words what was measured and where it was kept;
---verbose also prints the routes themselves (which product takes which route).
+kept as r_table.json (r_table_no_cache.json with --kv_cache False). The default output says in plain words what
+was measured and where it was kept; --verbose also prints the routes themselves (which product takes which route).
 """
 
 import time
@@ -91,7 +91,7 @@ def calibrated_costs(flags, target, draft, routes):
     """(MeasuredCosts, lines to print): the costs K=auto plans with, from --r_table, else measured now.
 
     target, draft: the warm-up model functions (draft None without a draft model); routes: the products' routes,
-    as speed/routes.settle gave them. A measured table is written next to the target's folder, so that
+    as speed/routes.settle gave them. A measured table is written into the target's folder, so that
     --r_table can give it again.
     """
     if flags.r_table is not None:

@@ -85,6 +85,7 @@ TEACHER_ONLY = (
     "tests/test_tree_sampling.py",
     "tests/test_drafters.py",  # checks lookup against a full scan
     "tools/full_scan_lookup.py",  # brute_force_lookup, a full-scan lookup
+    "tools/small_parts.py",  # imports it (lookup_timing)
     "tests/test_step_checks_teeth.py",  # wrong versions one slip from the right one
     "tests/test_logits_and_draws.py",  # plain_logits_to_probs: the textbook top-p, step 6 written out
     "tests/make_step_fixtures.py",  # runs the reference to save its calls (a student copy has none to run)

@@ -14,11 +14,11 @@ them. So the gradebook, like nbgrader's hidden tests:
 - computes the reference's answers in its own process, by the same probe with the teacher's modules, and
   compares. Nothing the child says about itself counts: an answer is right only if it is the reference's.
 
-Each step has one to three named checks of one point each (`POINTS`); a check passes when every one of its
-cases matches. The reasons say where and how an answer differs (its shape, its dtype, the largest difference,
-NaN), never the reference's value. Every check always holds its edge cases (a residual of total zero, ties
-in top-p, scores near 200), whatever the seed: a re-grade with another seed gives the same code the same
-marks. Hiding the teacher's files from a hand-in's code is the sandbox's work (course/sandbox.py).
+Each step has one to three named checks of one point each (the gradebook counts them); a check passes when every one
+of its cases matches. The reasons say where and how an answer differs (its shape, its dtype, the largest difference,
+NaN), never the reference's value. Every check always holds its edge cases (a residual of total zero, ties in top-p,
+scores near 200), whatever the seed: a re-grade with another seed gives the same code the same marks. Hiding the
+teacher's files from a hand-in's code is the sandbox's work (course/sandbox.py).
 """
 
 import json

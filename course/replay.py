@@ -138,7 +138,8 @@ def residual_stand_in(calls):
 
 
 def recording(module, name, calls, record):
-    """Wrap module.name so that each call appends record(arguments, result) to calls; returns the original."""
+    """Wrap module.name so that each call appends record(args, kwargs, kwargs_after, result) to calls (args and kwargs
+    copied before the call); returns the original."""
     original = getattr(module, name)
 
     def wrapper(*args, **kwargs):

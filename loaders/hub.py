@@ -400,7 +400,7 @@ def hub_file_metadata(url, cache_folder, timeout_seconds, deadline=None):
     the file (X-Linked-Etag for a large file stored elsewhere, whose answer is a redirect), X-Repo-Commit, and
     the size (X-Linked-Size, else Content-Length of a direct answer; None if neither). The ETag and the commit
     become names in the cache: each must be a hexadecimal id (BLOB_ID, COMMIT_ID). The exchange ends by
-    `deadline` (a time.monotonic(); default: download.DEFAULT_DEADLINE_SECONDS from now)."""
+    `deadline` (a time.monotonic(); default: download.download_deadline() from now)."""
     deadline = time.monotonic() + download_deadline() if deadline is None else deadline
     try:
         with exchange("HEAD", url, deadline, timeout_seconds, allow_redirects=False,

@@ -28,9 +28,9 @@ def printable(text, width=200):
 
 def os_error_text(error, unnamed="a file"):
     """One line for an OSError: the file it names (or `unnamed`) and what went wrong, with what to do when the disk
-    is full: 'models/124M/encoder.json: the disk is full (No space left on device): free some space and run
-    again'. EFBIG (a file past the size the system allows, as a full disk or a quota shows itself to some)
-    and EDQUOT (a quota) say the same."""
+    is full: 'models/124M/encoder.json: the disk is full or the file is larger than allowed (No space left on
+    device): free some space and run again'. EFBIG (a file past the size the system allows, as a full disk or
+    a quota shows itself to some) and EDQUOT (a quota) say the same."""
     where = error.filename if error.filename is not None else unnamed
     reason = error.strerror or str(error) or type(error).__name__
     if error.errno in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)):

@@ -63,7 +63,7 @@ def random_params(hparams: dict, rng: np.random.Generator, std: float = 0.02, la
 
 def bytes_needed(hparams: dict) -> int:
     """Bytes that random_params and a run of the model take at most: the float32 weights, the largest matrix twice
-    more (drawn, then scaled or made column-major), and a whole context's keys and values. 124M: 0.6 GB."""
+    more (drawn, then scaled or made column-major), and a whole context's keys and values. 124M: 0.9 GB."""
     n_embd, n_ctx, n_layer = hparams["n_embd"], hparams["n_ctx"], hparams["n_layer"]
     weights = 4 * sum(math.prod(shape) for shape in gpt2_param_shapes(hparams).values())
     largest = 4 * n_embd * max(4 * n_embd, hparams["n_vocab"])  # c_fc's or wte
@@ -124,7 +124,7 @@ def check_memory_for(models, available=None):
     together in `available` bytes (default: available_memory(); where that is unknown, every size passes).
 
     check_memory_for([("124M", HPARAMS["124M"])]) passes on a laptop; a config.json of 192 layers x 8192 wide
-    names 620 GB and is refused in one line naming the model, the bytes it needs and the bytes there are.
+    names 675 GB and is refused in one line naming the model, the bytes it needs and the bytes there are.
     """
     needed = sum(bytes_needed(hparams) for _, hparams in models)
     room = available_memory() if available is None else available

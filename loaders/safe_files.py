@@ -1,8 +1,9 @@
 """Writing files safely: a fresh file renamed into place (never through a link), and a lock between two runs.
 
-Nothing to read before it (it needs only Python's os); read it before loaders/download.py, which writes every download
-with these two tools. lookahead.py's costs file, the Hub cache (loaders/hub.py), and the figures and tables of show.py and
-tools/ are written with them too.
+Nothing to read before it (it needs only Python's os); read it before loaders/download.py, which locks each
+download with `file_lock` and creates its NAME.part with CREATE_NEW, as `written_atomically` creates its file.
+speed/calibration.py's costs file, the Hub cache (loaders/hub.py), and the figures and tables of show.py and tools/
+are written with them.
 
 1. `written_atomically(path)`: what is written goes into a new file that this run creates (O_CREAT | O_EXCL: the
    name did not exist, so there is no link to follow) in the folder of `path`, and is renamed over `path` once

@@ -34,7 +34,7 @@ class _CorruptData(Exception):
 
 
 def crc32c(data):
-    """CRC-32C (Castagnoli) of `data`, bit by bit through a 256-entry table: fine for kilobytes, not megabytes.
+    """CRC-32C (Castagnoli) of `data`, a byte at a time through a 256-entry table: fine for kilobytes, not megabytes.
 
     >>> hex(crc32c(b"123456789"))  # the standard check value
     '0xe3069283'
@@ -107,7 +107,7 @@ def read_block(table, offset, size):
 
 MAX_KEY_BYTES = 256  # TensorFlow variable names are far shorter ("model/h47/attn/c_attn/w" is 23 bytes)
 MAX_TABLE_ENTRIES = 10_000  # GPT-2 has 12 n_layer + 4 variables: 580 for 1558M
-MAX_INDEX_BYTES = 64 << 20  # 1558M's model.ckpt.index is about 40 KB
+MAX_INDEX_BYTES = 64 << 20  # 124M's model.ckpt.index is 5 KB; 1558M's, with 580 variables, some tens of KB
 
 
 def parse_block(block):
@@ -116,7 +116,7 @@ def parse_block(block):
     A block is a run of entries, then an array of uint32 "restart points", then their count (uint32).
     Each entry stores only what its key adds to the previous key (keys are sorted, so neighbours share a
     prefix): varint shared, varint non_shared, varint value_length, key[shared:], value.
-    Example: after key b"model/h0/attn/c_attn/b", the entry (shared=20, non_shared=1, b"w") is key
+    Example: after key b"model/h0/attn/c_attn/b", the entry (shared=21, non_shared=1, b"w") is key
     b"model/h0/attn/c_attn/w".
     """
     if len(block) < 4:

@@ -237,7 +237,7 @@ def read_tensor(file, offset, shape, stored_dtype, path, column_major=False, out
     column, so every value moves. Copying a whole 9 MB matrix at once (np.asfortranarray) scatters its writes
     over the whole destination, far more than the CPU's caches hold; a chunk of rows writes a short run into
     every column, and both the chunk and the runs it writes stay in cache. For 124M's shapes that made the
-    reordering several times faster (see docs/BENCHMARKS.md's "Loading weights").
+    reordering several times faster when it was written (tools/measure_loading.py times a whole load).
     """
     stored = np.dtype(stored_dtype)
     order = "F" if column_major else "C"

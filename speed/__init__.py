@@ -11,7 +11,7 @@
                      memory; how many is measured (routes.py)
     shared_cache.py  the KV cache's buffer in memory the helpers map, and what a program's own fork does to it
     routes.py        which route each product takes on this machine (panels, matrix-vector products, one BLAS
-                     call, padded rows): measured in a few seconds when calibrate starts, kept in the costs file
+                     call, padded rows): measured in a few seconds at a model's first run, kept as routes.json
     openblas_env.py  OpenBLAS's setting, made before NumPy loads it, so that its idle threads sleep at once
 
 gpt2.py imports nothing of this: plug.py imports gpt2 and plugs into it from outside. Importing this package

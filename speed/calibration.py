@@ -252,8 +252,8 @@ def load_costs(path):
     >= 0; target, draft, machine, routes_for text; routes as speed/routes.check takes them.
     """
     where = f"the costs file {path}"
-    data = read_small_json(path, MAX_COSTS_BYTES, where, f"write one with lookahead.save_costs (main.py --K auto "
-                           f"writes {COSTS_FILE} next to the target model)", parse_constant=_no_constant)
+    data = read_small_json(path, MAX_COSTS_BYTES, where, f"write one with speed.calibration.save_costs (main.py "
+                           f"--K auto writes {COSTS_FILE} next to the target model)", parse_constant=_no_constant)
     if not isinstance(data, dict):
         raise ValueError(f"{where} must hold a JSON object {{\"r_table\": [...], \"c\": ...}}; got a JSON "
                          f"{type(data).__name__}")

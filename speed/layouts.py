@@ -6,8 +6,8 @@ row (C order: "rows"). For the LM head, w is wte.T: wte kept row by row is wte.T
 round. A decoding step reads every weight once in a matrix-vector product, and which order BLAS reads faster
 depends on the processor and on BLAS's kernels: by column it runs the dot-product kind (one short stream of
 n_in numbers for each column), by row the kind that adds up rows (long streams of n_out numbers). On the AVX2
-machine the second read c_attn, c_fc and the LM head half as fast again (docs/BENCHMARKS.md); on the AVX-512
-ones the panels' small-matrix kernel needs the columns. So it is measured, not assumed (`measure`): for the
+machine, one thread, the second read c_attn, c_fc and the LM head clearly faster (docs/BENCHMARKS.md); on the
+AVX-512 ones the panels' small-matrix kernel needs the columns. So it is measured, not assumed (`measure`): for the
 blocks' matrices and for the LM head apart, a step's product (one row) and a round's (LAYOUT_MS) in each
 layout, on matrices of the model's shapes filled in memory as a model's are (loaders/matrix_memory.py), by
 products.multiply's fastest route, shared with the helper processes as a model's products are; rows are taken
@@ -20,7 +20,7 @@ makes the same numbers, bit for bit), else measured at the first model read (abo
 matrices, freed before the model is read). Random weights take the default unless a tool asks for the measured
 ones (tools/benchmark.measured_random_params).
 
-    layouts = for_model(routes.kept_layouts(folder), hparams)  # {"blocks": "rows", "head": "rows"} on the AVX2 one
+    layouts = for_model(routes.kept_layouts(folder), hparams)  # {"head": "rows"} on the AVX2 one, say
 """
 
 import time

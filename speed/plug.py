@@ -4,9 +4,9 @@ gpt2.py is the math alone: `x @ w + b`, `q @ k.T`, a cache buffer of np.zeros. I
 because model_fn.py hands `gpt2` three things made by this file instead of the plain ones (`fast`):
 
 - the weights, each matrix wrapped in a `Matrix`, whose `x @ w` is products.matmul(x, w): the route measured
-  fastest on this machine for that kind of matrix and that many rows, half of the columns multiplied by the
-  helper process on the second core (speed/products.py, speed/second_core.py);
-- the cache buffer, made in memory the helper can map (products.kv_buffer);
+  fastest on this machine for that kind of matrix and that many rows, a share of the columns multiplied by each
+  helper process on another core (speed/products.py, speed/second_core.py);
+- the cache buffer, made in memory the helpers can map where they share the heads (products.kv_buffer);
 - each block's `attend` (gpt2.mha's seam): gpt2.attention with the heads split with the helper
   (products.share_heads) and the scores q @ k.T by their measured route (`routed_attention`).
 
@@ -93,7 +93,7 @@ def fast_weights(params):
 
 
 def fast_cache(blocks, n_head: int, n_ctx: int):
-    """An empty gpt2.Cache with room for n_ctx positions, its buffer in memory the helper can map."""
+    """An empty gpt2.Cache with room for n_ctx positions, its buffer where products.kv_buffer puts it."""
     n_embd = blocks[0]["ln_1"]["g"].shape[0]
     buffer = products.kv_buffer((len(blocks), 2, n_head, n_ctx, n_embd // n_head))  # float32, uninitialised
     return gpt2.Cache(buffer, 0)

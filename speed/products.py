@@ -254,7 +254,7 @@ def by_rows(x, w, out, how):
     each row's part contiguous), the way `how` (of HOWS) says:
 
     - "vectors", and any one row: m matrix-vector products, BLAS's kind that streams w row by row (on the AVX2
-      machine it read a matrix half as fast again as the dot-product kind that the column-major layout gets);
+      machine, one thread, it read c_attn, c_fc and wte faster than the column-major layout's dot-product kind);
     - "panels": w in blocks (`row_block`), each read from memory once and multiplied by every row of x's matching
       part from the core's cache (m matrix-vector products a block, in one np.matmul that loops block by block),
       then each column's partial products summed over the blocks: the same products added in another order;

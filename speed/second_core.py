@@ -1,8 +1,8 @@
 """The other cores: helper PROCESSES, copies of this one made by fork, each multiplying an equal share of a
 matrix's columns while this process multiplies the first share (and attending with shares of the heads too).
 
-Read speed/products.py's docstring first; products.matmul and products.share_heads are the only callers. This
-file needs only NumPy, the standard library, speed/shared_cache.py and speed/openblas_env.py.
+Read speed/products.py's docstring first: its products and heads are the work shared here (routes.py and layouts.py
+ask for counts and new helpers). It needs only NumPy, the standard library, shared_cache.py and openblas_env.py.
 
 Why processes, and why they spin. A decoding pass multiplies by 49 matrices one after the other, each in a
 fraction of a millisecond, so sharing each among cores means 49 hand-overs a pass, and a hand-over must cost
