@@ -34,6 +34,7 @@ CALIBRATION_MS = (1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17)
 CALIBRATION_PREFIX = 512  # the cached tokens each timed pass comes after
 COSTS_FILE = "r_table.json"  # the name of the costs file written next to a model
 OVERHEAD_ROUNDS = 32  # the rounds (and plain steps) of each timing of o: a small fraction of a second
+MORE_ROUNDS = 2  # on a noisy machine, up to this many times `repeats` more rounds of turns (`calibrate`)
 
 
 @dataclass
@@ -91,7 +92,10 @@ def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, p
 
     A few seconds, untimed by the callers: each of `ms` (those <= m_max, and m_max) is timed `repeats` times, in
     turns, so that a burst of load on a shared machine hits them alike; r(m) is the median over the rounds of
-    turns of time(m) / time(1) in the same round, c the same for the draft's step. Each pass comes after the
+    turns of time(m) / time(1) in the same round, c the same for the draft's step. Where some pass over more
+    positions comes out cheaper than a one-position pass (the mark of a noisy machine: a neighbour slowed the
+    one-position passes), `repeats` more rounds are timed, up to MORE_ROUNDS times, and the medians taken over
+    every round: one disturbed stretch then outvoted, r(m) is not planned too low. Each pass comes after the
     same prefix (the model function rolls its cache back to it; default CALIBRATION_PREFIX tokens, about the
     context a decoding run works at, since the attention over the cache is part of every pass): the
     target's pass over m positions, target_model(prefix + m tokens, m), as a round with m - 1 guesses makes it;
@@ -123,12 +127,20 @@ def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, p
     else:
         product_routes.use(routes)
     overhead_seconds = []
-    for _ in range(repeats):
-        for m in ms:
-            seconds[m].append(_seconds(lambda: target_model(tokens[: len(prefix) + m], m)))
-        if draft_model is not None:
-            draft_seconds.append(_seconds(lambda: draft_model(tokens[: len(prefix) + 1], 1)))
-        overhead_seconds.append(round_overhead_seconds(np.shape(rows)[-1], np.asarray(rows).dtype, prefix))
+
+    def rounds_of_turns(count):
+        for _ in range(count):
+            for m in ms:
+                seconds[m].append(_seconds(lambda: target_model(tokens[: len(prefix) + m], m)))
+            if draft_model is not None:
+                draft_seconds.append(_seconds(lambda: draft_model(tokens[: len(prefix) + 1], 1)))
+            overhead_seconds.append(round_overhead_seconds(np.shape(rows)[-1], np.asarray(rows).dtype, prefix))
+
+    rounds_of_turns(repeats)
+    for _ in range(MORE_ROUNDS):  # a pass over more positions timed cheaper than one: noise, so time more rounds
+        if all(np.median(np.divide(seconds[m], seconds[1])) >= 1 for m in ms):
+            break
+        rounds_of_turns(repeats)
     costs = costs_from_seconds(seconds, draft_seconds if draft_model is not None else None, m_max)
     costs.round_overhead = round(max(0.0, float(np.median(overhead_seconds) / np.median(seconds[1]))), 4)
     costs.machine = this_machine()

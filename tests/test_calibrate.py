@@ -82,6 +82,46 @@ def test_a_pass_timed_faster_than_a_one_position_pass_is_planned_at_r_1():
     assert auto.expected_rate(1, n=1) < auto.expected_rate(0, n=1)  # a plain step: k = 0
 
 
+def disturbed_model(clock, slow_calls):
+    """A fake target whose m-row pass takes 1 + (m - 1) / 10 seconds, but whose one-position passes number
+    `slow_calls` (counting every one-position call, the untimed ones first) take 3 s: a neighbour's burst."""
+    calls = {"one": 0}
+
+    def seconds_of_m(m):
+        if m == 1:
+            calls["one"] += 1
+            return 3.0 if calls["one"] in slow_calls else 1.0
+        return 1 + (m - 1) / 10
+
+    model = fake_model(clock, seconds_of_m)
+    model.calls = calls
+    return model
+
+
+def test_a_burst_that_slows_the_first_rounds_one_position_passes_is_outvoted_by_more_rounds(monkeypatch):
+    """calibrate makes two untimed one-position calls, then one a round. Rounds 1-3 (calls 3-5) are slowed to
+    3 s, so their r(2) is 1.1 / 3 = 0.37, below 1: 3 more rounds, quiet (1.1 each). The median over six is
+    (0.37 + 1.1) / 2 = 0.73, still below 1: 3 more. Over nine rounds, six quiet, r(2) = 1.1 and r(17) = 2.6.
+    With the first three rounds alone r(2) would be planned at 1.0 (floored), and r(4) too: rounds too cheap."""
+    clock = FakeClock()
+    monkeypatch.setattr(calibration.time, "perf_counter", clock)
+    monkeypatch.setattr(calibration, "round_overhead_seconds", lambda n_vocab, dtype, prefix: 0.0)
+    target = disturbed_model(clock, slow_calls={3, 4, 5})
+    costs = calibration.calibrate(target, m_max=17, repeats=3)
+    assert target.calls["one"] == 2 + 9  # the untimed two, then nine rounds
+    assert costs.r_table[1] == pytest.approx(1.1) and costs.r_table[16] == pytest.approx(2.6)
+
+
+def test_a_quiet_machine_is_timed_for_repeats_rounds_only(monkeypatch):
+    """No pass over more positions comes out cheaper than a one-position pass: exactly `repeats` rounds."""
+    clock = FakeClock()
+    monkeypatch.setattr(calibration.time, "perf_counter", clock)
+    monkeypatch.setattr(calibration, "round_overhead_seconds", lambda n_vocab, dtype, prefix: 0.0)
+    target = disturbed_model(clock, slow_calls=set())
+    costs = calibration.calibrate(target, m_max=17, repeats=3)
+    assert target.calls["one"] == 2 + 3 and costs.r_table[1] == pytest.approx(1.1)
+
+
 def test_costs_survive_a_file_and_a_given_table_gives_the_same_tokens_for_a_seed(tmp_path):
     """Calibrate a real (tiny) model, save, load: the same costs. Two runs of K="auto" with them and one seed
     write the same tokens (the plan depends on the table and the rounds only, not on the clock)."""
