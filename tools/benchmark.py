@@ -31,7 +31,7 @@ invite copying and prompts that do not (tools/compare_drafters.py says what they
 
 Plots go into --img_dir if matplotlib is installed (`pip install -r requirements/plots.txt`): speedup and alpha
 against K, ms per token against K, and for --random_weights the predicted speedup and ms per token for each
-alpha (file names: tools/benchmark_plots.py).
+alpha (drawn by tools/benchmark_plots.py; `run` names the files).
 """
 
 import re

@@ -1,6 +1,6 @@
 """Prompt lookup on real text: how much faster does it write prose, code, a rewrite with edits, a quoted answer?
 
-Read drafters.py (PromptLookup) and lookahead.py (AutoK, calibrate) first. A benchmark on random weights
+Read drafters.py (PromptLookup), lookahead.py (AutoK) and speed/calibration.py first. A benchmark on random weights
 cannot say how often prompt lookup's guesses are kept: a random model's text is not a real one. Here the
 target is a model function that pays for a real cached forward pass of GPT-2's shapes (random weights, 124M
 by default: create_model_fn, the KV cache on), throws its answer away, and says that the next token is the

@@ -15,7 +15,7 @@ code to extend: prompt lookup finds what comes next in the prompt) and "free" (n
       predicted = sum_i tokens_per_round(alpha, m_i) / (c * draft-model calls + sum_i r(m_i + 1)),
   with r measured for every m up to k_max + 1 (lookup runs no model: it costs nothing but its target passes).
   K="auto" plans with the c and r(m) this run measured (set as the draft model's `cost` and the target's
-  `r_table`), not with drafters.py's calibrated table.
+  `r_table`), not with lookahead.R_TABLE.
 - The tree table: each tree of --trees against the chain that sends the target as many rows (a tree with
   n nodes against the chain K = n; (2, 1, 1) has 6 nodes, (2, 2, 1) has 10): tokens per target pass, the share
   of guesses kept, and the wall-time speedup.
@@ -112,7 +112,7 @@ def run_speculative(prompts, draft, target, N, settings, kv_cache, seed, sample,
     fresh model functions (empty caches) and a fresh np.random.default_rng(seed) per prompt.
 
     costs (this cache setting's Costs): K="auto" then plans with the c and r(m) measured in this run (the draft
-    model's `cost`, the target's `r_table`) instead of drafters.py's defaults; they are fixed before the run,
+    model's `cost`, the target's `r_table`) instead of lookahead's defaults; they are fixed before the run,
     so the same seed still gives the same tokens.
     """
     run = DrafterRun(stats=SpeculativeStats())

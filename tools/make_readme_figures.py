@@ -25,9 +25,9 @@ the plots and the sentences that quote them come from the same run. The parts, i
                   lookup-timing, bpe-timing, sampler-timing, design-timing, pass-timing, and text-benchmark
                   (tools/benchmark_text.py on tools/texts/)
     per kind      design-timing, pass-timing, llama-cpp and text-benchmark are kept for each kind of machine
-                  (tools/machine.machine_kind: OpenBLAS's AVX-512 kernels or its AVX2 ones), as pass-timing-avx512,
-                  pass-timing-avx2, ...: a run writes its own kind's and leaves the other's as they were, dated;
-                  the README's machine-kinds table is made from both llama-cpp parts whenever one is measured
+                  (tools/machine.machine_kind: OpenBLAS's AVX-512 kernels on Intel or on AMD, or its AVX2 ones), as
+                  pass-timing-avx512, pass-timing-avx2, ...: a run writes its own kind's, the others left as they
+                  were, dated; the README's machine-kinds table is made from every kind's llama-cpp part
     both          hf-agreement and unicode-count (how closely gpt2 matches Hugging Face's fixtures, how many
                   code points encoder.py and tiktoken encode differently), machine (which machine, when)
 
@@ -408,9 +408,9 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         exactness: False leaves the exactness table as it is (it takes the statistical test's ~10 s).
         forward_sizes, forward_no_cache_sizes, forward_repeats, forward_n_new, forward_breakdown_rounds,
             forward_r_repeats, forward_context_size, forward_context_lengths, forward_context_rounds:
-            benchmark_forward.py's --sizes, --no_cache_sizes, --repeats, ... (its own defaults, for all four
-            sizes: some minutes on a quiet 2-core machine, much longer on a busy one; sizes "" and context_size
-            None leave the forward pass's parts as they are).
+            benchmark_forward.py's --sizes, --no_cache_sizes, --repeats, ... (its own defaults, but 124M alone
+            without the cache; for all four sizes: some minutes on a quiet 2-core machine, much longer on a busy
+            one; sizes "" and context_size None leave the forward pass's parts as they are).
         peer_sizes: the sizes Hugging Face transformers decodes for scale, when torch and transformers are
             installed (of those benchmark_forward.py measured).
         loading_sizes, loading_repeats: tools/measure_loading.py's --sizes and --repeats ("": leave the
@@ -425,7 +425,7 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         grading_submissions: tools/time_grading.py's --submissions (a class of reference submissions through the
             gradebook; 0 leaves its table as it is).
         only: some of the small parts alone, comma-separated (of SMALL_PARTS: lookup-timing, bpe-timing,
-            sampler-timing, design-timing, hf-agreement, unicode-count; or text-benchmark, llama-cpp,
+            sampler-timing, design-timing, pass-timing, hf-agreement, unicode-count; or text-benchmark, llama-cpp,
             grading-time, which take some minutes, page-size (the rounds' page and its screenshot), or
             sample-run: main.py on random weights, as --random_weights runs it), each marked as measured alone.
     """

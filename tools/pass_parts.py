@@ -29,9 +29,9 @@ table), and beside the chosen routes' pass the table gives the fastest whole pas
 product on one route ("one route, best", and "r(m) / it": the chosen routes should be within ROUTE_GOAL of it).
 
 Beside the whole pass's r(m), the table gives r(m) as calibration.calibrate measures it (what K="auto" plans
-with): the median over its 3 rounds of one pass each, after the same number of cached tokens. The goal column
-holds both to the goal: the best of --rounds says what the code can do, calibrate's median what a planning run
-sees.
+with): the median over its rounds of one pass each (3, more on a noisy machine), after the same cached tokens.
+The goal column holds both to the goal: the best of --rounds says what the code can do, calibrate's median what a
+planning run sees.
 
 Each part's share is printed in one-position passes (its time over the whole m = 1 pass), so where r(m)
 misses its goal the line that grew says which part holds it.

@@ -2,8 +2,8 @@
 
 Read tools/make_readme_figures.py first (it calls these; `--only NAME` remeasures one alone), then what each
 times: drafters.py's prompt lookup against a full scan (tools/full_scan_lookup.py, the tests' reference),
-encoder.py on one very long word, the sampler's float64 work (model_fn.logits_to_probs, sampling._check_probs and
-_sample), gpt2.py's small design choices against the other way; and how closely gpt2 and encoder.py agree with
+encoder.py on one very long word, the sampler's float64 work (model_fn.logits_to_probs, checks.check_probs and
+sampling._sample), gpt2.py's small design choices against the other way; and how closely gpt2 and encoder.py agree with
 their peers (the numbers tests/test_gpt2.py records, read from a run of it: tools/recorded.py).
 """
 
