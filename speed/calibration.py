@@ -138,7 +138,7 @@ def calibrate(target_model, draft_model=None, m_max=AUTO_K_MAX + 1, repeats=3, p
 
     rounds_of_turns(repeats)
     for _ in range(MORE_ROUNDS):  # a pass over more positions timed cheaper than one: noise, so time more rounds
-        if all(np.median(np.divide(seconds[m], seconds[1])) >= 1 for m in ms):
+        if min(median_ratios(seconds).values()) >= 1:
             break
         rounds_of_turns(repeats)
     costs = costs_from_seconds(seconds, draft_seconds if draft_model is not None else None, m_max)
@@ -221,8 +221,7 @@ def costs_from_seconds(seconds, draft_seconds=None, m_max=None):
     Example: seconds {1: [1.0, 1.0, 1.0], 2: [0.9, 0.8, 0.95]}: `measured` keeps 0.9 for m = 2, r_table 1.0."""
     ms = sorted(seconds)
     m_max = m_max or ms[-1]
-    # each ratio within one round of turns (a burst of load longer than a round slows both), then the median
-    measured = {m: float(np.median(np.divide(seconds[m], seconds[1]))) for m in ms}
+    measured = median_ratios(seconds)
     r_table = np.interp(range(1, m_max + 1), ms, [max(1.0, measured[m]) for m in ms])  # [m_max], each >= 1
     c = None if draft_seconds is None else float(np.median(np.divide(draft_seconds, seconds[1])))
     return MeasuredCosts(
@@ -231,6 +230,12 @@ def costs_from_seconds(seconds, draft_seconds=None, m_max=None):
         measured={m: round(r, 3) for m, r in measured.items()},
         target_step_ms=round(1000 * float(np.median(seconds[1])), 3),
     )
+
+
+def median_ratios(seconds):
+    """{m: the median over the rounds of seconds[m][j] / seconds[1][j]}: each ratio within one round of turns
+    (a burst of load longer than a round slows both), then the median. {1: [1, 2], 3: [2, 6]} gives {1: 1, 3: 2.5}."""
+    return {m: float(np.median(np.divide(seconds[m], seconds[1]))) for m in sorted(seconds)}
 
 
 def _seconds(fn):

@@ -22,14 +22,10 @@ from loaders.random_weights import random_params
 from loaders.tf_checkpoint import load_gpt2_params_from_tf_ckpt
 from loaders.weights import gpt2_param_shapes
 from speed import second_core
+from tools.benchmark_forward import block_matrices  # c_attn, attn's c_proj, c_fc, mlp's c_proj of every block
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TINY = {"n_vocab": 50, "n_ctx": 16, "n_embd": 8, "n_head": 2, "n_layer": 2}  # the fixtures' shapes
-
-
-def block_matrices(params):
-    return [block[part][name]["w"] for block in params["blocks"]
-            for part, name in (("attn", "c_attn"), ("attn", "c_proj"), ("mlp", "c_fc"), ("mlp", "c_proj"))]
 
 
 LOADERS = {  # name -> params from that loader: OpenAI's checkpoint, a Hugging Face folder, random weights
