@@ -9,7 +9,8 @@ zero rows to a size the kernel likes. Which is fastest depends on the processor,
 BLAS and the kernels that BLAS picks when it loads, so it is measured where it runs (`choose`): for each kind of
 product a pass makes (products.KINDS: the blocks' matrices, the LM head's wte.T, attention's scores) and each m
 from 1 to M_MAX, every route (products.ROUTES, SCORE_ROUTES) on the matrices the model itself multiplied, in
-turns, the slowest of `repeats`; a route far slower than the fastest in the first turn is not timed again.
+turns, the median of `repeats` (more turns where the median and the slowest turn choose differently); a route far
+slower than the fastest in the first turn is not timed again.
 A row count whose best is slower than a larger one's takes that one, padded with zero rows. Before the routes,
 how many processes share each product (speed/second_core.py's workers: this one and its helpers) is measured
 the same way, each count up to the cores this process may use (`worker_counts`, `measure_workers`), and then how
@@ -31,6 +32,7 @@ import json
 import platform
 import re
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +52,7 @@ WORKER_MS = (1, 2, 4)  # the rows of the passes timed to choose the worker count
 PRUNE = 1.5  # a route this many times as slow as the fastest in the first turn is not timed again
 PAD_MAX = 3  # zero rows a padded route adds at most: m's and n's are timed at different moments, so a burst of
 # load on m's turns could make any larger n look faster; a kernel's block of rows is at most 4 wide
+MORE_TURNS = 2  # where the turns disagree (`unsettled`), `repeats` more are timed, at most this many times
 KEEP_DEFAULT = 1.05  # the default route stays unless another is faster by more than this (noise is no reason)
 WORKERS = "workers"  # the key of a table's worker count (second_core.workers): how many processes share a product
 HEAD_WORKERS = "head workers"  # the key of how many of them share attention's heads (products.head_workers)
@@ -124,9 +127,9 @@ def candidates(kind, m):
 
 def measure(m_max=M_MAX, repeats=REPEATS, rng=None):
     """{kind: {m: {route: seconds}}} for every kind the model has multiplied (products remembers its big matrices
-    and its scores' shape), m = 1 .. m_max, each route in turns with the others of its kind and m: the slowest of
-    its turns, so that a route that is fast only when the other core happens to be free (one BLAS call on both
-    cores, on a machine shared with other work) does not win on a lucky turn."""
+    and its scores' shape), m = 1 .. m_max, each route in turns with the others of its kind and m: the median of
+    its turns (`typical`), and `repeats` more turns where the turns disagree (`unsettled`), at most MORE_TURNS
+    times."""
     rng = rng or np.random.default_rng(0)
     work = weight_products(m_max, rng)  # kind -> (function of (route, m) that makes the products once)
     if products._met_scores:
@@ -142,19 +145,36 @@ def measure(m_max=M_MAX, repeats=REPEATS, rng=None):
 
         work["scores"] = score_products
     seconds = {kind: {m: {route: [] for route in candidates(kind, m)} for m in range(1, m_max + 1)} for kind in work}
-    for turn in range(repeats):
-        for kind, make in work.items():
-            for m in range(1, m_max + 1):
-                timed = seconds[kind][m]
-                fastest = min((min(times) for times in timed.values() if times), default=None)
-                for route, times in timed.items():
-                    if turn and times and fastest is not None and min(times) > PRUNE * fastest:
+    timing = [(kind, m) for kind in work for m in range(1, m_max + 1)]
+    for more in range(MORE_TURNS + 1):
+        if more:  # only the kinds and m's whose turns disagree are timed again
+            timing = [(kind, m) for kind, m in timing if unsettled(seconds[kind][m], partial(fastest, kind, m))]
+        for _ in range(repeats):
+            for kind, m in timing:
+                by_route = seconds[kind][m]
+                best = min((min(times) for times in by_route.values() if times), default=None)
+                for route, times in by_route.items():
+                    if times and min(times) > PRUNE * best:
                         continue  # far slower in the first turn: not worth the seconds
-                    start = time.perf_counter()
-                    make(route, m)
-                    times.append(time.perf_counter() - start)
-    return {kind: {m: {route: float(max(times)) for route, times in by_route.items()}
+                    times.append(timed(work[kind], route, m))
+    return {kind: {m: {route: typical(times) for route, times in by_route.items()}
                    for m, by_route in by_m.items()} for kind, by_m in seconds.items()}
+
+
+def typical(times):
+    """The seconds a route or a count is taken to cost, of its turns: their median. Not the fastest turn, which a
+    route fast only when the other core happens to be free (one BLAS call on both cores) wins by luck, nor the
+    slowest, which one burst of other work decides: on a noisy virtual machine a burst on one turn of the panels
+    handed big models' larger m's to a route that cost twice as much in the passes. [1.0, 3.0, 1.1] gives 1.1."""
+    return float(np.median(times))
+
+
+def unsettled(times, pick):
+    """True where the turns do not agree: pick ({option: seconds} -> the option taken) takes one option on each
+    option's `typical` turn and another on its slowest (a burst on one option's turn, or an option fast on some
+    turns only): more turns are timed. {"panels": [1, 1, 3], "halves": [2, 2, 2]} with the fastest taken: True."""
+    return pick({option: typical(seconds) for option, seconds in times.items()}) != pick(
+        {option: max(seconds) for option, seconds in times.items()})
 
 
 def weight_products(m_max, rng):
@@ -195,8 +215,8 @@ def worker_counts():
 
 def measure_workers(repeats=REPEATS, rng=None):
     """{count: seconds} of the weight products of a step and of rounds' passes (WORKER_MS rows), each by its fastest
-    route for that count (`candidates`), shared among each count of `worker_counts`, in turns, the slowest of each
-    count's turns (as `measure` takes a route's); {} where there is nothing to choose (one count, no big product
+    route for that count (`candidates`), shared among each count of `worker_counts`, in turns, the `typical` of
+    each count's turns and more turns where they disagree (as `measure` takes a route's); {} where there is nothing to choose (one count, no big product
     made yet). The blocks' sample is scaled to a pass's (`sampled_blocks`: 124M's 8 matrices times 48 / 8), so
     the blocks weigh against the LM head as in a pass (unscaled, the head's noise chose one worker on the AVX2
     kind where two made the blocks' products of a round's pass markedly faster)."""
@@ -206,21 +226,24 @@ def measure_workers(repeats=REPEATS, rng=None):
     sample, in_a_pass = sampled_blocks()
     per_pass = {"blocks": in_a_pass / max(len(sample), 1), "head": 1.0}  # each kind's time scaled to a pass's
     seconds = {count: [] for count in counts}
-    for _ in range(repeats):
-        for count in counts:
-            second_core.use_workers(count)  # new helpers, as many as count says
-            for make in work.values():
-                make(products.default_route("blocks", 1), 1)  # the first product may fork the helpers
-            seconds[count].append(sum(per_pass[kind] * min(timed(make, route, m) for route in candidates(kind, m))
-                                      for kind, make in work.items() for m in WORKER_MS))
-    return {count: float(max(times)) for count, times in seconds.items()}
+    for more in range(MORE_TURNS + 1):
+        if more and not unsettled(seconds, fewest_fastest):
+            break
+        for _ in range(repeats):
+            for count in counts:
+                second_core.use_workers(count)  # new helpers, as many as count says
+                for make in work.values():
+                    make(products.default_route("blocks", 1), 1)  # the first product may fork the helpers
+                seconds[count].append(sum(per_pass[kind] * min(timed(make, route, m) for route in candidates(kind, m))
+                                          for kind, make in work.items() for m in WORKER_MS))
+    return {count: typical(times) for count, times in seconds.items()}
 
 
 def measure_head_workers(repeats=REPEATS, rng=None):
     """{count: seconds} of attention as the model met it (its heads, its longest cache, over SCORE_LAYERS layers
     of keys each its own) for a step and a round's pass (WORKER_MS queries), the heads shared among each count
-    of `worker_counts` up to the workers sharing the products, in turns, the slowest of each count's turns; {}
-    where there is nothing to choose. Apart from the products' count: attention reads the cache in a small
+    of `worker_counts` up to the workers sharing the products, in turns, the `typical` of each count's turns
+    and more turns where they disagree; {} where there is nothing to choose. Apart from the products' count: attention reads the cache in a small
     product per head, and a hand-over can cost what a helper's share saves. Each count is timed on the memory a
     cache gets with it (products.kv_buffer: this process's own with 1, faster to read, shared with more)."""
     counts = [count for count in worker_counts() if count <= second_core.workers()]
@@ -241,14 +264,17 @@ def measure_head_workers(repeats=REPEATS, rng=None):
             products.use_head_workers(count)
             caches[count] = products.kv_buffer(values.shape)  # the memory a cache gets with this count
             caches[count][...] = values
-        for _ in range(repeats):
-            for count in counts:
-                products.use_head_workers(count)
-                attend_all(caches[count], 1)  # the first heads shared may fork helpers that have `attend`
-                seconds[count].append(sum(timed(attend_all, caches[count], m) for m in WORKER_MS))
+        for more in range(MORE_TURNS + 1):
+            if more and not unsettled(seconds, fewest_fastest):
+                break
+            for _ in range(repeats):
+                for count in counts:
+                    products.use_head_workers(count)
+                    attend_all(caches[count], 1)  # the first heads shared may fork helpers that have `attend`
+                    seconds[count].append(sum(timed(attend_all, caches[count], m) for m in WORKER_MS))
     finally:
         products.use_head_workers(before)
-    return {count: float(max(times)) for count, times in seconds.items()}
+    return {count: typical(times) for count, times in seconds.items()}
 
 
 def timed(make, route, m):
@@ -268,19 +294,22 @@ def fewest_fastest(seconds):
     return best
 
 
+def fastest(kind, m, by_route):
+    """The route of {route: seconds} taken for m rows of this kind: the fastest, but the default one
+    (products.default_route) unless another beats it by more than KEEP_DEFAULT. At m = 2 of the blocks,
+    {"panels": 1.04, "vectors": 1.0} gives panels, {"panels": 1.1, "vectors": 1.0} vectors."""
+    route = min(by_route, key=by_route.get)
+    default = products.default_route(kind, m)
+    return default if default in by_route and by_route[default] <= KEEP_DEFAULT * by_route[route] else route
+
+
 def chosen(times):
-    """{kind: [route for m = 1 .. m_max]} from measure's times: the fastest route at each m (the default one
-    unless another beats it by more than KEEP_DEFAULT), or, from m = 2, PADDED + a larger m (by at most PAD_MAX
-    rows) whose chosen direct route is faster still."""
+    """{kind: [route for m = 1 .. m_max]} from measure's times: the `fastest` route at each m, or, from m = 2,
+    PADDED + a larger m (by at most PAD_MAX rows) whose chosen direct route is faster still."""
     table = {}
     for kind, by_m in times.items():
-        best = {}
-        for m, by_route in by_m.items():
-            default = products.default_route(kind, m)
-            route = min(by_route, key=by_route.get)
-            if default in by_route and by_route[default] <= KEEP_DEFAULT * by_route[route]:
-                route = default
-            best[m] = (route, by_route[route])
+        direct = {m: fastest(kind, m, by_route) for m, by_route in by_m.items()}
+        best = {m: (route, by_m[m][route]) for m, route in direct.items()}
         routes = {}
         for m in sorted(by_m, reverse=True):  # the larger m first: a row count is padded only to a direct one
             larger = [n for n in by_m if 1 < m < n <= m + PAD_MAX and not routes[n].startswith(products.PADDED)

@@ -267,6 +267,80 @@ def test_the_worker_count_weighs_the_blocks_sample_as_a_pass_does(monkeypatch):
     assert routes.fewest_fastest(routes.measure_workers(repeats=2)) == 1
 
 
+def fake_turns(monkeypatch, turns_of):
+    """measure times one kind, "blocks", and each (route, m) takes the seconds of turns_of[(route, m)], one a
+    turn (the last again once they run out); returns {(route, m): how many turns were timed}. No clock."""
+    made = {key: 0 for key in turns_of}
+    monkeypatch.setattr(routes.products, "_met_scores", {})
+    monkeypatch.setattr(routes, "weight_products", lambda m_max, rng: {"blocks": "the blocks' products"})
+    monkeypatch.setattr(routes, "candidates", lambda kind, m: [route for route, n in turns_of if n == m])
+
+    def timed(make, route, m):
+        turns, made[(route, m)] = turns_of[(route, m)], made[(route, m)] + 1
+        return turns[min(made[(route, m)], len(turns)) - 1]
+
+    monkeypatch.setattr(routes, "timed", timed)
+    return made
+
+
+def test_a_burst_on_one_turn_of_the_panels_does_not_hand_the_product_to_a_route_twice_as_slow(monkeypatch):
+    """Seen on a noisy virtual machine: big models' larger m's went to halves, whose passes then cost twice the
+    panels'. Here the panels take 1 s a turn but 3 s on their third (a burst of other work); halves 2 s, left
+    after its first turn (more than PRUNE = 1.5 times the fastest). On the slowest turns halves would win (2 < 3),
+    on the medians the panels (1 < 2): the turns disagree, so 3 more are timed, twice (MORE_TURNS = 2): 9 turns,
+    median 1 s, the panels taken. m = 1 (one route) is settled after its 3 turns. Its teeth: a route's time taken
+    as its slowest turn (the rule before) gives halves."""
+    made = fake_turns(monkeypatch, {("panels", 1): [1.0], ("panels", 2): [1.0, 1.0, 3.0, 1.0],
+                                    ("halves", 2): [2.0]})
+    times = routes.measure(m_max=2, repeats=3)
+    assert made == {("panels", 1): 3, ("panels", 2): 9, ("halves", 2): 1}
+    assert times["blocks"][2] == {"panels": 1.0, "halves": 2.0} and routes.chosen(times)["blocks"][1] == "panels"
+    monkeypatch.setattr(routes, "typical", max)
+    fake_turns(monkeypatch, {("panels", 1): [1.0], ("panels", 2): [1.0, 1.0, 3.0, 1.0], ("halves", 2): [2.0]})
+    assert routes.chosen(routes.measure(m_max=2, repeats=3))["blocks"][1] == "halves"
+
+
+def test_a_route_fast_on_lucky_turns_only_is_timed_more_and_not_taken(monkeypatch):
+    """One BLAS call on both cores is fast when the other core happens to be free: here 0.8 s on its first two
+    turns, 2 s after; the panels 1 s on every turn. On 3 turns the median takes one call (0.8 s, the panels not
+    within KEEP_DEFAULT = 1.05 of it), the slowest turns the panels (1 < 2): 3 more turns, and on 6 its median is
+    2 s: the panels. Its teeth: with no more turns (MORE_TURNS = 0) one call is taken on its lucky turns."""
+    turns_of = {("panels", 1): [1.0], ("panels", 2): [1.0], ("one call", 2): [0.8, 0.8, 2.0]}
+    made = fake_turns(monkeypatch, turns_of)
+    times = routes.measure(m_max=2, repeats=3)
+    assert made == {("panels", 1): 3, ("panels", 2): 6, ("one call", 2): 6}
+    assert routes.chosen(times)["blocks"] == ["panels", "panels"]
+    monkeypatch.setattr(routes, "MORE_TURNS", 0)
+    fake_turns(monkeypatch, turns_of)
+    assert routes.chosen(routes.measure(m_max=2, repeats=3))["blocks"] == ["panels", "one call"]
+
+
+def test_a_burst_on_one_turn_of_two_workers_does_not_choose_one(monkeypatch):
+    """Each product takes 10 s on one worker, 6 s shared by two, but 30 s on two workers' second turn (a burst).
+    A turn times 21 products (at each of the 3 WORKER_MS the head once and the blocks' sample weighed 48 / 8 = 6
+    times): one worker 210 s, two 126 s, the burst 630 s. Medians take two, the slowest turns one: 3 more turns,
+    twice, and on 9 turns the median takes two. Its teeth: the slowest turn (the rule before) takes one worker."""
+    count_now, turns = [], {1: 0, 2: 0}
+    monkeypatch.setattr(routes, "worker_counts", lambda: [1, 2])
+    monkeypatch.setattr(routes, "sampled_blocks", lambda: (["a block matrix"] * 8, 48))
+    monkeypatch.setattr(routes, "weight_products", lambda m_max, rng: {"blocks": lambda route, m: None,
+                                                                       "head": lambda route, m: None})
+
+    def use_workers(count):
+        count_now.append(count)
+        turns[count] += 1
+
+    monkeypatch.setattr(routes.second_core, "use_workers", use_workers)
+    monkeypatch.setattr(routes, "candidates", lambda kind, m: ["panels"])
+    burst = {(2, 2): 30.0}
+    monkeypatch.setattr(routes, "timed", lambda make, route, m: burst.get((count_now[-1], turns[count_now[-1]]),
+                                                                          {1: 10.0, 2: 6.0}[count_now[-1]]))
+    assert routes.measure_workers(repeats=3) == {1: 210.0, 2: 126.0} and turns == {1: 9, 2: 9}
+    monkeypatch.setattr(routes, "typical", max)
+    turns.update({1: 0, 2: 0})
+    assert routes.fewest_fastest(routes.measure_workers(repeats=3)) == 1
+
+
 def test_the_blocks_sample_is_the_biggest_models_first_matrices_and_counts_its_pass(monkeypatch):
     """sampled_blocks: of the block matrices met (a draft's narrower ones left out), the first SAMPLE_MATRICES in
     the order a pass multiplied them, and how many the biggest model has."""
