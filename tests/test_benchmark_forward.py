@@ -63,6 +63,22 @@ def test_picogpt_setting_has_float64_position_embeddings_and_row_major_weights_o
     assert w.flags.f_contiguous and w_pico.flags.c_contiguous and (w == w_pico).all()
 
 
+def test_the_bandwidth_products_leave_their_matrix_out_of_the_matrices_the_routes_are_timed_on(monkeypatch):
+    """speed/routes.py times the routes on the widest block matrices and the biggest LM head a model multiplied
+    (products remembers them). The bandwidth's matrix, wider than any model's, must not be among them: it was, and
+    the routes of 355M to 1558M were chosen on it. Its teeth: the same products through products.matmul are
+    noted, as a block matrix (w) and as an LM head (w.T)."""
+    monkeypatch.setattr(benchmark_forward.products, "_met", {"blocks": {}, "head": {}})
+    w = np.zeros((1024, 1024), dtype=np.float32)  # 4 MB: big enough to be noted (second_core.MIN_BYTES)
+    w.flags.writeable = False
+    v = np.ones(1024, dtype=np.float32)
+    assert len(benchmark_forward.product_bandwidths(w, v, 2)) == 2
+    assert benchmark_forward.products._met == {"blocks": {}, "head": {}}
+    monkeypatch.setattr(benchmark_forward, "one_row_product", benchmark_forward.products.matmul)
+    benchmark_forward.product_bandwidths(w, v, 2)
+    assert [list(met.values()) for met in benchmark_forward.products._met.values()] == [[w], [w]]
+
+
 def test_a_whole_run_on_a_tiny_model_prints_every_table_and_writes_both_plots(monkeypatch, tmp_path, capsys):
     """A tiny size and a small bandwidth matrix stand in for the real ones: every table has its rows (the
     greedy decoders with and without the cache must agree, or the run stops), r(1) is exactly 1, and the two

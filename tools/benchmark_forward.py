@@ -8,7 +8,7 @@ per weight), but every weight comes from memory, so a step cannot beat
 
 The bandwidth is the STRICT one: the best that one large float32 matrix-vector product (a matrix several
 times the largest cache) reaches in the same run, made the way the model makes a one-row product
-(products.matmul: both cores streaming), timed in bursts in turns with the decoding runs. For random weights
+(a step's products: both cores streaming), timed in bursts in turns with the decoding runs. For random weights
 of the real shapes of each --sizes it prints:
 
 1. The table: `autoregressive_sampling` at temperature 0, per token after the (untimed) prompt pass, best and
@@ -146,14 +146,23 @@ def product_bandwidths(w, v, n_products: int) -> list:
     """Bytes per second of n_products float32 matrix-vector products by w, each timed on its own, made as the
     model makes a one-row product, in turns both ways a matrix can be stored (speed/layouts.py): v @ w.T (each
     output a dot product over a contiguous row of w, as by a matrix stored by column) and v @ w (w's rows added
-    up, as by one stored by row), through products.matmul, whose columns are shared with the helper process
-    where one runs (so both cores stream, as a decoding step's do). w must be read-only, as the model's weights
-    are; the first two products each way are not timed (the second starts the helper)."""
+    up, as by one stored by row), by a step's route (`one_row_product`), whose columns are shared with the helper
+    process where one runs (so both cores stream, as a decoding step's do). w must be read-only, as the model's
+    weights are; the first two products each way are not timed (the second starts the helper)."""
     row = v[None, :]  # [1, n]
-    ways = [lambda: products.matmul(row, w.T), lambda: products.matmul(row, w)]  # [1, n] @ [n, n] -> [1, n]
+    ways = [lambda: one_row_product(row, w.T), lambda: one_row_product(row, w)]  # [1, n] @ [n, n] -> [1, n]
     for product in ways * 2:
         product()
     return [w.nbytes / timed(ways[turn % 2])[1] for turn in range(n_products)]
+
+
+def one_row_product(row, w):
+    """row @ w ([1, n_in] @ [n_in, n_out]) by the route a decoding step's products.matmul takes, without the note
+    matmul makes of a big matrix for speed/routes.py, which times the routes on the matrices a model multiplied:
+    noted, this 8192-wide matrix was taken for the biggest model's, and the routes of 355M to 1558M were chosen
+    on it (one BLAS call a share from 8 rows on, where their own matrices' passes then cost twice the panels')."""
+    kind = products.kind_of(row, w)
+    return products.multiply(row, w, products.route_of(kind, 1), kind)
 
 
 def sampler_seconds_per_token(model, prompt, n_new: int, rng) -> float:
@@ -553,7 +562,7 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
     results = []
     if sizes:
         w = rng.standard_normal(BANDWIDTH_SHAPE, dtype=np.float32)  # [8192, 8192]
-        w.flags.writeable = False  # as the model's weights: products.matmul shares it with its helper process
+        w.flags.writeable = False  # as the model's weights: the products share it with the helper processes
         v = rng.standard_normal(BANDWIDTH_SHAPE[1], dtype=np.float32)  # [8192]
         for size in sizes:
             results.append(measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, r_repeats,
