@@ -164,8 +164,8 @@ def measure(m_max=M_MAX, repeats=REPEATS, rng=None):
 def typical(times):
     """The seconds a route or a count is taken to cost, of its turns: their median. Not the fastest turn, which a
     route fast only when the other core happens to be free (one BLAS call on both cores) wins by luck, nor the
-    slowest, which one burst of other work decides: on a noisy virtual machine a burst on one turn of the panels
-    handed big models' larger m's to a route that cost twice as much in the passes. [1.0, 3.0, 1.1] gives 1.1."""
+    slowest, which one burst of other work decides: on a noisy virtual machine the slowest turns chose one worker
+    for 355M in 1 of 4 tries, where two were faster. [1.0, 3.0, 1.1] gives 1.1."""
     return float(np.median(times))
 
 

@@ -284,8 +284,7 @@ def fake_turns(monkeypatch, turns_of):
 
 
 def test_a_burst_on_one_turn_of_the_panels_does_not_hand_the_product_to_a_route_twice_as_slow(monkeypatch):
-    """Seen on a noisy virtual machine: big models' larger m's went to halves, whose passes then cost twice the
-    panels'. Here the panels take 1 s a turn but 3 s on their third (a burst of other work); halves 2 s, left
+    """The panels take 1 s a turn but 3 s on their third (a burst of other work); halves 2 s, left
     after its first turn (more than PRUNE = 1.5 times the fastest). On the slowest turns halves would win (2 < 3),
     on the medians the panels (1 < 2): the turns disagree, so 3 more are timed, twice (MORE_TURNS = 2): 9 turns,
     median 1 s, the panels taken. m = 1 (one route) is settled after its 3 turns. Its teeth: a route's time taken
