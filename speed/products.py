@@ -76,8 +76,8 @@ def column_major(params: dict) -> dict:
 
     Shapes and values do not change: w is still [n_in, n_out] and `x @ w` is the same product; only the order
     of the numbers in memory does (see the module docstring for why). The loaders in utils.py and
-    `loaders.random_weights.random_params` return parameters in this layout; wte needs nothing: the LM head multiplies by wte.T,
-    which is wte read column by column.
+    `loaders.random_weights.random_params` return parameters in this layout; wte needs nothing: the LM head
+    multiplies by wte.T, which is wte read column by column.
     """
 
     def convert(tree):

@@ -216,10 +216,11 @@ def worker_counts():
 def measure_workers(repeats=REPEATS, rng=None):
     """{count: seconds} of the weight products of a step and of rounds' passes (WORKER_MS rows), each by its fastest
     route for that count (`candidates`), shared among each count of `worker_counts`, in turns, the `typical` of
-    each count's turns and more turns where they disagree (as `measure` takes a route's); {} where there is nothing to choose (one count, no big product
-    made yet). The blocks' sample is scaled to a pass's (`sampled_blocks`: 124M's 8 matrices times 48 / 8), so
-    the blocks weigh against the LM head as in a pass (unscaled, the head's noise chose one worker on the AVX2
-    kind where two made the blocks' products of a round's pass markedly faster)."""
+    each count's turns and more turns where they disagree (as `measure` takes a route's); {} where there is
+    nothing to choose (one count, no big product made yet). The blocks' sample is scaled to a pass's
+    (`sampled_blocks`: 124M's 8 matrices times 48 / 8), so the blocks weigh against the LM head as in a pass
+    (unscaled, the head's noise chose one worker on the AVX2 kind where two made the blocks' products of a round's
+    pass markedly faster)."""
     counts, work = worker_counts(), weight_products(max(WORKER_MS), rng or np.random.default_rng(0))
     if len(counts) < 2 or not work:
         return {}
@@ -243,9 +244,10 @@ def measure_head_workers(repeats=REPEATS, rng=None):
     """{count: seconds} of attention as the model met it (its heads, its longest cache, over SCORE_LAYERS layers
     of keys each its own) for a step and a round's pass (WORKER_MS queries), the heads shared among each count
     of `worker_counts` up to the workers sharing the products, in turns, the `typical` of each count's turns
-    and more turns where they disagree; {} where there is nothing to choose. Apart from the products' count: attention reads the cache in a small
-    product per head, and a hand-over can cost what a helper's share saves. Each count is timed on the memory a
-    cache gets with it (products.kv_buffer: this process's own with 1, faster to read, shared with more)."""
+    and more turns where they disagree; {} where there is nothing to choose. Apart from the products' count:
+    attention reads the cache in a small product per head, and a hand-over can cost what a helper's share saves.
+    Each count is timed on the memory a cache gets with it (products.kv_buffer: this process's own with 1, faster
+    to read, shared with more)."""
     counts = [count for count in worker_counts() if count <= second_core.workers()]
     if len(counts) < 2 or not products._met_heads:
         return {}

@@ -526,5 +526,6 @@ def test_main_py_refuses_a_bad_routes_file_before_it_loads_the_models(tmp_path):
     done = subprocess.run([sys.executable, "main.py", "--target_model_size", str(tmp_path), "--drafter", "lookup"],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
-    assert done.stderr.startswith(f"error: the routes file {tmp_path / routes.ROUTES_FILE}: ") and "delete it" in done.stderr
+    assert done.stderr.startswith(f"error: the routes file {tmp_path / routes.ROUTES_FILE}: ")
+    assert "delete it" in done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
