@@ -109,12 +109,11 @@ def command(argv, handin, request, answers, teachers_clone, seccomp, models=None
     seccomp program is read from the file descriptor `seccomp` (`start` passes it to the child)."""
     arguments = ["--unshare-all", "--die-with-parent", "--new-session", "--hostname", "handin",
                  "--clearenv", *(part for key, value in ENVIRONMENT.items() for part in ("--setenv", key, value)),
-                 *system_mounts()]
-    for folder in python_folders(teachers_clone):
+                 *system_mounts(), "--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
+                 "--size", str(TMP_BYTES), "--tmpfs", "/dev/shm"]
+    for folder in python_folders(teachers_clone):  # after /tmp's tmpfs, which would hide a clone's .venv in /tmp
         arguments += ["--ro-bind", str(folder), str(folder)]
-    arguments += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
-                  "--size", str(TMP_BYTES), "--tmpfs", "/dev/shm",
-                  "--ro-bind", str(handin), HANDIN, "--ro-bind", str(request), REQUEST]
+    arguments += ["--ro-bind", str(handin), HANDIN, "--ro-bind", str(request), REQUEST]
     for file in sorted(Path(answers).iterdir()):  # each file, not the folder: no new file, the disk not filled
         arguments += ["--bind", str(file), f"{ANSWERS}/{file.name}"]
     if models is not None:

@@ -8,11 +8,14 @@ the same hand-in graded unsandboxed (--run_untrusted_code_as_me) gets what the s
 
 import csv
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -341,6 +344,33 @@ print("tmp took", written // 2**20, "MB")
     assert "stopped No space left on device" in lines
     assert int(lines[-1].split()[2]) <= sandbox.TMP_BYTES // 2**20
     assert (answers / "answers.json").read_text() == "x" and sorted(os.listdir(answers)) == ["answers.json"]
+
+
+def test_a_python_folder_under_tmp_is_shown_above_the_sandboxs_own_tmp(tmp_path, monkeypatch):
+    """A learner's clone in /tmp, its .venv with it: the sandbox mounts a fresh /tmp of its own, and the folders
+    the interpreter runs from must be mounted after it, or every hand-in fails with "bwrap: execvp
+    /tmp/.../.venv/bin/python: No such file or directory" (found by the README's set-up in a clone under /tmp).
+    Here a folder under /tmp, shown as one of the interpreter's, holds a file the sandboxed Python reads."""
+    folder = Path(tempfile.mkdtemp(prefix="venv-", dir="/tmp"))
+    try:
+        (folder / "marker").write_text("seen")
+        python_folders = sandbox.python_folders
+        monkeypatch.setattr(sandbox, "python_folders", lambda clone: [*python_folders(clone), folder])
+        handin, answers = tmp_path / "handin", tmp_path / "answers"
+        handin.mkdir()
+        answers.mkdir()
+        (tmp_path / "request.json").write_text("{}")
+        script = f"print(open({str(folder / 'marker')!r}).read())"
+        descriptor = sandbox.filter_descriptor()
+        try:
+            run = subprocess.run(sandbox.command([sys.executable, "-c", script], handin, tmp_path / "request.json",
+                                                 answers, REPO_ROOT, descriptor), pass_fds=(descriptor,),
+                                 capture_output=True, text=True, timeout=60)
+        finally:
+            os.close(descriptor)
+        assert run.stdout == "seen\n", run.stdout + run.stderr
+    finally:
+        shutil.rmtree(folder)
 
 
 def test_a_virtual_environment_inside_the_teachers_clone_is_shown_and_nothing_else_of_the_clone(tmp_path,
