@@ -70,15 +70,15 @@ def fingerprint(layouts=None):
     cores this process may use (`taskset -c 0` leaves one), whether helpers share them (and a count forced by
     second_core.WORKERS_VARIABLE: the routes were chosen for it), how the matrices are stored (`layouts`, else
     this process's: speed/layouts.py), and a digest of the code that multiplies by each route (ROUTE_CODE) and
-    that measures the worker counts (`measure_workers`, `measure_head_workers`): a route made faster, or a count
-    measured anew, is measured again."""
+    that measures the worker counts (`measure_workers`, `measure_head_workers`, `counts_in_turns`): a route made
+    faster, or a count measured anew, is measured again."""
     config = getattr(np, "__config__", None)
     blas = getattr(config, "CONFIG", {}).get("Build Dependencies", {}).get("blas", {})
     blas_text = f"{blas.get('name', 'BLAS')} {blas.get('version', '')}".strip()
     core = second_core.openblas_core()
     model, flags = processor()
     digest = hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest()[:12] if flags else ""
-    measuring = (measure_workers, measure_head_workers)
+    measuring = (measure_workers, measure_head_workers, counts_in_turns)
     code = hashlib.sha256("".join(inspect.getsource(function) for function in (*ROUTE_CODE, *measuring))
                           .encode()).hexdigest()[:12]
     cores, forced = second_core._cores(), second_core.forced_workers()  # the counts timed (`worker_counts`)
@@ -227,16 +227,27 @@ def measure_workers(repeats=REPEATS, rng=None):
     sample, in_a_pass = sampled_blocks()
     per_pass = {"blocks": in_a_pass / max(len(sample), 1), "head": 1.0}  # each kind's time scaled to a pass's
     seconds = {count: [] for count in counts}
+
+    def turn():
+        for count in counts:
+            second_core.use_workers(count)  # new helpers, as many as count says
+            for make in work.values():
+                make(products.default_route("blocks", 1), 1)  # the first product may fork the helpers
+            seconds[count].append(sum(per_pass[kind] * min(timed(make, route, m) for route in candidates(kind, m))
+                                      for kind, make in work.items() for m in WORKER_MS))
+
+    return counts_in_turns(seconds, turn, repeats)
+
+
+def counts_in_turns(seconds, turn, repeats):
+    """{count: the `typical` of its seconds} after turn() (which times every count once, appending to seconds[count])
+    ran `repeats` times, and `repeats` more while the counts' turns disagree (`unsettled` for `fewest_fastest`), at
+    most MORE_TURNS times: how measure_workers and measure_head_workers time their counts."""
     for more in range(MORE_TURNS + 1):
         if more and not unsettled(seconds, fewest_fastest):
             break
         for _ in range(repeats):
-            for count in counts:
-                second_core.use_workers(count)  # new helpers, as many as count says
-                for make in work.values():
-                    make(products.default_route("blocks", 1), 1)  # the first product may fork the helpers
-                seconds[count].append(sum(per_pass[kind] * min(timed(make, route, m) for route in candidates(kind, m))
-                                          for kind, make in work.items() for m in WORKER_MS))
+            turn()
     return {count: typical(times) for count, times in seconds.items()}
 
 
@@ -266,17 +277,16 @@ def measure_head_workers(repeats=REPEATS, rng=None):
             products.use_head_workers(count)
             caches[count] = products.kv_buffer(values.shape)  # the memory a cache gets with this count
             caches[count][...] = values
-        for more in range(MORE_TURNS + 1):
-            if more and not unsettled(seconds, fewest_fastest):
-                break
-            for _ in range(repeats):
-                for count in counts:
-                    products.use_head_workers(count)
-                    attend_all(caches[count], 1)  # the first heads shared may fork helpers that have `attend`
-                    seconds[count].append(sum(timed(attend_all, caches[count], m) for m in WORKER_MS))
+
+        def turn():
+            for count in counts:
+                products.use_head_workers(count)
+                attend_all(caches[count], 1)  # the first heads shared may fork helpers that have `attend`
+                seconds[count].append(sum(timed(attend_all, caches[count], m) for m in WORKER_MS))
+
+        return counts_in_turns(seconds, turn, repeats)
     finally:
         products.use_head_workers(before)
-    return {count: typical(times) for count, times in seconds.items()}
 
 
 def timed(make, route, m):
