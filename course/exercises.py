@@ -7,11 +7,12 @@ pytest.ini) and the kit all follow it, and tests/test_exercises.py checks that t
 file and the functions the learner writes; its checks are the tests marked with its marker, in the test
 files it names.
 
-A student copy is the repository's files as the teacher's working tree has them (git's tracked and not
-ignored files, uncommitted edits included; no history comes along), with every exercise function's body replaced by `raise NotImplementedError("Step N: ...")` (its
-signature and docstring kept; the source text is edited in place, found with `ast`, so comments and
-formatting elsewhere survive) and without TEACHER_ONLY, the files that hold an answer (a second verifier,
-a full-scan lookup, the checks' own wrong versions one slip from the right one).
+A student copy is the repository's files as the teacher's working tree has them (git's tracked files,
+uncommitted edits included, and the new files that are the project's: never the grades, the feedback or the
+hand-ins beside it; no history comes along), with every exercise function's body replaced by
+`raise NotImplementedError("Step N: ...")` (its signature and docstring kept; the source text is edited in
+place, found with `ast`, so comments and formatting elsewhere survive) and without TEACHER_ONLY, the files that
+hold an answer (a second verifier, a full-scan lookup, the checks' own wrong versions one slip from the right one).
 
 Grading a step for a learner (`classroom.py grade N`) runs `python -m pytest -m stepN` on the step's test files
 in a child process and reads the outcome of each check from the JUnit XML report pytest writes. That report is
@@ -75,6 +76,7 @@ def places(step):
 GRADED = tuple(step.number for step in STEPS if step.tests)
 STUDENT_FILES = tuple(sorted({file for step in STEPS for file, _ in places(step) if file}))
 
+FEEDBACK_LIST = ".gradebook-feedback.json"  # in a gradebook's feedback folder: the files its last run wrote there
 STUDENT_README = "course/student_readme.md"  # a student copy's README.md opens with it (and leaves it out)
 
 # Files a student copy leaves out: each holds an answer, or imports one that does.
@@ -170,36 +172,44 @@ def blank_source(source, file, keep=()):
 
 def tracked_files(repo):
     """{relative path: bytes} of the project's files in `repo` as they are now on disk: in a git repository, the
-    files git tracks or would (`git ls-files --cached --others --exclude-standard`: an uncommitted edit comes
-    along, an ignored file does not); elsewhere (an unpacked archive, a student copy) every file but
+    files git tracks (`git ls-files --cached`: an uncommitted edit comes along), and the untracked ones it does
+    not ignore that are the project's (`not_the_projects`: a new test comes along, the grades, the feedback and
+    the hand-ins in the clone do not); elsewhere (an unpacked archive, a student copy) every file but
     `not_the_projects`'."""
     repo = Path(repo)
     if (repo / ".git").exists():
-        try:
-            run = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                                 capture_output=True)
-        except FileNotFoundError:
-            raise ValueError(f"{repo} is a git repository, and listing its files needs git, which is not on the "
-                             f"PATH: install git (or add it to the PATH) and run this again") from None
-        if run.returncode != 0:
-            raise ValueError(f"git ls-files failed in {repo}: {run.stderr.decode(errors='replace').strip()}")
-        paths = sorted({name for name in run.stdout.decode("utf-8").split("\0") if name})
+        untracked = {name for name in git_files(repo, "--others", "--exclude-standard")
+                     if not not_the_projects(repo, repo / name)}
+        paths = sorted(git_files(repo, "--cached") | untracked)
         return {path: (repo / path).read_bytes() for path in paths if (repo / path).is_file()}  # deleted: left out
     return {path.relative_to(repo).as_posix(): path.read_bytes() for path in sorted(repo.rglob("*"))
             if path.is_file() and not not_the_projects(repo, path)}
 
 
+def git_files(repo, *which):
+    """The set of paths `git ls-files -z *which` lists in the git repository `repo`."""
+    try:
+        run = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", *which], capture_output=True)
+    except FileNotFoundError:
+        raise ValueError(f"{repo} is a git repository, and listing its files needs git, which is not on the "
+                         f"PATH: install git (or add it to the PATH) and run this again") from None
+    if run.returncode != 0:
+        raise ValueError(f"git ls-files failed in {repo}: {run.stderr.decode(errors='replace').strip()}")
+    return {name for name in run.stdout.decode("utf-8").split("\0") if name}
+
+
 def not_the_projects(repo, path):
-    """Whether a file under `repo` (not a git repository) is no part of the project: caches, hidden folders
-    (.venv, .git), a virtual environment, the models, a CSV of grades at the top, or anything in a folder that
-    holds its own copy of an exercise file (a submission, another student copy)."""
+    """Whether a file under `repo` that git does not track is no part of the project: a link, caches, hidden
+    folders (.venv, .git), a virtual environment, the models, a CSV of grades at the top, the gradebook's feedback
+    (a folder holding FEEDBACK_LIST), or anything in a folder that holds its own copy of an exercise file (a
+    submission, another student copy, the teacher's answers)."""
     parts = path.relative_to(repo).parts
-    if set(parts) & {"__pycache__", "models"} or any(part.startswith(".") for part in parts):
+    if path.is_symlink() or set(parts) & {"__pycache__", "models"} or any(part.startswith(".") for part in parts):
         return True
     if len(parts) == 1:
         return path.suffix == ".csv"
     folders = [repo.joinpath(*parts[:i]) for i in range(1, len(parts))]
-    names = {Path(file).name for file in STUDENT_FILES}
+    names = {Path(file).name for file in STUDENT_FILES} | {FEEDBACK_LIST}
     return any((folder / "pyvenv.cfg").exists() or any((folder / name).exists() for name in names)
                for folder in folders)
 

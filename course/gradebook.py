@@ -55,7 +55,6 @@ OUTPUT_CAP = 1024**2  # bytes of output a step may print before it is stopped
 KEPT_OUTPUT = 16 * 1024  # bytes of that output kept to explain a crash
 FILE_CAP = 1024**2  # bytes of one file of a hand-in (a learner's gpt2.py is about 20 kB)
 ANSWER_FILES = ("answers.json", "report.xml")  # what a child writes: the probe's answers, pytest's report
-FEEDBACK_LIST = ".gradebook-feedback.json"  # in the feedback folder: the files the last run wrote there
 
 
 class Limits(NamedTuple):
@@ -305,8 +304,8 @@ def cell(text):
 
 def write_feedback(folder, texts):
     """Write {file name: text} into `folder`, replacing the files the gradebook's last run wrote there (listed in
-    FEEDBACK_LIST; a file the teacher put there is never touched), each file written atomically."""
-    listing = Path(folder) / FEEDBACK_LIST
+    exercises.FEEDBACK_LIST; a file the teacher put there is never touched), each file written atomically."""
+    listing = Path(folder) / exercises.FEEDBACK_LIST
     try:
         earlier = json.loads(listing.read_text(encoding="utf-8")) if listing.is_file() else []
     except (OSError, ValueError):

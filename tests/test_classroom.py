@@ -249,6 +249,28 @@ def test_the_copy_carries_the_working_tree_uncommitted_edits_and_new_files_but_n
                      "tests/test_new.py": b"new\n"}
 
 
+def test_in_a_git_clone_the_grades_feedback_hand_ins_and_links_beside_the_project_stay_out_of_the_copy(tmp_path):
+    """The README grades a class from the clone's top: `gradebook submissions/* --csv grades.csv --feedback
+    feedback`. None of that is committed or ignored, and the student copy (which the gradebook also grades every
+    hand-in in) once carried it all: each hand-in could read the others and their grades. Untracked files go
+    through exercises.not_the_projects as in a copy made without git: a new test still comes along."""
+    git(tmp_path, "init", "-q")
+    (tmp_path / "gpt2.py").write_text("tracked\n")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "start")
+    outside = tmp_path.parent / f"{tmp_path.name}-answer.py"
+    outside.write_text("the teacher's answer, elsewhere\n")
+    for path, text in [("tests/test_new.py", "new\n"), ("grades.csv", "alice,1\n"),
+                       ("submissions/alice/gpt2.py", "alice's\n"), ("submissions/alice/notes.txt", "alice's\n"),
+                       ("feedback/001-alice.txt", "alice: 1 of 2\n"),
+                       (f"feedback/{exercises.FEEDBACK_LIST}", '["001-alice.txt"]\n'),
+                       ("answers/gpt2.py", "the teacher's\n")]:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    (tmp_path / "answer.py").symlink_to(outside)
+    assert sorted(exercises.tracked_files(tmp_path)) == ["gpt2.py", "tests/test_new.py"]
+
+
 def test_a_copy_made_without_git_leaves_out_venvs_grades_and_other_students_code(tmp_path):
     """An unpacked ZIP with the teacher's .venv, a grades.csv and a submissions/ folder beside the project."""
     for path in ["gpt2.py", "tests/test_x.py", ".venv/pyvenv.cfg", ".venv/lib/site.py", "venv/pyvenv.cfg",

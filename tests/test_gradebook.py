@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+from course import exercises
 from course import gradebook
 from course import no_sandbox
 from course import sandbox
@@ -158,7 +159,7 @@ def test_every_score_is_one_the_work_earned_forged_reports_and_replayed_answers_
     assert reasons["naive"] == "step 2: attention at scores near 200 (a softmax safe from overflow): case 1 of 2: " \
                                "NaN where the reference is finite"
     assert reasons["nested"].startswith("warning: it holds none of") and "they are in homework" in reasons["nested"]
-    files = sorted(path.name for path in feedback.iterdir() if path.name != gradebook.FEEDBACK_LIST)
+    files = sorted(path.name for path in feedback.iterdir() if path.name != exercises.FEEDBACK_LIST)
     assert files == ["001-reference.txt", "002-forger.txt", "003-replayer.txt", "004-naive.txt", "005-helped.txt",
                      "006-nested.txt"]
     naive_feedback = (feedback / "004-naive.txt").read_text(encoding="utf-8")
