@@ -30,14 +30,19 @@ import stat
 import sys
 from pathlib import Path
 
-from command_line.flags import as_bool, as_seconds, as_text, as_whole_number, check_models_dir, errors_as_one_line
-from command_line.scripts import as_whole_numbers, run_script
-from loaders import download
-from loaders import safe_files
-from loaders.weights import shown
-from course import exercises
-from course import gradebook
-from course import sandbox
+try:  # the project's files, a few of them the learner's, half written: one that does not parse is one line
+    from command_line.flags import as_bool, as_seconds, as_text, as_whole_number, check_models_dir, errors_as_one_line
+    from command_line.scripts import as_whole_numbers, run_script
+    from loaders import download
+    from loaders import safe_files
+    from loaders.weights import shown
+    from course import exercises
+    from course import gradebook
+    from course import sandbox
+except SyntaxError as error:
+    where = os.path.relpath(error.filename or "?", os.path.dirname(os.path.abspath(__file__)))
+    sys.exit(f"error: {where}, line {error.lineno}: {error.msg}; classroom.py imports that file: fix it, then run "
+             f"this again")
 
 HINTS_FILE = exercises.REPO / "course" / "hints.json"
 SEEN_FILE = ".classroom_hints_seen.json"

@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 
 
-from speed import calibration
 import show
 from loaders.download import MODEL_SIZES, DownloadError, download_deadline
 from loaders.hub import HUB_MODELS, check_hub_cache, check_model_name, hub_repo_id
@@ -449,7 +448,8 @@ def check_flags(**arguments):
         if flags.K != "auto" or flags.tree is not None:
             raise ValueError(f"--r_table gives the costs that --K auto plans with; got --K {flags.K}"
                              f"{' and a --tree' if flags.tree is not None else ''}: use --K auto, or drop --r_table")
-        calibration.load_costs(flags.r_table)  # a ValueError that says what is wrong with the file
+        from speed import calibration  # here, not at the top: it imports sampling.py, and classroom.py's commands
+        calibration.load_costs(flags.r_table)  # (these checks) must run where a student's copy does not parse yet
     if flags.tree is not None and drafter != "model":
         raise ValueError(f"--tree needs --drafter model (a tree's candidates are the draft model's top tokens); "
                          f"got --drafter {drafter}")

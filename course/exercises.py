@@ -22,6 +22,7 @@ own process, on cases no copy holds (course/hidden.py).
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -272,8 +273,20 @@ def read_report(report):
             continue
         message = (outcome.get("message") or outcome.text or outcome.tag).strip().splitlines()
         reason = f"{'skipped: ' if outcome.tag == 'skipped' else ''}{message[0] if message else outcome.tag}"
+        if reason == "collection failure":  # a test file that did not import: say which file and line, and why
+            reason += import_error_text(outcome.text or "")
         checks.append(Check(name, False, reason[:300]))
     return checks
+
+
+def import_error_text(traceback):
+    """": gpt2.py, line 203: SyntaxError: invalid syntax" from the traceback of a test file that failed to import
+    (pytest marks the error's lines "E "): the last file and line it names, and the error; "" if it has none."""
+    lines = [line[1:].strip() for line in traceback.splitlines() if line.startswith("E ") and line[1:].strip()]
+    places = [re.match(r'File "(.+)", line (\d+)', line) for line in lines]
+    place = next((found for found in reversed(places) if found), None)
+    where = "" if place is None else f"{Path(place[1]).name}, line {place[2]}: "
+    return f": {where}{lines[-1]}" if lines else ""
 
 
 def grade(number, repo=REPO):

@@ -19,6 +19,11 @@ of its cases matches. The reasons say where and how an answer differs (its shape
 NaN), never the reference's value. Every check always holds its edge cases (a residual of total zero, ties in top-p,
 scores near 200), whatever the seed: a re-grade with another seed gives the same code the same marks. Hiding the
 teacher's files from a hand-in's code is the sandbox's work (course/sandbox.py).
+
+The project's own files (gpt2.py, and sampling.py and drafters.py through course/scenarios.py) are imported where
+checks are drawn, not at the top: classroom.py imports this file for every command, and in a student copy those
+files are the student's, half written. A syntax error in one must not stop `hint`, `list` or `grade` (whose checks
+run in a child, which reports it).
 """
 
 import json
@@ -28,10 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-import gpt2
 from course import probe
 from course import replay
-from course import scenarios
 from course.exercises import Check
 from loaders import safe_files
 from loaders.messages import printable
@@ -54,6 +57,9 @@ def check(name, kind, cases, **shared):
 
 def forward_checks(number, rng):
     """Steps 1-4 and 12: the scenarios of course/scenarios.py on a fresh tiny GPT-2, and fresh masks."""
+    import gpt2  # the project's own files: imported here, not at the top (see the module docstring)
+    from course import scenarios
+
     forward = scenarios.forward_part(int(rng.integers(2**31)))
     keep = lambda calls, *keys: [{key: call[key] for key in keys} for call in calls]  # noqa: E731 (no answers)
     if number == 1:
@@ -116,6 +122,8 @@ def top_p_checks(rng):
 
 def round_checks(number, rng):
     """Steps 7-9 and 13: fresh rows, seeds, rounds and texts."""
+    from course import scenarios  # it imports sampling and drafters (see the module docstring)
+
     if number == 7:
         cases = []
         for _ in range(40):

@@ -141,6 +141,27 @@ def test_grade_prints_each_check_with_its_reason_and_exits_0_only_if_all_pass(bl
     assert passing.returncode == 0 and passing.stdout.startswith("pass  test_accept_keeps_the_guess")
 
 
+def test_in_a_copy_whose_own_files_do_not_parse_the_kit_still_lists_hints_and_grades_saying_where(tmp_path):
+    """A learner mid-way through a step leaves gpt2.py and sampling.py not parsing. `list` and `hint` still run
+    (they once ended in a traceback through the gradebook's imports of the checks' reference code); `grade 1`
+    fails its check with the file, the line and the error; and a file the kit itself imports (encoder.py, for
+    the download limits) is one line naming it, not a traceback."""
+    copy = exercises.write_student_copy(REPO_ROOT, tmp_path / "student")
+    for name in ("gpt2.py", "sampling.py"):
+        with open(copy / name, "a", encoding="utf-8") as file:
+            file.write("\ndef half_written(:\n")
+    assert run_kit("list", cwd=copy).returncode == 0
+    assert run_kit("hint", "1", "--level", "1", cwd=copy).stdout.startswith("Step 1, hint 1 of ")
+    checks = exercises.grade(1, copy)
+    line = len((copy / "gpt2.py").read_text(encoding="utf-8").splitlines())
+    reason = f"collection failure: gpt2.py, line {line}: SyntaxError: invalid syntax"
+    assert [check.reason for check in checks] == [reason]
+    (copy / "encoder.py").write_text("def half_written(:\n", encoding="utf-8")
+    run = run_kit("list", cwd=copy)
+    assert run.returncode == 1 and run.stderr.strip() == ("error: encoder.py, line 1: invalid syntax; classroom.py "
+                                                          "imports that file: fix it, then run this again")
+
+
 def test_grade_refuses_an_open_step_and_a_step_that_does_not_exist():
     assert "open-ended" in run_kit("grade", "11").stderr
     assert "there is no step 14" in run_kit("grade", "14").stderr
