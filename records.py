@@ -34,7 +34,8 @@ class Round:
     """One draft-then-verify round, as `speculative_stream` yields it.
 
     index:       1, 2, ... within a run.
-    k:           the lookahead of the round (0: a plain target step, nothing proposed).
+    k:           the lookahead of the round, the guesses asked for (0: a plain target step); the proposal may
+                 hold fewer (prompt lookup proposes only what it finds).
     proposal:    what the drafter proposed (a Proposal: tokens, parents, rows).
     checks:      the Checks of Step 3, in the order they were made.
     tokens:      the tokens written, in order (cut right after a stop token).

@@ -358,6 +358,15 @@ def test_help_explains_every_flag(tmp_path):
         assert len(explanation) > 10 and "--" not in explanation[:2], f"--{name} has no explanation:\n{help_text}"
 
 
+@pytest.mark.parametrize("argv", [["-h"], ["--draft_model_size", "no-such-model", "-n", "3", "--help"]])
+def test_h_and_help_after_other_flags_show_the_help_without_running_anything(tmp_path, argv):
+    """`-h` is help (fire alone read it as --html, a unique first letter), and --help after other flags shows the
+    help of main alone: fire handed the whole line ran main first (here it would fail on the model's name)."""
+    result = run_main(*argv, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "--draft_model_size=" in result.stdout + result.stderr and "error" not in result.stdout + result.stderr
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Failures: one clear line, a non-zero exit code, no traceback
 # ------------------------------------------------------------------------------------------------------------
