@@ -38,7 +38,13 @@ def checkpoint_error(path, problem):
     """The CheckpointError for a damaged or incomplete file: it names the file, the problem, and what to do.
 
     A file reached through a link (a Hugging Face snapshot links each file to a blob) is named with the file
-    the link points at: deleting the link would only bring the same damaged blob back."""
+    the link points at: deleting the link would only bring the same damaged blob back. A file that is not there
+    at all has nothing to delete: it is named with what to do instead."""
+    if not os.path.lexists(path):
+        return CheckpointError(
+            f"{path}: {problem}. Copy it into that folder with the model's other files, or name a released size "
+            f"(124M, ..., or gpt2 on the Hugging Face Hub), which main.py downloads whole", path, problem
+        )
     to_delete = "it"
     if os.path.islink(path):
         to_delete = os.path.realpath(path)
