@@ -441,6 +441,11 @@ def check_flags(**arguments):
         raise ValueError("--prompt is empty: give some text to continue")
     check_model_names(flags.draft_model_size, flags.target_model_size)
     check_sampling_flags(flags.temperature, flags.top_k, flags.top_p)
+    if flags.max_ngram is not None and drafter == "model" or flags.min_ngram != 1 and drafter != "lookup":
+        flag = "--max_ngram" if flags.max_ngram is not None and drafter == "model" else "--min_ngram"
+        uses = "--drafter lookup or staged" if flag == "--max_ngram" else "--drafter lookup"
+        raise ValueError(f"{flag} sets prompt lookup's matches, which only {uses} makes; got --drafter {drafter}: "
+                         f"drop {flag}, or choose that drafter")
     if flags.max_ngram is not None and flags.min_ngram > flags.max_ngram:
         raise ValueError(f"--min_ngram {flags.min_ngram} is more than --max_ngram {flags.max_ngram}: prompt lookup "
                          f"counts a match as at most max_ngram tokens, and one shorter than min_ngram as none")

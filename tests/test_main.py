@@ -473,6 +473,10 @@ BAD_FLAGS = [
     (("--drafter", "lokup"), "--drafter must be one of model, lookup, staged; got 'lokup' (did you mean lookup?)"),
     (("--drafter", "lookup", "--max_ngram", 0), "--max_ngram must be a whole number >= 1; got 0"),
     (("--drafter", "lookup", "--max_ngram", 3, "--min_ngram", 4), "--min_ngram 4 is more than --max_ngram 3"),
+    (("--max_ngram", 3), "--max_ngram sets prompt lookup's matches, which only --drafter lookup or staged makes; got "
+                         "--drafter model"),  # the draft model drafts alone: it was ignored
+    (("--drafter", "staged", "--min_ngram", 2), "--min_ngram sets prompt lookup's matches, which only --drafter "
+                                                "lookup makes; got --drafter staged"),
     (("--r_table", "r_table.json"), "--r_table gives the costs that --K auto plans with; got --K 4"),
     (("--K", "auto", "--r_table", "no/such/r_table.json"), "cannot read the costs file no/such/r_table.json"),
     (("--tree", ""), "--tree is empty"),
