@@ -6,7 +6,7 @@ Read EXERCISES.md, then course/exercises.py (the steps as data, the student copy
     python classroom.py list                        one line per step: number, title, file, functions (tabs)
     python classroom.py student DIR                 a student copy in a new folder: no answers, no history
     python classroom.py grade 7                     step 7's checks, each with pass/fail and why; exit 0 if all pass
-    python classroom.py grade 7 --repo DIR          the same in another folder (a student copy, a submission)
+    python classroom.py grade 7 --repo DIR          the same in another copy (a student's; a hand-in: gradebook)
     python classroom.py gradebook SUB1 SUB2 --csv grades.csv     each folder graded in a fresh copy in a sandbox,
                         [--feedback DIR] [--jobs N] [--steps "1,2"]   under limits, on cases drawn fresh
                         [--time_limit S] [--budget S]                 (course/hidden.py, course/sandbox.py)

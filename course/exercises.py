@@ -289,12 +289,18 @@ def import_error_text(traceback):
     return f": {where}{lines[-1]}" if lines else ""
 
 
+def check_copy(repo):
+    """Path(repo), if it is a copy of the repository (it has pytest.ini); else a ValueError saying what to name."""
+    if not (Path(repo) / "pytest.ini").is_file():
+        raise ValueError(f"{repo} is not a copy of the repository (no pytest.ini): name one with --repo (a "
+                         f"hand-in of the learner's files alone is graded by the gradebook)")
+    return Path(repo)
+
+
 def grade(number, repo=REPO):
     """[Check] of step `number` in the folder `repo`, run in a child process (no limits: for a learner's own
     copy; classroom's gradebook adds them). A run that ends without a report is one failed check saying why."""
-    repo = Path(repo)
-    if not (repo / "pytest.ini").is_file():
-        raise ValueError(f"{repo} is not a copy of the repository (no pytest.ini): pass --repo FOLDER")
+    repo = check_copy(repo)
     with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
         report = Path(scratch) / "report.xml"
         run = subprocess.run(pytest_command(number, report), cwd=repo, env=child_environment(),

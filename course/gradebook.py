@@ -251,8 +251,7 @@ def shipped_checks(number, repo, time_limit=600.0, memory_bytes=MEMORY_CAP_BYTES
     """[Check] of step `number`'s shipped tests (`classroom.py grade N`) on the folder `repo`, run as the
     gradebook runs a hand-in: in the sandbox, through the probe, under the limits. The report is the learner's
     code speaking (fine for practice, never for a grade); what matters is that it runs the way a grade does."""
-    if not (Path(repo) / "pytest.ini").is_file():
-        raise ValueError(f"{repo} is not a copy of the repository (no pytest.ini): pass --repo FOLDER")
+    repo = exercises.check_copy(repo)
     limits = Limits(time_limit, memory_bytes, time_limit, sandboxed=True)
     with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
         folder, stopping = Path(scratch), threading.Event()

@@ -213,6 +213,8 @@ def test_the_tokenizer_command_fetches_the_four_small_files_and_never_the_weight
     ([], "no command"),
     (["grade", "7", "--rpo", "x"], "unknown flag --rpo (did you mean --repo?)"),
     (["grade", "seven"], "STEP"),
+    (["grade", "7", "--repo", "course"], "is not a copy of the repository (no pytest.ini): name one with --repo (a "
+                                         "hand-in of the learner's files alone is graded by the gradebook)"),
     (["hint", "3", "--level", "0"], "--level"),
     (["gradebook", "some-folder"], "--csv is needed"),
     (["gradebook", "some-folder", "--csv", "grades.csv", "--jobs", "0"], "--jobs"),
