@@ -106,7 +106,7 @@ def fetch_tokenizer_files(models_dir, base_url=None):
     folder.mkdir(parents=True, exist_ok=True)
     for name in TOKENIZER_FILES:
         if not (folder / name).is_file():  # a file under its final name is complete (loaders/download.py)
-            download.download_file(f"{base_url}/124M/{name}", folder / name)
+            download.download_file(f"{base_url}/124M/{name}", folder / name, by_hand=TOKENIZER_FILES)
     return folder
 
 

@@ -236,14 +236,15 @@ def _download_release(model_size, model_dir, base_url, retries, backoff_seconds,
 
 
 def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.0, deadline_seconds=None,
-                  size=None, max_bytes=None, check=None):
+                  size=None, max_bytes=None, check=None, by_hand=RELEASE_FILES):
     """Download `url` to `path` via `path`.part, resuming and retrying; rename only once complete.
 
     size: the file's size if known beforehand (the Hub announces it); max_bytes: the most it may have (default:
     size_cap of the file's name). The body is never read past either. check: a function of the complete part
     file that raises if its content is wrong (the part is then deleted). All attempts together end by the
     deadline (download_deadline(deadline_seconds)); the .part file stays for the next run to resume. The
-    caller holds the file's lock (download_lock): the .part is this run's alone.
+    caller holds the file's lock (download_lock): the .part is this run's alone. by_hand: the files a failure
+    says to download by hand into the folder instead (a release's, or a few of them).
     """
     path = Path(path)
     part_path = path.with_name(path.name + ".part")
@@ -265,7 +266,7 @@ def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.
                     time.sleep(wait)
                 try:
                     fetch_into_part_file(url, part_path, timeout_seconds, size if size is not None else max_bytes,
-                                         deadline)
+                                         deadline, by_hand)
                 except _RETRYABLE_ERRORS as error:
                     last_error = error
                     continue
@@ -287,8 +288,8 @@ def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.
                             f"with --download_deadline or GPT2_DOWNLOAD_DEADLINE=seconds); {part_path} is kept: run "
                             f"again to resume") from None
     attempts = f"{retries + 1} attempt{'s' if retries else ''} failed"
-    raise _download_error(url, path.parent, f"{attempts}, the last with: {failure_text(url, last_error)}") \
-        from last_error
+    raise _download_error(url, path.parent, f"{attempts}, the last with: {failure_text(url, last_error)}",
+                          by_hand) from last_error
 
 
 def no_connection(error):
@@ -323,7 +324,7 @@ def failure_text(url, error):
     return f"could not connect to {host} ({why[1].strip() if why else type(error).__name__})"
 
 
-def _download_error(url, folder, reason):
+def _download_error(url, folder, reason, by_hand=RELEASE_FILES):
     by_hand_url = url.rsplit("/", 1)[0]
     if "/resolve/" in url:  # a Hub file (loaders/hub.py): its blob's name must be the ETag, so no copy by hand
         return DownloadError(f"could not download {url} into {folder}: {reason}. Run again to resume (finished "
@@ -331,7 +332,7 @@ def _download_error(url, folder, reason):
     return DownloadError(
         f"could not download {url} into {folder}: {reason}. Run again to resume (finished files are kept), "
         f"or download the files by hand from {by_hand_url} into {folder} "
-        f"(they are: {', '.join(RELEASE_FILES)})"
+        f"(they are: {', '.join(by_hand)})"
     )
 
 
@@ -447,7 +448,8 @@ def resumable_size(part_path):
     return 0
 
 
-def fetch_into_part_file(url, part_path, timeout_seconds, max_bytes=MAX_WEIGHTS_BYTES, deadline=None):
+def fetch_into_part_file(url, part_path, timeout_seconds, max_bytes=MAX_WEIGHTS_BYTES, deadline=None,
+                         by_hand=RELEASE_FILES):
     """One attempt: append the rest of `url` to `part_path` (or start it afresh); return once it is complete.
 
     We ask for the bytes as they are (Accept-Encoding: identity). A server that compresses anyway has its
@@ -480,7 +482,7 @@ def fetch_into_part_file(url, part_path, timeout_seconds, max_bytes=MAX_WEIGHTS_
         elif response.status_code == 200:  # the whole file (also when the server ignores our Range header)
             have, total, mode = 0, length if encoding == "identity" else None, "wb"
         else:
-            raise _download_error(url, part_path.parent, f"HTTP {response.status_code} {response.reason}")
+            raise _download_error(url, part_path.parent, f"HTTP {response.status_code} {response.reason}", by_hand)
         if total is not None and total > max_bytes:
             raise DownloadError(f"{url} announces {total} bytes where at most {max_bytes} are expected")
         received = write_body(response, part_path, mode, have, total, desc=url.rsplit("/", 1)[-1],

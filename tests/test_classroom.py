@@ -19,6 +19,7 @@ import pytest
 
 import classroom
 from course import exercises
+from loaders.download import DownloadError
 from conftest import REPO_ROOT
 from test_download import release, server  # noqa: F401 (fixtures: a local server with release files)
 
@@ -206,6 +207,14 @@ def test_the_tokenizer_command_fetches_the_four_small_files_and_never_the_weight
     assert sorted(p.name for p in folder.iterdir()) == sorted(classroom.TOKENIZER_FILES)
     assert all((folder / name).read_bytes() == release[name] for name in classroom.TOKENIZER_FILES)
     assert [r["path"] for r in server.requests] == [f"/124M/{name}" for name in classroom.TOKENIZER_FILES]
+
+
+def test_a_tokenizer_download_that_fails_names_only_the_four_files_to_fetch_by_hand(server, tmp_path):
+    """A server without the files (HTTP 404): the advice lists the four small files, not the release with its
+    500 MB of weights, which step 5 does not need."""
+    with pytest.raises(DownloadError) as error:
+        classroom.fetch_tokenizer_files(tmp_path / "models", base_url=f"{server.url}/elsewhere")
+    assert str(error.value).endswith(f"(they are: {', '.join(classroom.TOKENIZER_FILES)})"), error.value
 
 
 @pytest.mark.parametrize("args, message", [
