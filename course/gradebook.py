@@ -357,8 +357,13 @@ def gradebook(submissions, csv_path, steps=exercises.GRADED, time_limit=TIME_LIM
     check_outputs(csv_path, feedback)
     limits = check_limits(time_limit, budget_seconds, memory_bytes, trust_unsandboxed)
     seed = secrets.randbits(63) if seed is None else seed
-    requests = {n: hidden.request(n, seed, models_dir) for n in steps}
-    expected = {n: hidden.expected_answers(requests[n]) for n in steps}
+    try:  # drawn and answered by the code of the copy this runs from: the teacher's, every step written
+        requests = {n: hidden.request(n, seed, models_dir) for n in steps}
+        expected = {n: hidden.expected_answers(requests[n]) for n in steps}
+    except NotImplementedError as error:
+        raise ValueError(f"the gradebook answers its checks with the code of {exercises.REPO}, which says "
+                         f"\"{error}\": a student copy; grade in the teacher's clone, where every step is written") \
+            from None
     points = {n: len(requests[n]["checks"]) for n in steps}
     scratch, stopping = Path(tempfile.mkdtemp(prefix="gradebook-")), threading.Event()
     try:

@@ -163,6 +163,20 @@ def test_in_a_copy_whose_own_files_do_not_parse_the_kit_still_lists_hints_and_gr
                                                           "imports that file: fix it, then run this again")
 
 
+def test_the_gradebook_run_in_a_student_copy_says_so_in_one_line(blank_copy, tmp_path):
+    """The gradebook answers its checks with the code of the copy it runs from: in a student copy that code is
+    blank, and the teacher is told to grade in their own clone (it was a NotImplementedError's traceback)."""
+    hand_in = tmp_path / "alice"
+    hand_in.mkdir()
+    (hand_in / "gpt2.py").write_bytes((REPO_ROOT / "gpt2.py").read_bytes())
+    run = run_kit("gradebook", str(hand_in), "--csv", str(tmp_path / "grades.csv"), "--steps", "1",
+                  "--run_untrusted_code_as_me", cwd=blank_copy)
+    assert run.returncode != 0, run.stderr
+    assert run.stderr.startswith("error: the gradebook answers its checks with the code of "), run.stderr
+    assert run.stderr.strip().endswith("a student copy; grade in the teacher's clone, where every step is written")
+    assert len(run.stderr.strip().splitlines()) == 1 and not (tmp_path / "grades.csv").exists()
+
+
 def test_grade_refuses_an_open_step_and_a_step_that_does_not_exist():
     assert "open-ended" in run_kit("grade", "11").stderr
     assert "there is no step 14" in run_kit("grade", "14").stderr
