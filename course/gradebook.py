@@ -262,7 +262,9 @@ def shipped_checks(number, repo, time_limit=600.0, memory_bytes=MEMORY_CAP_BYTES
         except KeyboardInterrupt:
             no_sandbox.stop_all(process, job)
             raise
-        return exercises.checks_or_crash(folder / "answers" / "report.xml", returncode, stopped or output)
+        checks = exercises.checks_or_crash(folder / "answers" / "report.xml", returncode, stopped or output)
+    # a reason names the learner's own folder, not the sandbox's name for it ("needs ... in /handin/models/124M")
+    return [check._replace(reason=check.reason.replace(sandbox.HANDIN, str(repo))) for check in checks]
 
 
 def check_outputs(csv_path, feedback):

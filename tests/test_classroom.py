@@ -413,4 +413,5 @@ def test_grade_5_without_the_tokenizer_files_says_once_how_to_get_them(blank_cop
     assert run.returncode == 1
     failed = [line for line in run.stdout.splitlines() if line.startswith("FAIL")]
     assert len(failed) > 10 and run.stdout.count("`python classroom.py tokenizer` fetches them") == 1, run.stdout
+    assert f"in {blank_copy / 'models' / '124M'}: " in run.stdout and "/handin" not in run.stdout  # the learner's
     assert sum(line.endswith("(as above)") for line in failed) > 10
