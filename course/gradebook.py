@@ -15,11 +15,12 @@ Nothing of it is trusted:
   reference's, computed here from the teacher's clone, which the sandbox does not show;
 - every text of it (its folder's name, its error messages) is escaped (loaders/messages.printable) before it
   reaches the terminal, the CSV or the feedback, and a CSV cell never starts as a spreadsheet formula.
-Each step runs with a time limit (the sandbox ended whole at the limit), a memory cap for the whole hand-in and
-a cap on what it prints (OUTPUT_CAP). A hand-in's steps share its budget (budget_seconds): a hand-in that sleeps
-costs the class that much and no more, and the progress line names it. A hand-in that cannot be graded at all,
-whatever the reason, gets its row with the reason; the others are graded. Ctrl-C ends every running step at
-once. Without bubblewrap the gradebook refuses to run hand-ins, unless the teacher passes
+Each step runs with a time limit (the sandbox ended whole at the limit; within it each check has its share, so
+a check that never ends costs its own points alone: course/probe.check_deadlines), a memory cap for the whole
+hand-in and a cap on what it prints (OUTPUT_CAP). A hand-in's steps share its budget (budget_seconds): a hand-in
+that sleeps costs the class that much and no more, and the progress line names it. A hand-in that cannot be
+graded at all, whatever the reason, gets its row with the reason; the others are graded. Ctrl-C ends every
+running step at once. Without bubblewrap the gradebook refuses to run hand-ins, unless the teacher passes
 --run_untrusted_code_as_me (course/no_sandbox.py). Hand-ins are graded `jobs` at a time (default: the cores).
 """
 
@@ -129,9 +130,12 @@ def start_child(tree, folder, step_request, seconds, limits, models_dir):
     return no_sandbox.start(argv, tree, limits.memory)
 
 
-def step_answers(tree, folder, step_request, seconds, limits, models_dir, stopping):
-    """(the child's answers to `step_request`, or None; why there are none, or "")."""
-    process, job = start_child(tree, folder, step_request, seconds, limits, models_dir)
+def step_answers(tree, folder, step_request, seconds, limits, models_dir, stopping, time_text=None):
+    """(the child's answers to `step_request`, or None; why there are none, or ""). Each check has its share of
+    the `seconds` (course/probe.check_deadlines); time_text says what they are, for a check that runs past."""
+    time_text = time_text or f"the step's time limit of {seconds:g} s"
+    timed_request = {**step_request, "time_limit": seconds, "time_text": time_text}
+    process, job = start_child(tree, folder, timed_request, seconds, limits, models_dir)
     returncode, output, stopped = run_limited(process, job, seconds, stopping)
     if stopped:
         return None, stopped
@@ -140,6 +144,12 @@ def step_answers(tree, folder, step_request, seconds, limits, models_dir, stoppi
     except ValueError as error:
         last = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "no output")
         return None, f"the run ended with exit code {returncode} and {error}: {last}"
+
+
+def ran_past_a_share(answers):
+    """Whether a check in the child's answers ran past its share of the time (course/probe.TimeUp)."""
+    return isinstance(answers, list) and any(isinstance(answer, dict) and str(answer.get("error", "")).startswith(
+        "TimeUp:") for check in answers if isinstance(check, list) for answer in check)
 
 
 def failed_step(step_request, reason):
@@ -236,10 +246,13 @@ def grade_handin(submission, own, template, requests, expected, limits, models_d
             continue
         folder = own / f"step{number}"
         folder.mkdir()
-        answers, why_none = step_answers(own / "tree", folder, step_request, seconds, limits, models_dir, stopping)
-        if why_none.startswith("ran past") and seconds < limits.time:
-            why_none = f"its time budget of {limits.budget:g} s ran out (all its steps together)"
-            bar.write(f"{printable(submission)}: {why_none}, at step {number}", file=sys.stderr)
+        budget = f"its time budget of {limits.budget:g} s (all its steps together)" if seconds < limits.time else None
+        answers, why_none = step_answers(own / "tree", folder, step_request, seconds, limits, models_dir, stopping,
+                                         budget)
+        if budget and (why_none.startswith("ran past") or ran_past_a_share(answers)):
+            why_none = why_none and f"its time budget of {limits.budget:g} s ran out (all its steps together)"
+            bar.write(f"{printable(submission)}: its time budget of {limits.budget:g} s ran out (all its steps "
+                      f"together), at step {number}", file=sys.stderr)
         checks[number] = failed_step(step_request, why_none) if answers is None else \
             hidden.judge(step_request, expected[number], answers)
         bar.update()

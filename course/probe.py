@@ -8,8 +8,9 @@ REQUEST holds one step's checks: for each, a kind (which function, called how) a
 and where the function calls another step's, that step's calls recorded from the reference, to replay:
 course/replay.py). The probe imports the graded folder's own modules, calls the function on each case and
 writes what came back, encoded as course/replay.py encodes arrays, one answer per case: {"out": value} or
-{"error": "TypeName: message"} (one broken case does not hide the others). It never sees an expected value and
-decides nothing: the gradebook compares the answers with the reference's, in its own process.
+{"error": "TypeName: message"} (one broken case does not hide the others; a check that runs past its share of the
+step's time limit fails its remaining cases, and the next check runs: `check_deadlines`). It never sees an
+expected value and decides nothing: the gradebook compares the answers with the reference's, in its own process.
 
 The teacher's gradebook runs the same `observe` on the same request, with the teacher's modules (the reference):
 what it writes is the expected answer. One code path calls both.
@@ -19,11 +20,15 @@ import contextlib
 import importlib
 import json
 import os
+import signal
 import sys
+import time
 
 import numpy as np
 
 from course import replay
+
+CHECKS_SHARE = 0.8  # of a step's time limit, for its checks (`check_deadlines`)
 
 
 def module(name):
@@ -160,21 +165,74 @@ DRIVERS = {driver.__name__: driver for driver in (
     tokens_per_round, predicted_speedup, lookup)}
 
 
+class TimeUp(BaseException):
+    """A check ran past its share of the step's time limit (a BaseException: a learner's `except Exception`
+    does not swallow it)."""
+
+
 def observe(request):
-    """[[answer of each case] for each check of `request`] (decoded), each answer {"out": ...} or {"error": ...}."""
-    answers = []
-    for check in request["checks"]:
+    """[[answer of each case] for each check of `request`] (decoded), each answer {"out": ...} or {"error": ...}.
+
+    Where the request gives the step's time limit ("time_limit", as the gradebook's children get it), each
+    check may run until the time left leaves every later check its equal share (`check_deadlines`): a check
+    that never ends fails its remaining cases, and the checks after it still run in their own time."""
+    answers, deadlines = [], check_deadlines(request)
+    for check, deadline in zip(request["checks"], deadlines):
         driver, shared, found = DRIVERS[check["kind"]], dict(check.get("shared", {})), []
-        for case in check["cases"]:
-            try:
-                out = replay.encode(driver(case, shared))
-                json.dumps(out)  # what cannot be written down (an object of the learner's) is an error here
-                found.append({"out": out})
-            except Exception as error:  # a learner's code may raise anything: it is this case's answer
-                message = str(error).strip().splitlines()
-                found.append({"error": f"{type(error).__name__}: {message[0][:200] if message else ''}"})
+        cases = iter(check["cases"])
+        try:
+            with alarm_at(deadline):
+                for case in cases:
+                    found.append(None)  # the case running, until its answer replaces it
+                    found[-1] = answer(driver, case, shared)
+        except TimeUp:
+            late = f"TimeUp: ran past its share of {request.get('time_text', 'the time limit')}"
+            found[-1:] = [{"error": late}] * (1 + sum(1 for _ in cases))
         answers.append(found)
     return answers
+
+
+def answer(driver, case, shared):
+    """{"out": what driver returned for the case, encoded}, or {"error": "TypeName: message"}."""
+    try:
+        out = replay.encode(driver(case, shared))
+        json.dumps(out)  # what cannot be written down (an object of the learner's) is an error here
+        return {"out": out}
+    except Exception as error:  # a learner's code may raise anything: it is this case's answer
+        message = str(error).strip().splitlines()
+        return {"error": f"{type(error).__name__}: {message[0][:200] if message else ''}"}
+
+
+def check_deadlines(request, start=None):
+    """The time.monotonic() by which each check of `request` must end: CHECKS_SHARE of the step's "time_limit"
+    (none: no deadlines; the rest is for starting Python, before the gradebook ends the child) shared so that
+    check i may use what is left but an equal share for each check after it. 3 checks in 9 s: the first ends
+    by start + 3, the second by 6 (the time the first leaves goes to the second), the third by 9."""
+    n = len(request["checks"])
+    if request.get("time_limit") is None or not hasattr(signal, "setitimer"):  # the reference's run; Windows
+        return [None] * n
+    start = time.monotonic() if start is None else start
+    share = CHECKS_SHARE * request["time_limit"] / max(n, 1)
+    return [start + share * (i + 1) for i in range(n)]
+
+
+@contextlib.contextmanager
+def alarm_at(deadline):
+    """Raise TimeUp in this (the main) thread at time.monotonic() `deadline`; None: no alarm."""
+    if deadline is None:
+        yield
+        return
+
+    def time_up(signum, frame):
+        raise TimeUp()
+
+    before = signal.signal(signal.SIGALRM, time_up)
+    signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 1e-3))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
 
 
 def main(request_path, answers_path):

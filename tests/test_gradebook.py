@@ -72,7 +72,8 @@ def test_each_misbehaving_step_scores_0_with_its_reason_and_the_rest_is_graded(t
     assert scores == {"loops": [0, 1, 1, 2], "crashes_and_floods": [0, 0, 0, 2], "edits_its_tests": [1, 0, 1, 2],
                       "spawns_and_hogs": [0, 0, 0, 2]}
     reasons = {os.path.basename(row[0]): row[7] for row in rows[1:]}
-    assert reasons["loops"] == "step 7: _accept on fresh rows and seeds: ran past its time limit of 8 s"
+    assert reasons["loops"] == ("step 7: _accept on fresh rows and seeds: case 1 of 40: TimeUp: ran past its share "
+                                "of the step's time limit of 8 s")
     assert "step 7: _accept on fresh rows and seeds: the run ended with exit code 3" in reasons["crashes_and_floods"]
     assert "step 8: _residual of fresh rows: printed more than 1024 kB" in reasons["crashes_and_floods"]
     assert reasons["edits_its_tests"].startswith("step 8: _residual of fresh rows: case ")
@@ -83,6 +84,29 @@ def test_each_misbehaving_step_scores_0_with_its_reason_and_the_rest_is_graded(t
         assert [row[:3] + row[5:7] for row in csv.reader(written)][1:] == [
             [str(s)] + [str(v) for v in scores[os.path.basename(str(s))]] for s in submissions]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".grades.csv")] == []  # no temporary file left
+
+
+def test_a_check_that_never_ends_costs_only_its_own_points_the_steps_later_checks_run_in_their_share(tmp_path):
+    """Step 2 has three checks, attention's two, then causal_mask's. An attention that never returns fails its
+    two, each when its share of the step's time is spent (course/probe.check_deadlines: here 0.8 x 6 s / 3), and
+    the right causal_mask after them earns its point: the whole step once scored 0, "ran past its time limit"."""
+    looping = GPT2 + "\n\ndef attention(q, k, v, mask):  # never returns\n" + LOOP
+    rows = gradebook.gradebook([submission(tmp_path / "loops", files={"gpt2.py": looping})], tmp_path / "grades.csv",
+                               steps=(2,), time_limit=6)
+    assert rows[1][1] == 1, rows[1]
+    reasons = rows[1][-1].split("; ")
+    late = "TimeUp: ran past its share of the step's time limit of 6 s"
+    assert [reason.startswith("step 2: attention ") and reason.endswith(late) for reason in reasons] == [True, True]
+
+
+def test_each_check_may_run_until_only_the_later_checks_equal_shares_are_left():
+    """probe.check_deadlines' worked example: 3 checks and 9 s for them (CHECKS_SHARE of the step's limit) end
+    by 3, 6 and 9 s after the start; the reference's run (no time limit) has no deadlines."""
+    from course import probe
+
+    request = {"checks": [{}, {}, {}], "time_limit": 9 / probe.CHECKS_SHARE}
+    assert probe.check_deadlines(request, start=100.0) == pytest.approx([103.0, 106.0, 109.0])
+    assert probe.check_deadlines({"checks": [{}, {}]}) == [None, None]
 
 
 def test_a_submission_that_is_not_a_folder_is_refused_before_anything_runs(tmp_path):

@@ -222,8 +222,10 @@ def test_a_hand_in_that_sleeps_costs_its_budget_and_no_more_and_the_progress_lin
                                budget_seconds=4, jobs=2)
     assert time.monotonic() - started < 60  # the budget (4 s) and the start, not 2 x 3 s a step times retries
     assert rows[1][1:3] == [0, 0] and rows[2][1:3] == [1, 1]
-    assert "step 7: _accept on fresh rows and seeds: ran past its time limit of 3 s" in rows[1][-1]
-    assert "step 8: _residual of fresh rows: its time budget of 4 s ran out (all its steps together)" in rows[1][-1]
+    assert "step 7: _accept on fresh rows and seeds: case 1 of 40: TimeUp: ran past its share of the step's time " \
+           "limit of 3 s" in rows[1][-1]
+    assert "step 8: _residual of fresh rows: case 1 of 15: TimeUp: ran past its share of its time budget of 4 s " \
+           "(all its steps together)" in rows[1][-1]
     assert "sleeper: its time budget of 4 s ran out (all its steps together), at step 8" in capsys.readouterr().err
 
 
