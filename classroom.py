@@ -9,10 +9,13 @@ Read EXERCISES.md, then course/exercises.py (the steps as data, the student copy
     python classroom.py grade 7 --repo DIR          the same in another copy (a student's; a hand-in: gradebook)
     python classroom.py gradebook SUB1 SUB2 --csv grades.csv     each folder graded in a fresh copy in a sandbox,
                         [--feedback DIR] [--jobs N] [--steps "1,2"]   under limits, on cases drawn fresh
-                        [--time_limit S] [--budget S]                 (course/hidden.py, course/sandbox.py)
+                        [--time_limit S] [--budget S]                 (course/hidden.py, course/sandbox.py;
+                        [--memory_limit_mb M]                         without bubblewrap, it refuses unless
+                        [--run_untrusted_code_as_me]                  told to run the hand-ins as you)
     python classroom.py hint 7                      step 7's next hint (a counter in the working copy)
     python classroom.py hint 7 --level 2            step 7's hint 2
     python classroom.py tokenizer                   only the four small 124M files step 5 needs, into models/124M
+                        [--models_dir DIR]                            (or DIR/124M)
 
 Every command works the same in PowerShell, cmd and a POSIX shell (quote a list: --steps "1,2,3"). The
 arguments are fire's, as for main.py (`python classroom.py grade --help`); every one is checked before any
@@ -95,7 +98,8 @@ def hint(number, level=None, repo=exercises.REPO):
         raise ValueError(f"step {number} has hints 1 to {len(texts)}; got --level {level}")
     seen[str(number)] = max(seen.get(str(number), 0), level)
     safe_files.write_atomically(seen_path, json.dumps(seen, indent=1) + "\n")  # replaces a link, never follows one
-    more = "" if level == len(texts) else f" (the next: `python classroom.py hint {number}`)"
+    again = "" if seen[str(number)] == level else f" --level {level + 1}"  # plain `hint N` shows the next unseen
+    more = "" if level == len(texts) else f" (the next: `python classroom.py hint {number}{again}`)"
     return f"Step {number}, hint {level} of {len(texts)}{more}:\n\n{texts[level - 1]}"
 
 

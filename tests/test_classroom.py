@@ -45,6 +45,18 @@ def test_list_prints_a_tab_separated_line_per_step():
     assert [line.split("\t")[0] for line in lines] == [str(n) for n in range(1, 14)]
 
 
+def test_the_overview_names_every_flag_of_every_command():
+    """`python classroom.py --help` (the module docstring's overview) names each command's every flag: it once
+    left out the gradebook's --memory_limit_mb and --run_untrusted_code_as_me."""
+    import inspect
+
+    overview = run_kit("--help").stdout
+    for command in classroom.COMMANDS.values():
+        for name, parameter in inspect.signature(command).parameters.items():
+            if parameter.default is not inspect.Parameter.empty:
+                assert f"--{name}" in overview, f"--{name} of {command.__name__} is not in the overview"
+
+
 def test_a_student_copy_refuses_a_folder_that_is_not_empty(tmp_path):
     (tmp_path / "homework.txt").write_text("mine")
     run = run_kit("student", str(tmp_path))
@@ -210,7 +222,8 @@ def test_hints_come_one_at_a_time_and_are_not_in_the_plain_text_of_exercises(tmp
             assert text not in exercises_md and text.split(":")[0] not in exercises_md
     first, second = classroom.hint(3, repo=tmp_path), classroom.hint(3, repo=tmp_path)
     assert first.startswith("Step 3, hint 1 of 3") and second.startswith("Step 3, hint 2 of 3")
-    assert classroom.hint(3, level=1, repo=tmp_path).startswith("Step 3, hint 1 of 3")
+    assert classroom.hint(3, level=1, repo=tmp_path).startswith("Step 3, hint 1 of 3 (the next: `python classroom.py "
+                                                                 "hint 3 --level 2`)")  # plain `hint 3` shows 3
     with pytest.raises(ValueError, match="hints 1 to 3"):
         classroom.hint(3, level=4, repo=tmp_path)
 
