@@ -364,7 +364,9 @@ def gradebook(submissions, csv_path, steps=exercises.GRADED, time_limit=TIME_LIM
         exercises.graded_step(number)
     missing = [printable(s) for s in submissions if not Path(s).is_dir()]
     if missing:
-        raise ValueError(f"not a folder: {', '.join(missing)}; a submission is a folder holding the learner's files")
+        unpack = " (unpack a ZIP into one first)" if any(str(s).lower().endswith(".zip") for s in missing) else ""
+        raise ValueError(f"not a folder: {', '.join(missing)}; a submission is a folder holding the learner's "
+                         f"files{unpack}")
     models_dir = hidden.tokenizer_folder(repo)
     if 5 in steps and models_dir is None:
         raise ValueError("step 5 needs OpenAI's tokenizer files in models/124M or $GPT2_MODELS_DIR/124M: run "

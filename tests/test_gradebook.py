@@ -112,6 +112,9 @@ def test_each_check_may_run_until_only_the_later_checks_equal_shares_are_left():
 def test_a_submission_that_is_not_a_folder_is_refused_before_anything_runs(tmp_path):
     with pytest.raises(ValueError, match="not a folder"):
         gradebook.gradebook([tmp_path / "missing"], tmp_path / "grades.csv", steps=(7,))
+    (tmp_path / "alice.zip").write_bytes(b"PK")  # as a student copy's README allows a learner to hand in
+    with pytest.raises(ValueError, match=r"the learner's files \(unpack a ZIP into one first\)$"):
+        gradebook.gradebook([tmp_path / "alice.zip"], tmp_path / "grades.csv", steps=(7,))
     assert not (tmp_path / "grades.csv").exists()
 
 
