@@ -369,7 +369,7 @@ def gradebook(submissions, csv_path, steps=exercises.GRADED, time_limit=TIME_LIM
                          f"files{unpack}")
     models_dir = hidden.tokenizer_folder(repo)
     if 5 in steps and models_dir is None:
-        raise ValueError("step 5 needs OpenAI's tokenizer files in models/124M or $GPT2_MODELS_DIR/124M: run "
+        raise ValueError("step 5 needs OpenAI's tokenizer files in $GPT2_MODELS_DIR/124M or models/124M: run "
                          "`python classroom.py tokenizer` (1.5 MB), then grade again")
     check_outputs(csv_path, feedback)
     limits = check_limits(time_limit, budget_seconds, memory_bytes, trust_unsandboxed)

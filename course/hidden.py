@@ -44,9 +44,10 @@ TOKENIZER_FILES = ("encoder.json", "vocab.bpe")  # what Encoder.bpe's checks rea
 
 
 def tokenizer_folder(repo):
-    """The folder holding OpenAI's 124M tokenizer files where the project puts them (repo/models/124M, then
-    $GPT2_MODELS_DIR/124M), or None."""
-    places = [Path(repo) / "models"] + ([Path(os.environ["GPT2_MODELS_DIR"])] if os.environ.get("GPT2_MODELS_DIR") else [])
+    """The folder holding OpenAI's 124M tokenizer files where the tests look ($GPT2_MODELS_DIR/124M, then
+    repo/models/124M, where `classroom.py tokenizer` puts them), or None."""
+    named = [Path(os.environ["GPT2_MODELS_DIR"])] if os.environ.get("GPT2_MODELS_DIR") else []
+    places = named + [Path(repo) / "models"]
     return next((place for place in places if all((place / "124M" / name).is_file() for name in TOKENIZER_FILES)),
                 None)
 

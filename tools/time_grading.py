@@ -8,7 +8,7 @@ so every check must pass), graded on every graded step, and checks that each sco
     python tools/time_grading.py                        # 40 submissions, --jobs = the cores
     python tools/time_grading.py --submissions 8 --jobs 1
 
-Step 5 reads OpenAI's tokenizer files from models/124M or $GPT2_MODELS_DIR/124M (`python classroom.py
+Step 5 reads OpenAI's tokenizer files from $GPT2_MODELS_DIR/124M or models/124M (`python classroom.py
 tokenizer` fetches them). The figures command writes its table into the README (`python
 tools/make_readme_figures.py --only grading-time`); the time is a whole run's, on whatever else the machine does.
 """
