@@ -7,8 +7,9 @@ A hand-in (a submission) is a folder holding a learner's versions of the files t
 Nothing of it is trusted:
 - its files are read by the gradebook, never through a link (a hand-in holding a link is refused, the reason
   in its row): regular files of at most FILE_CAP bytes, STUDENT_FILES and modules of its own (my_helpers.py, a
-  name the copy does not use), put into a fresh copy of the teacher's student copy. A file it lacks stays
-  blank (NotImplementedError); a hand-in holding none of them gets a warning naming where they are;
+  name the copy does not use; others, and folders, are named in a warning: `left_out`), put into a fresh copy of
+  the teacher's student copy. A file it lacks stays blank (NotImplementedError); a hand-in holding none of them
+  gets a warning naming where they are;
 - it is graded on course/hidden.py's checks, drawn from a fresh seed when the gradebook starts. In the sandbox
   its child only calls its functions and writes down what they return (course/probe.py); this process reads
   the answers back (a regular file, bounded, numbers, arrays and short texts only) and compares them with the
@@ -180,12 +181,27 @@ def handin_files(submission, used):
             return {}, f"refused: {name} is larger than {FILE_CAP // 1024} kB", ""
         files[name] = data
     if any(name in files for name in exercises.STUDENT_FILES):
-        return files, "", ""
+        return files, "", left_out(submission, names)
     names = {Path(file).name for file in exercises.STUDENT_FILES}
     nested = sorted({Path(folder).relative_to(submission).as_posix() for folder, _, found in os.walk(submission)
                      if names & set(found) and Path(folder) != submission})  # os.walk follows no link
     where = f" (they are in {', '.join(nested)}: hand in the files themselves, at the top)" if nested else ""
     return files, "", f"warning: it holds none of {', '.join(exercises.STUDENT_FILES)}{where}"
+
+
+def left_out(submission, taken):
+    """A warning naming the hand-in's modules that are not taken (`taken`: the names read), or "": a module named as
+    one of the project's own files (the copy's is used), and a folder of modules (a package: only single files at
+    the top are read). A learner's import of either would fail, or find the project's module instead."""
+    def holds_modules(folder):  # os.walk follows no link
+        return any(name.endswith(".py") for _, _, found in os.walk(folder) for name in found)
+
+    named = sorted(path.name for path in Path(submission).glob("*.py") if path.name not in taken)
+    folders = sorted(f"{path.name}/" for path in Path(submission).iterdir()
+                     if path.is_dir() and not path.is_symlink() and holds_modules(path))
+    notes = ([f"{', '.join(named)} (a name of the project's own: rename it)"] if named else []) + \
+        ([f"{', '.join(folders)} (a folder: hand in modules as single files at the top)"] if folders else [])
+    return f"warning: left out {'; '.join(notes)}" if notes else ""
 
 
 def submission_tree(template, files, folder):

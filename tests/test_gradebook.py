@@ -76,7 +76,9 @@ def test_each_misbehaving_step_scores_0_with_its_reason_and_the_rest_is_graded(t
                                 "of the step's time limit of 8 s")
     assert "step 7: _accept on fresh rows and seeds: the run ended with exit code 3" in reasons["crashes_and_floods"]
     assert "step 8: _residual of fresh rows: printed more than 1024 kB" in reasons["crashes_and_floods"]
-    assert reasons["edits_its_tests"].startswith("step 8: _residual of fresh rows: case ")
+    assert reasons["edits_its_tests"].startswith("warning: left out classroom.py (a name of the project's own: "
+                                                 "rename it); course/, tests/ (a folder: hand in modules as single")
+    assert "; step 8: _residual of fresh rows: case " in reasons["edits_its_tests"]  # its own tests were not run
     assert "step 7: _accept on fresh rows and seeds: case 1 of 40: PermissionError: [Errno 1] Operation not " \
            "permitted" in reasons["spawns_and_hogs"]  # the sandbox starts no process
     assert "MemoryError" in reasons["spawns_and_hogs"]
@@ -107,6 +109,20 @@ def test_each_check_may_run_until_only_the_later_checks_equal_shares_are_left():
     request = {"checks": [{}, {}, {}], "time_limit": 9 / probe.CHECKS_SHARE}
     assert probe.check_deadlines(request, start=100.0) == pytest.approx([103.0, 106.0, 109.0])
     assert probe.check_deadlines({"checks": [{}, {}]}) == [None, None]
+
+
+def test_modules_a_hand_in_holds_that_are_not_read_are_named_in_a_warning(tmp_path):
+    """Only single .py files at the top, named unlike the project's, are read beside the learner's files: a
+    module named checks.py (the project's own: the copy's is used) and a package folder are left out, and the
+    warning says so and why (it was silent, and the learner's import failed or found the project's module)."""
+    hand_in = submission(tmp_path / "alice", files={"checks.py": "", "mypkg/__init__.py": "", "my_helpers.py": "",
+                                                    "notes/todo.txt": ""})
+    used = {"checks", "checks.py", "gpt2", "gpt2.py"}
+    files, refusal, warning = gradebook.handin_files(hand_in, used)
+    assert sorted(files) == ["my_helpers.py", "sampling.py"] and refusal == ""
+    assert warning == ("warning: left out checks.py (a name of the project's own: rename it); mypkg/ (a folder: "
+                       "hand in modules as single files at the top)")
+    assert gradebook.handin_files(submission(tmp_path / "bob"), used)[2] == ""
 
 
 def test_a_submission_that_is_not_a_folder_is_refused_before_anything_runs(tmp_path):
