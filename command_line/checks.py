@@ -22,7 +22,8 @@ def offline_hint():
     folder = Path(tempfile.gettempdir())
     return (f"Without a network, random weights of the same shapes run the demo: python tools/random_models.py, "
             f"then python main.py --draft_model_size {folder / 'random-124M'} --target_model_size "
-            f"{folder / 'random-355M'}")
+            f"{folder / 'random-355M'} (random_models.py needs only OpenAI's tokenizer files, encoder.json and "
+            f"vocab.bpe, 1.5 MB, in $GPT2_MODELS_DIR/124M or models/124M: copy them from anywhere that has them)")
 
 
 def load_and_check(flags):

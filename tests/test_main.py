@@ -389,7 +389,9 @@ def test_offline_the_download_error_points_to_random_weights_and_leaves_no_empty
     assert f"could not connect to 127.0.0.1:{port} (" in line
     folder = Path(tempfile.gettempdir())
     assert line.endswith(f"python tools/random_models.py, then python main.py --draft_model_size "
-                         f"{folder / 'random-124M'} --target_model_size {folder / 'random-355M'}"), line
+                         f"{folder / 'random-124M'} --target_model_size {folder / 'random-355M'} (random_models.py "
+                         f"needs only OpenAI's tokenizer files, encoder.json and vocab.bpe, 1.5 MB, in "
+                         f"$GPT2_MODELS_DIR/124M or models/124M: copy them from anywhere that has them)"), line
     assert list(tmp_path.iterdir()) == []
 
 
@@ -407,6 +409,7 @@ def test_offline_a_hugging_face_name_points_to_random_weights_too(tmp_path):
     line = one_error_line(result)
     assert result.returncode == 1 and "could not reach the Hugging Face Hub" in line
     assert "Without a network, random weights of the same shapes run the demo: python tools/random_models.py" in line
+    assert "needs only OpenAI's tokenizer files, encoder.json and vocab.bpe, 1.5 MB, in $GPT2_MODELS_DIR/124M" in line
 
 
 def test_a_server_that_answers_an_error_is_not_called_offline(tmp_path):
