@@ -34,11 +34,16 @@ def lookahead_text(flags):
     return f"K={flags.K}"
 
 
+def tokens(n):
+    """"1 token", "10 tokens"."""
+    return f"{n} token{'' if n == 1 else 's'}"
+
+
 def drafter_text(flags):
     """The drafter in words, for the speculative run's heading."""
     if flags.drafter == "lookup":
         longest = "the longest match" if flags.max_ngram is None else f"matches counted up to {flags.max_ngram} tokens"
-        return f"drafter lookup (prompt lookup: {longest}, at least {flags.min_ngram} tokens)"
+        return f"drafter lookup (prompt lookup: {longest}, at least {tokens(flags.min_ngram)})"
     if flags.drafter == "staged":
         return f"drafter staged (draft {flags.draft_model_size}, itself drafted by prompt lookup)"
     return f"draft {flags.draft_model_size}"
@@ -54,7 +59,7 @@ def print_heading(flags, draft, target, prompt_ids):
     cache_note = "on" if flags.kv_cache else "OFF (every forward pass recomputes the whole sequence, picoGPT's way)"
     print(f"{lookahead_text(flags)}, drafter {flags.drafter}, temperature={flags.temperature}, top_k={flags.top_k}, "
           f"top_p={flags.top_p}, seed={flags.seed}, KV cache {cache_note}")
-    print(f"prompt ({len(prompt_ids)} tokens): {flags.prompt}\n", flush=True)
+    print(f"prompt ({tokens(len(prompt_ids))}): {flags.prompt}\n", flush=True)
 
 
 def print_run_heading(flags, speculative, color=False):

@@ -240,6 +240,7 @@ def test_every_drafter_prints_the_greedy_text_its_rounds_and_one_trace_line_per_
     assert sum(line.count(" rejected") for line in lines) == checked - kept
     if "lookup" in flags:
         assert "loading the target" in out and "loading the draft" not in out and "no draft model" in out
+        assert "drafter lookup (prompt lookup: the longest match, at least 1 token)" in out  # not "1 tokens"
     if "--plot" in flags:  # the picture of the rounds, written into cwd
         assert (tmp_path / "rounds.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "the rounds are drawn in rounds.png" in out
