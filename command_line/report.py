@@ -28,9 +28,11 @@ def token_bytes_of(encoder):
 
 
 def lookahead_text(flags):
-    """'K=4', 'K=auto', 'K=hf', or 'tree 2,2,1 (10 nodes)'."""
+    """'K=4', 'K=auto', 'K=hf', or 'tree 2,2,1 (10 nodes)' (at temperature 0, where the draft's rows are one-hot
+    and every node has one candidate: 'tree 2,2,1 (10 nodes; at temperature 0 a chain of 3)')."""
     if flags.tree is not None:
-        return f"tree {tree_text(flags.tree)} ({tree_nodes(flags.tree, math.inf)} nodes)"
+        chain = f"; at temperature 0 a chain of {len(flags.tree)}" if flags.temperature == 0 else ""
+        return f"tree {tree_text(flags.tree)} ({tree_nodes(flags.tree, math.inf)} nodes{chain})"
     return f"K={flags.K}"
 
 

@@ -241,6 +241,8 @@ def test_every_drafter_prints_the_greedy_text_its_rounds_and_one_trace_line_per_
     if "lookup" in flags:
         assert "loading the target" in out and "loading the draft" not in out and "no draft model" in out
         assert "drafter lookup (prompt lookup: the longest match, at least 1 token)" in out  # not "1 tokens"
+    if "--tree" in flags:  # at temperature 0 every node has one candidate: the heading says what runs
+        assert "tree 2,2,1 (10 nodes; at temperature 0 a chain of 3)" in out
     if "--plot" in flags:  # the picture of the rounds, written into cwd
         assert (tmp_path / "rounds.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "the rounds are drawn in rounds.png" in out
