@@ -548,9 +548,16 @@ def parse_command_line(argv, function, script="main.py"):
         i += 1
     free = [name for name in names if name not in kwargs and parameters[name].kind is not parameters[name].KEYWORD_ONLY]
     if len(positional) > len(free) and not takes_any_number:
-        raise ValueError(f"unexpected argument {shown(positional[len(free)])}: give values as flags "
-                         f"(--prompt \"...\"); a prompt with spaces needs quotes")
+        quotes = " (--prompt \"...\"); a prompt with spaces needs quotes" if "prompt" in names else ""
+        raise ValueError(f"unexpected argument {shown(positional[len(free)])}: give values as flags{quotes}; "
+                         f"python {script} --help lists them")
     kwargs.update(zip(free, positional))
+    needed = [name for name in names if parameters[name].default is inspect.Parameter.empty
+              and parameters[name].kind is not inspect.Parameter.VAR_KEYWORD]
+    missing = [name.upper() for name in needed if name not in kwargs]
+    if missing:  # fire would print its usage over many lines
+        raise ValueError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} needed: python {script} "
+                         f"{' '.join(missing)} (python {script} --help says more)")
     return kwargs
 
 

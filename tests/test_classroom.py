@@ -249,6 +249,9 @@ def test_a_tokenizer_download_that_fails_names_only_the_four_files_to_fetch_by_h
     ([], "no command"),
     (["grade", "7", "--rpo", "x"], "unknown flag --rpo (did you mean --repo?)"),
     (["grade", "seven"], "STEP"),
+    (["grade"], "STEP is needed: python classroom.py grade STEP (python classroom.py grade --help says more)"),
+    (["list", "extra"], "unexpected argument 'extra': give values as flags; python classroom.py list --help lists "
+                        "them"),  # no word of main.py's --prompt
     (["grade", "7", "--repo", "course"], "is not a copy of the repository (no pytest.ini): name one with --repo (a "
                                          "hand-in of the learner's files alone is graded by the gradebook)"),
     (["hint", "3", "--level", "0"], "--level"),
