@@ -35,7 +35,7 @@ from pathlib import Path
 
 try:  # the project's files, a few of them the learner's, half written: one that does not parse is one line
     from command_line.flags import as_bool, as_seconds, as_text, as_whole_number, check_models_dir, errors_as_one_line
-    from command_line.scripts import as_whole_numbers, run_script
+    from command_line.scripts import as_whole_numbers, ending_as_one_line, run_script
     from loaders import download
     from loaders import safe_files
     from loaders.weights import shown
@@ -196,7 +196,8 @@ COMMANDS = {"list": list_command, "student": student, "grade": grade, "gradebook
 def run(argv):
     """Run the command line `argv` (the command, then its arguments as fire reads them)."""
     if argv[:1] in (["--help"], ["-h"]):
-        print(__doc__.split("\n\n")[2])
+        with ending_as_one_line():  # `| head -3` ends quietly
+            print(__doc__.split("\n\n")[2], flush=True)
         return
     with errors_as_one_line():
         if not argv or argv[0] not in COMMANDS:

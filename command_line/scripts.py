@@ -136,7 +136,11 @@ def run_script(main, argv, script, as_text=False):
     each as the text typed, as main.py's does (a prompt with a comma stays one text). A terminal whose encoding
     cannot show a character gets it as an escape (\\xe9)."""
     if any(argument in ("--help", "-h") for argument in argv):  # fire's help of main alone: handed the whole
-        fire.Fire(main, command=["--help"], name=script)  # line, fire read -h as a flag and ran main before --help
+        with ending_as_one_line():  # line, fire read -h as a flag and ran main before --help; `| head` ends quietly
+            try:
+                fire.Fire(main, command=["--help"], name=script)
+            finally:
+                sys.stdout.flush()
         return
     with ending_as_one_line():
         with errors_as_one_line():

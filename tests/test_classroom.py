@@ -57,6 +57,19 @@ def test_the_overview_names_every_flag_of_every_command():
                 assert f"--{name}" in overview, f"--{name} of {command.__name__} is not in the overview"
 
 
+@pytest.mark.parametrize("script", ["classroom.py", "main.py"])
+def test_help_whose_reader_has_gone_ends_quietly(script):
+    """`python classroom.py --help | head -3`: the reader gone before the help is written ends the run with exit
+    code 1 and no traceback (it was a BrokenPipeError's); main.py's help (fire's, written to stderr where stdout
+    is no terminal) likewise ends without one."""
+    run = subprocess.Popen([sys.executable, str(REPO_ROOT / script), "--help"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, env=exercises.child_environment())
+    run.stdout.close()  # the reader goes away first
+    error = run.stderr.read()
+    assert run.wait(timeout=60) in (0, 1) and b"Traceback" not in error and b"BrokenPipe" not in error, error
+    assert error == b"" or script == "main.py"
+
+
 def test_a_student_copy_refuses_a_folder_that_is_not_empty(tmp_path):
     (tmp_path / "homework.txt").write_text("mine")
     run = run_kit("student", str(tmp_path))
