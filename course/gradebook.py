@@ -292,8 +292,18 @@ def shipped_checks(number, repo, time_limit=600.0, memory_bytes=MEMORY_CAP_BYTES
             no_sandbox.stop_all(process, job)
             raise
         checks = exercises.checks_or_crash(folder / "answers" / "report.xml", returncode, stopped or output)
-    # a reason names the learner's own folder, not the sandbox's name for it ("needs ... in /handin/models/124M")
-    return [check._replace(reason=check.reason.replace(sandbox.HANDIN, str(repo))) for check in checks]
+    return [check._replace(reason=in_the_learners_words(check.reason, repo)) for check in checks]
+
+
+def in_the_learners_words(reason, repo):
+    """A sandboxed check's reason as the learner can act on it: their own folder, not the sandbox's name for it
+    ("needs ... in /handin/models/124M"), and a full disk said to be the sandbox's /tmp, which holds what pytest
+    captures of the checks' printing."""
+    reason = reason.replace(sandbox.HANDIN, str(repo))
+    if "No space left on device" in reason:
+        reason += (f" (the sandbox's /tmp, {sandbox.TMP_BYTES // 1024**2} MB, was full: it holds what the code "
+                   f"prints during a check; print less)")
+    return reason
 
 
 def check_outputs(csv_path, feedback):

@@ -125,6 +125,16 @@ def test_modules_a_hand_in_holds_that_are_not_read_are_named_in_a_warning(tmp_pa
     assert gradebook.handin_files(submission(tmp_path / "bob"), used)[2] == ""
 
 
+def test_a_sandboxed_reason_names_the_learners_own_folder_and_says_what_filled_the_disk():
+    """`grade N` in the sandbox: a reason names the learner's folder, not /handin, and a full disk is the sandbox's
+    /tmp, which pytest fills with what a check prints (a learner's prints once ended in a bare Errno 28)."""
+    reason = gradebook.in_the_learners_words("skipped: needs encoder.json in /handin/models/124M", "/home/ada/copy")
+    assert reason == "skipped: needs encoder.json in /home/ada/copy/models/124M"
+    full = gradebook.in_the_learners_words("OSError: [Errno 28] No space left on device", "/home/ada/copy")
+    assert full.endswith("(the sandbox's /tmp, 64 MB, was full: it holds what the code prints during a check; print "
+                         "less)")
+
+
 def test_a_submission_that_is_not_a_folder_is_refused_before_anything_runs(tmp_path):
     with pytest.raises(ValueError, match="not a folder"):
         gradebook.gradebook([tmp_path / "missing"], tmp_path / "grades.csv", steps=(7,))
