@@ -202,6 +202,18 @@ def test_the_gradebook_run_in_a_student_copy_says_so_in_one_line(blank_copy, tmp
     assert len(run.stderr.strip().splitlines()) == 1 and not (tmp_path / "grades.csv").exists()
 
 
+def test_a_grade_stopped_by_a_check_past_its_time_limit_says_the_later_checks_did_not_run(monkeypatch, capsys):
+    """tests/conftest.py stops a run at a check past its time limit (pytest-timeout's failure), so the report
+    holds fewer checks than the step has: the count line says why ("0 of 1" alone read as a one-check step)."""
+    timed_out = exercises.Check("test_attention", False, "Failed: Timeout (>20.0s) from pytest-timeout.")
+    monkeypatch.setattr(classroom.gradebook, "shipped_checks", lambda number, repo: [timed_out])
+    monkeypatch.setattr(classroom.exercises, "grade", lambda number, repo: [timed_out])
+    assert classroom.print_grade(2, REPO_ROOT) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == ("step 2: 0 of 1 checks passed; the run stopped at the check "
+                                                        "that ran past its time limit, and the step's checks after it "
+                                                        "did not run")
+
+
 def test_grade_refuses_an_open_step_and_a_step_that_does_not_exist():
     assert "open-ended" in run_kit("grade", "11").stderr
     assert "there is no step 14" in run_kit("grade", "14").stderr
