@@ -41,6 +41,7 @@ uncolored output: colors never add or remove a character.
 import codecs
 import os
 import re
+import textwrap
 
 from loaders.safe_files import save_figure
 
@@ -295,7 +296,7 @@ def plot_rounds(rounds, token_bytes, path, title=""):
     axes.set_xticks([])
     for side in ("top", "right", "bottom"):
         axes.spines[side].set_visible(False)
-    axes.set_title(title, fontsize=8)
+    axes.set_title(textwrap.fill(title, int((figure_width - 1.3) / 0.07)), fontsize=8)  # long paths: two lines
     figure.legend(handles=[Patch(facecolor=BOX_COLORS[s], label=BOX_LABELS[s]) for s in BOX_COLORS],
                   loc="lower center", ncol=3, fontsize=7, frameon=False)
     save_figure(figure, path, dpi=150)
