@@ -551,6 +551,10 @@ def parse_command_line(argv, function, script="main.py"):
         quotes = " (--prompt \"...\"); a prompt with spaces needs quotes" if "prompt" in names else ""
         raise ValueError(f"unexpected argument {shown(positional[len(free)])}: give values as flags{quotes}; "
                          f"python {script} --help lists them")
+    if free[:2] == ["prompt", "n_tokens_to_generate"] and len(positional) > 1 and not positional[1].strip().isdigit():
+        raise ValueError(f"{shown(positional[1])} follows the prompt {shown(positional[0])} where the number of tokens "
+                         f"would go: a prompt of several words needs quotes (python {script} \"{positional[0][:40]} "
+                         f"{positional[1][:40]} ...\")")
     kwargs.update(zip(free, positional))
     needed = [name for name in names if parameters[name].default is inspect.Parameter.empty
               and parameters[name].kind is not inspect.Parameter.VAR_KEYWORD]

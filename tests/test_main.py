@@ -483,6 +483,8 @@ BAD_FLAGS = [
                          "--drafter model"),  # the draft model drafts alone: it was ignored
     (("--drafter", "staged", "--min_ngram", 2), "--min_ngram sets prompt lookup's matches, which only --drafter "
                                                 "lookup makes; got --drafter staged"),
+    (("Hello", "world"), "'world' follows the prompt 'Hello' where the number of tokens would go: a prompt of "
+                         "several words needs quotes"),  # fire's values by position: it said --n_tokens_to_generate
     (("--r_table", "r_table.json"), "--r_table gives the costs that --K auto plans with; got --K 4"),
     (("--K", "auto", "--r_table", "no/such/r_table.json"), "cannot read the costs file no/such/r_table.json"),
     (("--tree", ""), "--tree is empty"),
