@@ -95,11 +95,18 @@ def mask_stand_ins(calls):
 
 
 def mha_stand_in(calls):
-    """Writes the saved new keys and values into kv at n_past (as `mha` must) and returns the saved output."""
+    """Writes the saved new keys and values into kv at n_past (as `mha` must) and returns the saved output,
+    once the mask hides what the reference's hid there (a key hidden: below -1e4; the value itself may differ)."""
     replay = Replay("mha", calls, ("x", "n_past"))
 
     def mha(x, c_attn, c_proj, n_head, kv, n_past, mask):
         call = replay.find(x=x, n_past=n_past)
+        hidden, expected = np.asarray(mask) < -1e4, np.asarray(call["mask"]) < -1e4  # [n_seq, n_keys] each
+        if hidden.shape != expected.shape or not np.array_equal(hidden, expected):
+            what = f"of shape {hidden.shape}, not {expected.shape}" if hidden.shape != expected.shape else \
+                f"that hides {int(hidden.sum())} (query, key) pairs where the reference's hides {int(expected.sum())}"
+            raise AssertionError(f"mha was given a mask {what} (n_past {n_past}, {len(x)} new positions): look at "
+                                 f"the mask your code builds and hands to every block")
         n_seq = len(x)
         kv[:, :, n_past : n_past + n_seq] = call["kv_after"][:, :, n_past : n_past + n_seq]
         return call["out"].copy()

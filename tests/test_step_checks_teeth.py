@@ -13,7 +13,8 @@ import gpt2
 import sampling
 import verifiers
 from test_accept_and_residual import accept_errors
-from test_steps_forward import attention_errors, causal_mask_errors, layer_norm_errors, mha_errors
+from test_steps_forward import (attention_errors, causal_mask_errors, layer_norm_errors, mha_errors, passes_errors,
+                                stand_ins_for_gpt2)
 from test_steps_rounds import as_tree_contract, lookup_errors, residual_errors, verify_errors
 
 
@@ -99,6 +100,22 @@ def test_a_wrong_verify_fails_step_9_where_its_mistake_shows(mistake, fails_the_
     assert verify_errors(verifiers.verifier(None), monkeypatch, trees=True) == []
     assert bool(verify_errors(chain(mistake), monkeypatch, trees=False)) == fails_the_chain
     assert verify_errors(verifiers.verifier(mistake), monkeypatch, trees=True)
+
+
+def test_a_gpt2_that_hands_every_block_no_mask_fails_step_4_and_an_all_seeing_tree_mask_fails_step_12(monkeypatch):
+    """mha is replayed in steps 4 and 12, so the mask it is handed is all a pass's check sees of the masks: the
+    replay compares which keys it hides with the reference's (it once looked calls up by x and n_past alone, and
+    a gpt2 with no mask at all, or a tree whose nodes all see each other, passed)."""
+    stand_ins_for_gpt2(monkeypatch, masks=True)
+    causal_mask = gpt2.causal_mask
+    monkeypatch.setattr(gpt2, "causal_mask", lambda n_seq, n_past: np.zeros_like(causal_mask(n_seq, n_past)))
+    errors = passes_errors(gpt2.gpt2, trees=False)
+    assert errors and all("mha was given a mask that hides 0 (query, key) pairs" in error for error in errors)
+    stand_ins_for_gpt2(monkeypatch, masks=False)
+    monkeypatch.setattr(gpt2, "tree_mask", lambda ancestors, n_prefix: np.zeros(
+        (len(ancestors), n_prefix + len(ancestors[0])), dtype=np.float32))
+    errors = passes_errors(gpt2.gpt2, trees=True)
+    assert errors and all("mha was given a mask that hides 0 (query, key) pairs" in error for error in errors)
 
 
 def test_a_lookup_that_skips_the_token_after_the_match_fails_step_13(monkeypatch):
