@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent  # the repository this kit belongs to
+REASON_CAP = 300  # characters of a failed check's reason that `grade N` prints (pytest -m stepN shows all of it)
 PER_TEST_TIMEOUT = "--timeout=20"  # a check still running after 20 s fails, and the run stops (tests/conftest.py)
 
 
@@ -271,11 +272,12 @@ def read_report(report):
         if outcome is None:
             checks.append(Check(name, True, ""))
             continue
-        message = (outcome.get("message") or outcome.text or outcome.tag).strip().splitlines()
-        reason = f"{'skipped: ' if outcome.tag == 'skipped' else ''}{message[0] if message else outcome.tag}"
-        if reason == "collection failure":  # a test file that did not import: say which file and line, and why
-            reason += import_error_text(outcome.text or "")
-        checks.append(Check(name, False, reason[:300]))
+        lines = [line.strip() for line in (outcome.get("message") or outcome.text or outcome.tag).splitlines()]
+        lines = [line for line in lines if line] or [outcome.tag]
+        if lines == ["collection failure"]:  # a test file that did not import: say which file and line, and why
+            lines[0] += import_error_text(outcome.text or "")
+        text = " / ".join(lines)  # all of it, to the cap: "AssertionError:" alone says nothing (assert_allclose's)
+        checks.append(Check(name, False, f"{'skipped: ' if outcome.tag == 'skipped' else ''}{text}"[:REASON_CAP]))
     return checks
 
 

@@ -14,6 +14,7 @@ import base64
 import json
 import subprocess
 import sys
+from html import escape
 
 import pytest
 
@@ -212,6 +213,24 @@ def test_a_grade_stopped_by_a_check_past_its_time_limit_says_the_later_checks_di
     assert capsys.readouterr().out.splitlines()[-1] == ("step 2: 0 of 1 checks passed; the run stopped at the check "
                                                         "that ran past its time limit, and the step's checks after it "
                                                         "did not run")
+
+
+def test_a_failed_checks_reason_is_its_whole_message_to_the_cap_not_its_first_line(tmp_path):
+    """np.testing.assert_allclose's message starts with an empty line: "AssertionError:" alone told a learner
+    nothing, and two different failures printed as one ("as above"). Its lines are joined, up to REASON_CAP."""
+    import numpy as np
+
+    try:
+        np.testing.assert_allclose(np.array([1.0, 2.0]), np.array([1.0, 2.5]))
+    except AssertionError as error:
+        message = f"AssertionError: {error}"
+    (tmp_path / "report.xml").write_text(
+        f'<testsuite><testcase name="test_rows"><failure message="{escape(message).replace(chr(10), "&#10;")}"/>'
+        f"</testcase></testsuite>", encoding="utf-8")  # newlines as pytest writes them in an attribute
+    [check] = exercises.read_report(tmp_path / "report.xml")
+    assert check.reason.startswith("AssertionError: / Not equal to tolerance rtol=1e-07, atol=0 / Mismatched "
+                                   "elements: 1 / 2 (50%) / Mismatch at index: / [1]: 2.0 (ACTUAL), 2.5 (DESIRED)")
+    assert len(check.reason) <= exercises.REASON_CAP
 
 
 def test_grade_refuses_an_open_step_and_a_step_that_does_not_exist():
