@@ -20,20 +20,25 @@ Q_ROW, P_ROW, TOKEN = np.array([0.5, 0.2, 0.3]), np.array([0.3, 0.5, 0.2]), 1  #
 
 
 def accept_errors(accept):
-    """What `accept` gets wrong on the worked example q(token) = 0.2, p(token) = 0.5 over 200 seeds: its u must be
-    the seed's first rng.random(), the generator must have moved on by exactly that one draw, and the guess must
-    be kept exactly when u < 0.4 (so u = 0.3 keeps it and u = 0.7 does not)."""
+    """What `accept` gets wrong on the worked example q(token) = 0.2, p(token) = 0.5 over 200 seeds, and on the
+    token whose q/p = 0.5/0.3 is above 1 over 50 more: its u must be the seed's first rng.random(), the generator
+    must have moved on by exactly that one draw (a guess with q >= p is kept too, but by the same one draw: a
+    shortcut that draws nothing there shifts every later draw of the run), and the guess must be kept exactly
+    when u < q/p (so u = 0.3 keeps the first and u = 0.7 does not; the second is always kept)."""
     errors = []
-    for seed in range(200):
-        rng, twin = np.random.default_rng(seed), np.random.default_rng(seed)
-        kept, u = accept(Q_ROW, P_ROW, TOKEN, rng)
-        first, second = twin.random(), twin.random()
-        if u != first:
-            errors.append(f"seed {seed}: u = {u}, but the first rng.random() is {first}")
-        if rng.random() != second:
-            errors.append(f"seed {seed}: the generator did not move on by exactly one rng.random()")
-        if kept != (u < 0.4):
-            errors.append(f"seed {seed}: kept = {kept} with u = {u} and q/p = 0.4")
+    for token, seeds in ((TOKEN, range(200)), (0, range(200, 250))):
+        ratio = Q_ROW[token] / P_ROW[token]
+        for seed in seeds:
+            rng, twin = np.random.default_rng(seed), np.random.default_rng(seed)
+            kept, u = accept(Q_ROW, P_ROW, token, rng)
+            first, second = twin.random(), twin.random()
+            if u != first:
+                errors.append(f"seed {seed}, q/p = {ratio:.3g}: u = {u}, but the first rng.random() is {first}")
+            if rng.random() != second:
+                errors.append(f"seed {seed}, q/p = {ratio:.3g}: the generator did not move on by exactly one "
+                              f"rng.random()")
+            if kept != (u < ratio):
+                errors.append(f"seed {seed}: kept = {kept} with u = {u} and q/p = {ratio:.3g}")
     return errors
 
 

@@ -115,6 +115,16 @@ def test_top_k_and_top_p_give_the_hand_computed_distributions():
 
 
 @pytest.mark.step6
+def test_top_p_keeps_in_every_row_its_own_smallest_set():
+    """Two rows, the worked example's logits and the same reversed: at temperature 0.5 with top_p=0.95 each
+    keeps its own top two ([0.880797, 0.119203, 0, 0], and that reversed). A cumulative sum over the whole
+    array, not along each row, carries row 0's total into row 1, which then keeps only its top token."""
+    logits = np.array([[2.0, 1.0, 0.0, -1.0], [-1.0, 0.0, 1.0, 2.0]], dtype=np.float32)
+    probs = logits_to_probs(logits, temperature=0.5, top_p=0.95)
+    np.testing.assert_allclose(probs, [[0.880797, 0.119203, 0, 0], [0, 0, 0.119203, 0.880797]], atol=1e-6)
+
+
+@pytest.mark.step6
 def test_top_p_keeps_the_smallest_set_reaching_top_p_exactly_at_the_boundary():
     """Logits [0, -ln 2, -2 ln 2, -2 ln 2] give exactly [0.5, 0.25, 0.125, 0.125]. With top_p=0.75 the
     first two already sum to 0.75 >= top_p, so the others are dropped (HF's rule): [2/3, 1/3, 0, 0].

@@ -118,6 +118,19 @@ def test_a_gpt2_that_hands_every_block_no_mask_fails_step_4_and_an_all_seeing_tr
     assert errors and all("mha was given a mask that hides 0 (query, key) pairs" in error for error in errors)
 
 
+def test_an_accept_that_draws_nothing_when_q_is_at_least_p_fails_step_7():
+    """The shortcut EXERCISES.md's "always kept" invites: no draw where q(token) >= p(token). The guess is kept
+    as it should be, but the round's u and every later draw of the run move (its check once tried q/p < 1 only)."""
+    def shortcut(q_row, p_row, token, rng):
+        if q_row[token] >= p_row[token]:
+            return True, 0.0
+        u = rng.random()
+        return bool(u < q_row[token] / p_row[token]), u
+
+    errors = accept_errors(shortcut)
+    assert errors and all("q/p = 1.67" in error for error in errors)
+
+
 def test_a_lookup_that_skips_the_token_after_the_match_fails_step_13(monkeypatch):
     def skipping(self, x, k):
         n, end = self.match(x)
