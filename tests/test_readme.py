@@ -70,6 +70,27 @@ def test_running_the_worked_round_leaves_the_repositorys_pictures_alone(tmp_path
     assert drawn == ["kv_caches_round.png", "worked_round_overlap.png"], drawn
 
 
+def test_without_matplotlib_the_worked_round_prints_its_rounds_and_says_what_the_pictures_need(tmp_path, monkeypatch,
+                                                                                                  capsys):
+    """The README shows `python tools/worked_round.py` printing the rounds: they need NumPy alone, and where the
+    optional plots extra is missing the pictures are one line saying how to get it (they were a traceback)."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def without_matplotlib(name, *args, **kwargs):
+        if name.split(".")[0] == "matplotlib":
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_matplotlib)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # its folder for the pictures, left empty
+    worked_round.main()
+    out = capsys.readouterr().out
+    assert out.startswith(worked_round.report(worked_round.worked_rounds()))
+    assert out.endswith("the two pictures need matplotlib, an optional extra: pip install -r requirements/plots.txt\n")
+
+
 def test_the_worked_round_uses_the_exactness_tests_tables():
     from test_speculative_exactness import DRAFT_TABLE, TARGET_TABLE
     assert np.array_equal(worked_round.TARGET_TABLE, TARGET_TABLE)

@@ -80,6 +80,8 @@ CASES = [  # (script, flags, what the error line must say); "{file}" is a regula
     ("tools/measure_loading.py", ["--folder", "{file}/load"], "is a file, so no folder can be made"),
     ("tools/measure_hf_speed.py", ["--n_new", "0"], "--n_new must be a whole number >= 1; got 0"),
     ("tools/measure_hf_speed.py", ["--sizes", "7B"], "unknown size(s) ['7B']"),
+    ("tools/measure_hf_speed.py", ["--sizes", "124M", "--n_prompt", "2000", "--n_new", "1"],
+     "--n_prompt 2000 + --n_new 1 is more than 124M's context of 1024 tokens"),
     ("tools/worked_round.py", ["--ou", "x"], "unknown flag --ou (did you mean --out?)"),
     ("tools/worked_round.py", ["--out", "{file}/img"], "is a file, so no folder can be made"),
     ("tools/worked_round.py", ["--out", ""], "--out is empty: name a folder"),

@@ -480,7 +480,8 @@ def compare(model=DEFAULTS["model"], threads=DEFAULTS["threads"], prompt=PROMPT,
     with tempfile.TemporaryDirectory() as folder:
         gguf_path = Path(settings["gguf"] or Path(folder) / "model.gguf")
         if not settings["reuse_gguf"]:
-            encoder, hparams, params = load_weights(settings["model"], settings["seed"])
+            with errors_as_one_line():  # a model folder whose weights are missing or damaged: one line
+                encoder, hparams, params = load_weights(settings["model"], settings["seed"])
             write_gguf(gguf_path, params, hparams, encoder, name=benchmark.model_name(settings["model"]))
             print(f"wrote {gguf_path} ({gguf_path.stat().st_size / 1e6:.0f} MB)", flush=True)
             del params  # the processes below load their own

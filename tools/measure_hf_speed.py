@@ -61,6 +61,10 @@ def main(sizes="124M,355M", n_prompt=16, n_new=32, repeats=3, threads=os.cpu_cou
             raise ValueError(f"--sizes: unknown size(s) {unknown}: choose from {', '.join(HPARAMS)}")
         n_prompt, n_new, repeats, threads = (as_whole_number(value, flag, 1) for flag, value in (
             ("--n_prompt", n_prompt), ("--n_new", n_new), ("--repeats", repeats), ("--threads", threads)))
+        for size in sizes:  # positions past the context have no position embedding (torch's IndexError)
+            if n_prompt + n_new > HPARAMS[size]["n_ctx"]:
+                raise ValueError(f"--n_prompt {n_prompt} + --n_new {n_new} is more than {size}'s context of "
+                                 f"{HPARAMS[size]['n_ctx']} tokens")
         json_path = check_output_file(json, "--json")
         try:
             import torch

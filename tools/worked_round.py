@@ -221,8 +221,11 @@ def main(out=None):
         out = check_output_folder(out, "--out") if out is not None else Path(tempfile.mkdtemp(prefix="worked-round-"))
     rounds = worked_rounds()
     print(report(rounds))
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ImportError:  # the rounds above need NumPy alone; the two pictures need the optional extra
+        print("the two pictures need matplotlib, an optional extra: pip install -r requirements/plots.txt")
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
