@@ -119,8 +119,9 @@ def test_a_gpt2_that_hands_every_block_no_mask_fails_step_4_and_an_all_seeing_tr
 
 
 def test_an_accept_that_draws_nothing_when_q_is_at_least_p_fails_step_7():
-    """The shortcut EXERCISES.md's "always kept" invites: no draw where q(token) >= p(token). The guess is kept
-    as it should be, but the round's u and every later draw of the run move (its check once tried q/p < 1 only)."""
+    """The shortcut step 7's worked example ("the guess is always kept") invites: no draw where q(token) >=
+    p(token). The guess is kept as it should be, but the round's u and every later draw of the run move (its check
+    once tried q/p < 1 only)."""
     def shortcut(q_row, p_row, token, rng):
         if q_row[token] >= p_row[token]:
             return True, 0.0
