@@ -229,7 +229,7 @@ def test_a_failed_checks_reason_is_its_whole_message_to_the_cap_not_its_first_li
         f"</testcase></testsuite>", encoding="utf-8")  # newlines as pytest writes them in an attribute
     [check] = exercises.read_report(tmp_path / "report.xml")
     assert check.reason.startswith("AssertionError: / Not equal to tolerance rtol=1e-07, atol=0 / Mismatched "
-                                   "elements: 1 / 2 (50%) / Mismatch at index: / [1]: 2.0 (ACTUAL), 2.5 (DESIRED)")
+                                   "elements: 1 / 2 (50%) / ")  # then the differences, worded by NumPy's version
     assert len(check.reason) <= exercises.REASON_CAP
 
 
