@@ -120,6 +120,8 @@ def test_json_holds_every_measurement_and_reads_back_into_the_same_tables(monkey
     assert json.loads(json.dumps(benchmark_forward.to_json(results, context, run))) == data
     assert benchmark_forward.main_table(results) in out and benchmark_forward.r_table(results) in out
     assert benchmark_forward.breakdown_table(results) in out and benchmark_forward.context_table(context) in out
+    n_ctx = TINY["n_ctx"]  # less than the default --r_context 512 + 3: cut to fit, and said (it once was silent)
+    assert f"tiny: r(m) after {n_ctx - 3} cached tokens, all its context of {n_ctx} holds before 3 more" in out
     assert sorted(results[0].pass_seconds) == [1, 2, 3] and sorted(context.seconds) == [4, 20]
     assert run["settings"]["repeats"] == 2 and len(run["load_average"]) == 2 and run["threads"] >= 1
     markdown = benchmark_forward.main_table(results, markdown=True).splitlines()

@@ -208,7 +208,10 @@ def measure_size(size, w, v, n_prompt, n_new, repeats, breakdown_rounds, r_max, 
     result = SizeResult(model_name(size), n_bytes(params), n_bytes(block_matrices(params)), params["wte"].nbytes)
     prompt = rng.integers(0, hparams["n_vocab"], n_prompt).tolist()
     model = create_model_fn(params, hparams, temperature=0)
-    r_context = min(r_context, hparams["n_ctx"] - r_max)  # a small model's context may hold fewer
+    if r_context > hparams["n_ctx"] - r_max:  # a small model's context may hold fewer: said, not hidden
+        r_context = hparams["n_ctx"] - r_max
+        print(f"{result.size}: r(m) after {r_context} cached tokens, all its context of {hparams['n_ctx']} holds "
+              f"before {r_max} more", flush=True)
     model(rng.integers(0, hparams["n_vocab"], r_context + 1).tolist(), 1)  # as calibrate does, before timing:
     model(prompt, 1)  # the products of a long context's passes met, their routes chosen; then the prompt's pass
     result.routes = routes.text(routes.choose())
