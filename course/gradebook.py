@@ -45,6 +45,7 @@ from tqdm import tqdm
 from course import exercises
 from course import hidden
 from course import no_sandbox
+from course import probe
 from course import replay
 from course import sandbox
 from loaders import safe_files
@@ -149,8 +150,9 @@ def step_answers(tree, folder, step_request, seconds, limits, models_dir, stoppi
 
 def ran_past_a_share(answers):
     """Whether a check in the child's answers ran past its share of the time (course/probe.TimeUp)."""
+    late = f"{probe.TimeUp.__name__}:"  # how the probe's answers start for a case past its check's deadline
     return isinstance(answers, list) and any(isinstance(answer, dict) and str(answer.get("error", "")).startswith(
-        "TimeUp:") for check in answers if isinstance(check, list) for answer in check)
+        late) for check in answers if isinstance(check, list) for answer in check)
 
 
 def failed_step(step_request, reason):
@@ -262,13 +264,14 @@ def grade_handin(submission, own, template, requests, expected, limits, models_d
             continue
         folder = own / f"step{number}"
         folder.mkdir()
-        budget = f"its time budget of {limits.budget:g} s (all its steps together)" if seconds < limits.time else None
+        short = seconds < limits.time  # the budget, not the step's limit, is what this step has left
+        budget = f"its time budget of {limits.budget:g} s"
         answers, why_none = step_answers(own / "tree", folder, step_request, seconds, limits, models_dir, stopping,
-                                         budget)
-        if budget and (why_none.startswith("ran past") or ran_past_a_share(answers)):
-            why_none = why_none and f"its time budget of {limits.budget:g} s ran out (all its steps together)"
-            bar.write(f"{printable(submission)}: its time budget of {limits.budget:g} s ran out (all its steps "
-                      f"together), at step {number}", file=sys.stderr)
+                                         f"{budget} (all its steps together)" if short else None)
+        if short and (why_none.startswith("ran past") or ran_past_a_share(answers)):
+            ran_out = f"{budget} ran out (all its steps together)"
+            why_none = why_none and ran_out
+            bar.write(f"{printable(submission)}: {ran_out}, at step {number}", file=sys.stderr)
         checks[number] = failed_step(step_request, why_none) if answers is None else \
             hidden.judge(step_request, expected[number], answers)
         bar.update()

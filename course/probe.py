@@ -184,7 +184,7 @@ def observe(request):
                 for case in check["cases"]:
                     found.append(answer(driver, case, shared))
         except TimeUp:  # the running case and the ones after it: late (the answers made before it stand)
-            late = f"TimeUp: ran past its share of {request.get('time_text', 'the time limit')}"
+            late = f"{TimeUp.__name__}: ran past its share of {request.get('time_text', 'the time limit')}"
             found += [{"error": late}] * (len(check["cases"]) - len(found))
         answers.append(found)
     return answers
