@@ -1,8 +1,8 @@
 """The command line of main.py and of every script: machinery to take on trust, read after main.py.
 
-    flags.py    fire's syntax read by hand, every flag checked before anything runs, errors as one line
+    flags.py    main.py's flags, every value checked before anything runs, errors as one line
     checks.py   main.py's models loaded and checked (a shared tokenizer, the context, finite weights)
     warm_up.py  main.py's untimed warm-up, and what it measures and keeps in the target's folder
     report.py   what main.py prints: the heading, each run's line, the comparison at the end
-    scripts.py  how every command starts and ends (run_script), and the flags the tools share
+    scripts.py  how every command reads its command line (fire's syntax), starts and ends, and the tools' own flags
 """

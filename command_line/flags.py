@@ -1,20 +1,20 @@
-"""main.py's command line: fire's syntax read by hand, every flag checked before anything runs, errors as one line.
+"""main.py's flags: every value checked before anything runs, errors as one line.
 
 Read main.py first: this file is what stands between `python main.py --K four` and the demo. A learner can skim
 it; nothing here is about GPT-2 or speculative sampling, only about saying clearly what was wrong with a flag.
 
 `python main.py` reads its flags with the same syntax as fire (`--name value`, `--name=value`, `--flag` /
 `--noflag` for booleans, `-x` for a unique first letter, values by position in the order of main()'s
-arguments), but this file checks them itself, as text, before anything runs. fire alone would run the whole
-comparison before complaining about a misspelt flag, and would read `--kv_cache false` as the (true) string
-"false" and `--prompt "Hello, world"` as a tuple. `--help` is fire's (main.run_command_line calls it).
+arguments): command_line/scripts.parse_command_line reads them, as text, and this file checks each value (main's
+`check_flags`) before anything runs. fire alone would run the whole comparison before complaining about a
+misspelt flag, and would read `--kv_cache false` as the (true) string "false" and `--prompt "Hello, world"` as
+a tuple. `--help` is fire's (main.run_command_line calls it).
 
 Every check raises a ValueError that says what was wrong and what to do; errors_as_one_line turns it (and a
 failed download or a damaged checkpoint) into one line `error: ...` and exit code 2 (bad input) or 1.
 """
 
 import difflib
-import inspect
 import math
 import os
 import re
@@ -479,90 +479,6 @@ def check_flags(**arguments):
             )
         check_fits_context(flags, RELEASED_N_CTX, "GPT-2's context")
     return flags
-
-
-# ------------------------------------------------------------------------------------------------------------
-# The command line: fire's syntax, checked before anything runs
-# ------------------------------------------------------------------------------------------------------------
-
-
-def _is_flag(argument):
-    """fire's rule: --anything, or -x..., but not a negative number such as -1."""
-    return argument.startswith("--") or re.match(r"^-[a-zA-Z]", argument) is not None
-
-
-def parse_command_line(argv, function, script="main.py"):
-    """The keyword arguments that `argv` gives `function`, as text (True/False for a bare --flag / --noflag).
-
-    The syntax is fire's (see the module docstring). An unknown flag is a ValueError naming the closest known
-    one; so is a value given twice, an ambiguous -x, or more values by position than the function takes.
-    `script` is named in the messages (tools/benchmark.py and the tools/ scripts check their flags here too).
-    >>> parse_command_line(["--K=3", "--nokv_cache", "--temprature", "0"], main)
-    Traceback (most recent call last):
-    ...
-    ValueError: unknown flag --temprature (did you mean --temperature?); python main.py --help lists every flag
-    """
-    parameters = inspect.signature(function).parameters
-    names = [name for name, p in parameters.items() if p.kind is not p.VAR_POSITIONAL]
-    takes_any_number = len(names) < len(parameters)  # a *args (classroom.py gradebook SUB1 SUB2 ...)
-    kwargs, positional, i = {}, [], 0
-    while i < len(argv):
-        argument = argv[i]
-        if argument == "--":
-            raise ValueError(f"a bare -- (fire's separator for its own flags) is not used by {script}: "
-                             f"python {script} --help lists every flag")
-        if not _is_flag(argument):
-            positional.append(argument)
-            i += 1
-            continue
-        key, has_value, value = argument.lstrip("-").partition("=")
-        key = key.replace("-", "_")
-        bare = not has_value and (i + 1 == len(argv) or _is_flag(argv[i + 1]))
-        if key in names:
-            name = key
-        elif bare and key.startswith("no") and key[2:] in names:
-            name, value = key[2:], False
-        elif len(key) == 1 and any(n[0] == key.swapcase() for n in names):  # -k, a keystroke from -K
-            both = ", ".join("--" + n for n in names if n[0].lower() == key.lower())
-            raise ValueError(f"-{key} is one keystroke from -{key.swapcase()}: spell the flag out ({both})")
-        elif len(key) == 1 and len([n for n in names if n[0] == key]) == 1:
-            name = next(n for n in names if n[0] == key)
-        elif len(key) == 1 and [n for n in names if n[0] == key]:
-            matches = ", ".join("--" + n for n in names if n[0] == key)
-            raise ValueError(f"-{key} is ambiguous: it could be any of {matches}; spell the flag out")
-        else:
-            close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
-            hint = f" (did you mean --{close[0]}?)" if close else ""
-            flag = argument.split("=")[0]
-            flag = flag if len(flag) <= MAX_SHOWN else f"{flag[:MAX_SHOWN]}... ({len(flag):,} characters)"
-            raise ValueError(f"unknown flag {flag}{hint}; python {script} --help lists every flag")
-        if name in kwargs:
-            raise ValueError(f"--{name} is given twice; give it once")
-        if has_value or value is False:
-            kwargs[name] = value
-        elif bare:
-            kwargs[name] = True
-        else:
-            kwargs[name] = argv[i + 1]
-            i += 1
-        i += 1
-    free = [name for name in names if name not in kwargs and parameters[name].kind is not parameters[name].KEYWORD_ONLY]
-    if len(positional) > len(free) and not takes_any_number:
-        quotes = " (--prompt \"...\"); a prompt with spaces needs quotes" if "prompt" in names else ""
-        raise ValueError(f"unexpected argument {shown(positional[len(free)])}: give values as flags{quotes}; "
-                         f"python {script} --help lists them")
-    if free[:2] == ["prompt", "n_tokens_to_generate"] and len(positional) > 1 and not positional[1].strip().isdigit():
-        raise ValueError(f"{shown(positional[1])} follows the prompt {shown(positional[0])} where the number of tokens "
-                         f"would go: a prompt of several words needs quotes (python {script} \"{positional[0][:40]} "
-                         f"{positional[1][:40]} ...\")")
-    kwargs.update(zip(free, positional))
-    needed = [name for name in names if parameters[name].default is inspect.Parameter.empty
-              and parameters[name].kind is not inspect.Parameter.VAR_KEYWORD]
-    missing = [name.upper() for name in needed if name not in kwargs]
-    if missing:  # fire would print its usage over many lines
-        raise ValueError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} needed: python {script} "
-                         f"{' '.join(missing)} (python {script} --help says more)")
-    return kwargs
 
 
 # ------------------------------------------------------------------------------------------------------------

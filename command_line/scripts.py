@@ -5,7 +5,7 @@ what a command owes the person who typed it:
 
 - Flags are checked before any work. A script's flags are fire's (`--name value`, `--flag`/`--noflag`), and
   fire alone would notice a misspelt one only after the whole measurement had run: `run_script` checks every
-  flag's NAME first (flags.parse_command_line), and each script's main() checks the VALUES first thing, with
+  flag's NAME first (`parse_command_line`), and each script's main() checks the VALUES first thing, with
   flags.py's checkers and the list checkers below. A bad flag is one line `error: ...` and exit code 2.
 - The standard output is checked before any work: `python main.py >&-` starts Python without one, and the
   first print, after minutes of loading, would fail.
@@ -17,8 +17,11 @@ what a command owes the person who typed it:
 - A reader that goes away (`python main.py | head`) ends the run quietly, as Unix tools do.
 """
 
+import difflib
 import errno
+import inspect
 import os
+import re
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -26,8 +29,8 @@ from pathlib import Path
 
 import fire
 
-from command_line.flags import as_number, as_text, as_whole_number, check_writable, errors_as_one_line, first_existing
-from command_line.flags import parse_command_line
+from command_line.flags import MAX_SHOWN, as_number, as_text, as_whole_number, check_writable, errors_as_one_line
+from command_line.flags import first_existing
 from loaders.messages import os_error_text, shown
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT (2): what a shell reports for a command ended by Ctrl-C
@@ -127,6 +130,91 @@ def _stdout_to_nowhere():
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (AttributeError, OSError, ValueError):
         pass  # no standard output, or not a file (a test's capture)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The command line: fire's syntax, its flags' names checked before anything runs
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _is_flag(argument):
+    """fire's rule: --anything, or -x..., but not a negative number such as -1."""
+    return argument.startswith("--") or re.match(r"^-[a-zA-Z]", argument) is not None
+
+
+def parse_command_line(argv, function, script="main.py"):
+    """The keyword arguments that `argv` gives `function`, as text (True/False for a bare --flag / --noflag).
+
+    The syntax is fire's (see the module docstring). An unknown flag is a ValueError naming the closest known
+    one; so is a value given twice, an ambiguous -x, or more values by position than the function takes.
+    `script` is named in the messages (tools/benchmark.py and the tools/ scripts check their flags here too).
+    >>> parse_command_line(["--K=3", "--nokv_cache", "--temprature", "0"], main)
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown flag --temprature (did you mean --temperature?); python main.py --help lists every flag
+    """
+    parameters = inspect.signature(function).parameters
+    names = [name for name, p in parameters.items() if p.kind is not p.VAR_POSITIONAL]
+    takes_any_number = len(names) < len(parameters)  # a *args (classroom.py gradebook SUB1 SUB2 ...)
+    kwargs, positional, i = {}, [], 0
+    while i < len(argv):
+        argument = argv[i]
+        if argument == "--":
+            raise ValueError(f"a bare -- (fire's separator for its own flags) is not used by {script}: "
+                             f"python {script} --help lists every flag")
+        if not _is_flag(argument):
+            positional.append(argument)
+            i += 1
+            continue
+        key, has_value, value = argument.lstrip("-").partition("=")
+        key = key.replace("-", "_")
+        bare = not has_value and (i + 1 == len(argv) or _is_flag(argv[i + 1]))
+        if key in names:
+            name = key
+        elif bare and key.startswith("no") and key[2:] in names:
+            name, value = key[2:], False
+        elif len(key) == 1 and any(n[0] == key.swapcase() for n in names):  # -k, a keystroke from -K
+            both = ", ".join("--" + n for n in names if n[0].lower() == key.lower())
+            raise ValueError(f"-{key} is one keystroke from -{key.swapcase()}: spell the flag out ({both})")
+        elif len(key) == 1 and len([n for n in names if n[0] == key]) == 1:
+            name = next(n for n in names if n[0] == key)
+        elif len(key) == 1 and [n for n in names if n[0] == key]:
+            matches = ", ".join("--" + n for n in names if n[0] == key)
+            raise ValueError(f"-{key} is ambiguous: it could be any of {matches}; spell the flag out")
+        else:
+            close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
+            hint = f" (did you mean --{close[0]}?)" if close else ""
+            flag = argument.split("=")[0]
+            flag = flag if len(flag) <= MAX_SHOWN else f"{flag[:MAX_SHOWN]}... ({len(flag):,} characters)"
+            raise ValueError(f"unknown flag {flag}{hint}; python {script} --help lists every flag")
+        if name in kwargs:
+            raise ValueError(f"--{name} is given twice; give it once")
+        if has_value or value is False:
+            kwargs[name] = value
+        elif bare:
+            kwargs[name] = True
+        else:
+            kwargs[name] = argv[i + 1]
+            i += 1
+        i += 1
+    free = [name for name in names if name not in kwargs and parameters[name].kind is not parameters[name].KEYWORD_ONLY]
+    if len(positional) > len(free) and not takes_any_number:
+        quotes = " (--prompt \"...\"); a prompt with spaces needs quotes" if "prompt" in names else ""
+        raise ValueError(f"unexpected argument {shown(positional[len(free)])}: give values as flags{quotes}; "
+                         f"python {script} --help lists them")
+    if free[:2] == ["prompt", "n_tokens_to_generate"] and len(positional) > 1 and not positional[1].strip().isdigit():
+        raise ValueError(f"{shown(positional[1])} follows the prompt {shown(positional[0])} where the number of tokens "
+                         f"would go: a prompt of several words needs quotes (python {script} \"{positional[0][:40]} "
+                         f"{positional[1][:40]} ...\")")
+    kwargs.update(zip(free, positional))
+    needed = [name for name in names if parameters[name].default is inspect.Parameter.empty
+              and parameters[name].kind is not inspect.Parameter.VAR_KEYWORD]
+    missing = [name.upper() for name in needed if name not in kwargs]
+    if missing:  # fire would print its usage over many lines
+        raise ValueError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} needed: python {script} "
+                         f"{' '.join(missing)} (python {script} --help says more)")
+    return kwargs
+
 
 
 def run_script(main, argv, script, as_text=False):

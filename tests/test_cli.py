@@ -416,7 +416,7 @@ def test_the_download_deadline_flag_stops_a_server_that_drips_with_one_line_and_
 def test_minus_k_is_refused_as_one_keystroke_from_minus_capital_k(tmp_path, monkeypatch, capsys):
     """fire reads -x as the one flag starting with x, so -k would turn the KV cache off where -K sets the guesses
     per round: -k is refused with one line naming both flags, and -K still means --K."""
-    from command_line.flags import parse_command_line
+    from command_line.scripts import parse_command_line
 
     code, out, err = run_in_process(["-k", "False"], tmp_path, monkeypatch, capsys)
     assert code == 2 and err == "error: -k is one keystroke from -K: spell the flag out (--K, --kv_cache)\n", err

@@ -552,7 +552,8 @@ def test_a_misspelt_flag_stops_the_run_before_any_loading_in_a_subprocess_too(tm
 
 def test_flags_take_fires_syntax_and_booleans_any_case(target_dir, draft_dir):
     """--name value, --name=value, a bare --flag, --noflag, -x for a unique first letter, and values by position."""
-    from command_line.flags import check_flags, parse_command_line
+    from command_line.flags import check_flags
+    from command_line.scripts import parse_command_line
     import main
 
     kwargs = parse_command_line(["Hello, world", "--K=3", "--nokv_cache", "--trace", "-s", "5", "--drafter",
