@@ -249,6 +249,10 @@ def difference(got, expected):
         if not isinstance(got, list) or len(got) != len(expected):
             return f"{len(got) if isinstance(got, list) else 'not a list of'} items, expected {len(expected)}"
         return next((f"item {i}: {d}" for i, d in enumerate(map(difference, got, expected)) if d), "")
+    if isinstance(expected, dict):  # named parts of an answer: the first that differs, by its name
+        if not isinstance(got, dict) or set(got) != set(expected):
+            return f"not the parts {', '.join(expected)}"
+        return next((f"its {key}: {d}" for key in expected if (d := difference(got[key], expected[key]))), "")
     if isinstance(expected, float) and isinstance(got, (int, float)) and not isinstance(got, bool):
         return "" if np.isclose(got, expected, rtol=1e-6, atol=1e-9) else "a different number"
     return "" if type(got) is type(expected) and got == expected else "a different value"

@@ -151,12 +151,15 @@ def predicted_speedup(case, shared):
 
 
 def lookup(case, shared):
-    """A text grown and cut back: after each change, lookup(x, 5) and match_length(x)."""
+    """A text grown and cut back: after each change, lookup(x, 5), match_length(x) and the work counted so far."""
     found, x = module("drafters").prompt_lookup(case["max_ngram"], case["min_ngram"]), []
     answers = []
     for text in case["texts"]:
         x = x[: text["keep"]] + list(text["append"])
-        answers.append([as_ints(found.lookup(x, 5)), int(found.match_length(x))])
+        tokens, n = as_ints(found.lookup(x, 5)), int(found.match_length(x))
+        steps = getattr(getattr(found, "index", None), "steps", None)  # SuffixAutomaton's count of its work
+        steps = steps if isinstance(steps, int) else repr(steps)[:20]
+        answers.append({"lookup": tokens, "match length": n, "steps": steps})
     return answers
 
 

@@ -154,7 +154,7 @@ def rounds_part(seed=1):
                 added = rng.integers(0, n_vocab, size=5 if not x else rng.integers(1, 4)).tolist()
                 x = x[:keep] + added
                 texts.append({"keep": keep, "append": added, "lookup": lookup.lookup(x, 5),
-                              "match_length": lookup.match_length(x)})
+                              "match_length": lookup.match_length(x), "steps": lookup.index.steps})
             lookups.append({"max_ngram": max_ngram, "min_ngram": min_ngram, "texts": texts})
     return {"residual": residuals, "verify": verify_cases, "lookup": lookups}
 

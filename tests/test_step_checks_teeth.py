@@ -141,6 +141,20 @@ def test_a_lookup_that_skips_the_token_after_the_match_fails_step_13(monkeypatch
     assert lookup_errors(drafters.prompt_lookup)
 
 
+def test_a_record_ends_that_does_not_count_its_work_fails_step_13(monkeypatch):
+    """Right ends, right lookups, but `self.steps` not counted: tests/test_lookup_work.py would then miss a walk
+    that never stops early, so the count is part of the step."""
+    def uncounted(self, state, end, changes):
+        while state > 0 and self.last_end[state] < end:
+            changes.append((self.last_end, state, self.last_end[state]))
+            self.last_end[state] = end
+            state = self.link[state]
+
+    monkeypatch.setattr(drafters.SuffixAutomaton, "_record_ends", uncounted)
+    errors = lookup_errors(drafters.prompt_lookup)
+    assert errors and all("index.steps" in error for error in errors)
+
+
 def test_the_stand_ins_replay_the_reference_and_refuse_what_it_never_did(monkeypatch):
     """A stand-in that answered anything would let a wrong caller pass: asked about rows the reference never
     used, it raises, and the check reports it."""

@@ -108,24 +108,26 @@ def test_verifying_a_tree_tries_siblings_against_the_residual_left_by_the_ones_b
 
 
 def lookup_errors(make_lookup):
-    """Growing random texts, now and then cut back: lookup(x, 5) and match_length(x) after each change."""
+    """Growing random texts, now and then cut back: lookup(x, 5), match_length(x) and the automaton's work
+    counted so far (`index.steps`: the reference's count, so each state given an end counts once) after each change."""
     errors = []
     for setting in ROUNDS["lookup"]:
         lookup, x = make_lookup(setting["max_ngram"], setting["min_ngram"]), []
         for step, text in enumerate(setting["texts"]):
             x = x[: text["keep"]] + text["append"]
-            got = (lookup.lookup(x, 5), lookup.match_length(x))
-            if got != (text["lookup"], text["match_length"]):
+            got = (lookup.lookup(x, 5), lookup.match_length(x), getattr(lookup.index, "steps", None))
+            if got != (text["lookup"], text["match_length"], text["steps"]):
                 errors.append(f"max_ngram={setting['max_ngram']}, min_ngram={setting['min_ngram']}, text {step} "
-                              f"{x[-12:]} (its last 12 tokens): lookup, match length {got}, expected "
-                              f"{(text['lookup'], text['match_length'])}")
+                              f"{x[-12:]} (its last 12 tokens): lookup, match length, index.steps {got}, expected "
+                              f"{(text['lookup'], text['match_length'], text['steps'])}")
                 break
     return errors
 
 
 @pytest.mark.step13
 def test_lookup_follows_the_most_recent_occurrence_of_the_longest_match_as_the_text_grows_and_is_cut_back():
-    """Texts of 2, 3 and 6 token kinds (long matches, many ties) under four n-gram settings, 100 changes each."""
+    """Texts of 2, 3 and 6 token kinds (long matches, many ties) under four n-gram settings, 100 changes each; the
+    work counted in SuffixAutomaton.steps as the reference counts it (tests/test_lookup_work.py reads it)."""
     errors = lookup_errors(drafters.prompt_lookup)
     assert errors == [], "\n".join(errors[:5])
 
