@@ -38,11 +38,12 @@ def module(name):
 
 @contextlib.contextmanager
 def patched(name, stand_ins):
-    """Inside: module `name`'s functions replaced by `stand_ins` ({function name: stand-in}); restored after."""
+    """Inside: module `name`'s functions replaced by `stand_ins` ({function name: stand-in}), those it holds (a
+    learner's `from sampling import _accept` puts a name in drafters too); restored after."""
     target = module(name)
-    originals = {key: getattr(target, key) for key in stand_ins}
-    for key, stand_in in stand_ins.items():
-        setattr(target, key, stand_in)
+    originals = {key: getattr(target, key) for key in stand_ins if hasattr(target, key)}
+    for key in originals:
+        setattr(target, key, stand_ins[key])
     try:
         yield target
     finally:
@@ -136,8 +137,8 @@ def verify(case, shared):
             rows = list(range(len(tokens)))  # a chain's written token t has the target's row t
         else:
             proposal = sampling.Proposal(tokens=list(case["tokens"]), parents=parents, rows=case["rows"])
-            tokens, origins, checks, rows = module("drafters")._verify_tree(case["q"], proposal, rng,
-                                                                             list(case["depths"]))
+            with patched("drafters", stand_ins) as drafters:  # where it imported them by name
+                tokens, origins, checks, rows = drafters._verify_tree(case["q"], proposal, rng, list(case["depths"]))
     return [as_ints(tokens), list(origins), as_ints(rows),
             [[int(c.depth), int(c.token), float(c.p), float(c.q), float(c.u), bool(c.kept)] for c in checks]]
 

@@ -5,6 +5,8 @@ first. The wrong versions here are each one slip away from the right answer, so 
 leaves this file out of a student copy (with the other teacher-only files it lists).
 """
 
+import types
+
 import numpy as np
 import pytest
 
@@ -161,3 +163,32 @@ def test_the_stand_ins_replay_the_reference_and_refuse_what_it_never_did(monkeyp
     errors = verify_errors(lambda q, proposal, rng, depths: sampling._residual(q[0] * 0 + 1, q[0]), monkeypatch,
                            trees=False)
     assert errors and any("never" in error for error in errors)
+
+
+def test_a_tree_verifier_that_imported_accept_and_residual_by_name_still_meets_the_stand_ins(monkeypatch):
+    """Step 9 is graded alone: _accept and _residual are replaced by replays of the reference's calls. A learner's
+    drafters.py that wrote `from sampling import _accept, _residual` holds names of its own, which the stand-ins
+    must replace too, or step 9's grade would run steps 7 and 8's (here: unwritten ones, raising)."""
+    from course import hidden, probe
+
+    def unwritten(*args):
+        raise NotImplementedError("Step 7: write sampling._accept")
+
+    for module in (sampling, drafters):
+        monkeypatch.setattr(module, "_accept", unwritten, raising=False)
+        monkeypatch.setattr(module, "_residual", unwritten, raising=False)
+    # the reference's _verify_tree as if it read the names drafters holds: sampling._accept is drafters._accept
+    held = types.SimpleNamespace(**{**vars(sampling), "_accept": lambda *a: drafters._accept(*a),
+                                    "_residual": lambda *a: drafters._residual(*a)})
+    by_name = types.FunctionType(drafters._verify_tree.__code__, {**vars(drafters), "sampling": held})
+    monkeypatch.setattr(drafters, "_verify_tree", by_name)
+
+    assert verify_errors(drafters._verify_tree, monkeypatch, trees=True) == []
+    monkeypatch.undo()  # a request and the reference's own answers to it, then the by-name version's
+    request = hidden.request(9, 0)
+    expected = hidden.expected_answers(request)
+    for module in (sampling, drafters):
+        monkeypatch.setattr(module, "_accept", unwritten, raising=False)
+        monkeypatch.setattr(module, "_residual", unwritten, raising=False)
+    monkeypatch.setattr(drafters, "_verify_tree", by_name)
+    assert all(check.passed for check in hidden.judge(request, expected, hidden.through_json(probe.observe(request))))

@@ -63,8 +63,12 @@ def verify_errors(verify, monkeypatch, trees):
         is_tree = len(set(case["parents"])) < len(case["parents"])
         if is_tree != trees:
             continue
-        monkeypatch.setattr(sampling, "_accept", accept_stand_in(case["accept_calls"]))
-        monkeypatch.setattr(sampling, "_residual", residual_stand_in(case["residual_calls"]))
+        stand_ins = {"_accept": accept_stand_in(case["accept_calls"]),
+                     "_residual": residual_stand_in(case["residual_calls"])}
+        for module in (sampling, drafters):  # drafters too, where it imported them by name
+            for name, stand_in in stand_ins.items():
+                if module is sampling or hasattr(module, name):
+                    monkeypatch.setattr(module, name, stand_in)
         proposal = sampling.Proposal(tokens=list(case["tokens"]), parents=list(case["parents"]), rows=case["rows"])
         where = f"round {i} (parents {case['parents']}, tokens {case['tokens']}, seed {case['seed']})"
         try:
