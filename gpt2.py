@@ -209,8 +209,9 @@ def tree_mask(ancestors, n_prefix: int):
 
 def tree_positions_and_mask(past: Cache, n_seq: int, parents):
     """(tree, positions, mask) of a pass whose inputs are tree nodes: parents[i] is node i's parent (cached nodes
-    counted first) or -1 after the prefix; a node sits at n_prefix + its depth. "The" cached, inputs [quick,
-    slow, fox] with parents [-1, -1, 0] score "The quick", "The slow", "The quick fox" (positions 1, 1, 2)."""
+    counted first) or -1 after the prefix; a node sits at n_prefix + its depth (0 for a root here; drafters counts
+    a root's depth as 1, its distance from x). "The" cached, inputs [quick, slow, fox] with parents [-1, -1, 0]
+    score "The quick", "The slow", "The quick fox" (positions 1, 1, 2)."""
     n_cached = len(past.parents)
     new = tuple(range(n_cached - 1, n_cached + n_seq - 1)) if parents is None else tuple(int(p) for p in parents)
     _check_parents(new, n_seq, n_cached)
