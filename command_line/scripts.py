@@ -173,7 +173,7 @@ def parse_command_line(argv, function, script="main.py"):
             name = key
         elif bare and key.startswith("no") and key[2:] in names:
             name, value = key[2:], False
-        elif len(key) == 1 and any(n[0] == key.swapcase() for n in names):  # -k, a keystroke from -K
+        elif len(key) == 1 and key.islower() and any(n[0] == key.upper() for n in names):  # -k, a keystroke from -K
             both = ", ".join("--" + n for n in names if n[0].lower() == key.lower())
             raise ValueError(f"-{key} is one keystroke from -{key.swapcase()}: spell the flag out ({both})")
         elif len(key) == 1 and len([n for n in names if n[0] == key]) == 1:

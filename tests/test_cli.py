@@ -421,3 +421,14 @@ def test_minus_k_is_refused_as_one_keystroke_from_minus_capital_k(tmp_path, monk
     code, out, err = run_in_process(["-k", "False"], tmp_path, monkeypatch, capsys)
     assert code == 2 and err == "error: -k is one keystroke from -K: spell the flag out (--K, --kv_cache)\n", err
     assert parse_command_line(["-K", "3"], main.main) == {"K": "3"}
+
+
+def test_minus_capital_k_means_the_one_flag_it_starts_as_fires_help_lists_it():
+    """tools/benchmark.py's help (fire's) lists `-K, --Ks`: -K is the one flag starting with K there, and is taken
+    as --Ks; only the lowercase -k is refused as one keystroke from it (it could turn the KV cache off)."""
+    from command_line.scripts import parse_command_line
+    from tools import benchmark
+
+    assert parse_command_line(["-K", "2,4"], benchmark.main) == {"Ks": "2,4"}
+    with pytest.raises(ValueError, match="-k is one keystroke from -K"):
+        parse_command_line(["-k", "2,4"], benchmark.main)
