@@ -280,7 +280,8 @@ def test_make_readme_figures_runs_end_to_end_on_tiny_models(tmp_path, release_12
 
 def test_the_sample_run_alone_is_main_py_on_random_models_marked_as_measured_alone(tmp_path, capsys, release_124M_dir):
     """`--only sample-run` remakes the README's sample run without the rest of a --random_weights run: the same
-    main.py command on random models of the given shapes, its output, and the note that it was measured alone."""
+    main.py command on random models of the given shapes, its output, and the note that it was measured alone by
+    the command as given (each flag that is not its default)."""
     from tools.make_readme_figures import main
     from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
 
@@ -290,7 +291,37 @@ def test_the_sample_run_alone_is_main_py_on_random_models_marked_as_measured_alo
     part = out.split("--- sample-run\n")[1]
     assert part.startswith("```text\n$ python main.py --draft_model_size /tmp/random-tiny-draft "), part[:200]
     assert "autoregressive sampling" in part and "speculative sampling" in part
-    assert "`python tools/make_readme_figures.py --only sample-run`" in " ".join(part.split())
+    command = f"`python tools/make_readme_figures.py --only sample-run --sample_run_tokens 2 --sample_run_sizes {tiny},{tiny}`"
+    assert command in " ".join(part.split()), "the note names the command with the flags given"
+
+
+def test_the_command_a_part_records_names_each_flag_given_a_value_other_than_its_default():
+    """A part's marks and note name the command that remakes it: --random_weights, and every flag that changed what
+    was measured (a llama.cpp part made with --llama_repeats 9 once sat under a mark that runs 5); not where the
+    run wrote (--pages, --img_dir) nor --dry_run."""
+    import inspect
+    from tools.make_readme_figures import main, remake_command
+
+    given = {name: parameter.default for name, parameter in inspect.signature(main).parameters.items()}
+    assert remake_command(given) == "python tools/make_readme_figures.py"
+    given.update(random_weights=True, llama_repeats=9, exactness=False, Ks=(1, 2), drafters="model, lookup",
+                 only="llama-cpp", img_dir="/tmp/img", dry_run=True)
+    assert remake_command(given) == ("python tools/make_readme_figures.py --only llama-cpp --random_weights --Ks 1,2 "
+                                     "--drafters 'model, lookup' --noexactness --llama_repeats 9")
+
+
+def test_without_chromium_the_rounds_page_part_says_its_picture_was_not_remade(tmp_path, release_124M_dir, monkeypatch,
+                                                                                capsys):
+    """The page-size part measures the page's size without a browser; the screenshot needs headless Chromium, and
+    where there is none the run says so (it once left the old picture in place without a word)."""
+    from tools import make_readme_figures
+
+    monkeypatch.setattr(make_readme_figures, "PAGE_SIZE_TOKENS", 100)
+    monkeypatch.setattr(make_readme_figures.shutil, "which", lambda name: None)
+    part = make_readme_figures.rounds_page(release_124M_dir, tmp_path, dry_run=False)
+    assert "rounds" in part  # the size is still measured
+    assert f"{tmp_path / 'rounds_page.png'} not remade: no chromium on the PATH" in capsys.readouterr().err
+    assert not (tmp_path / "rounds_page.png").exists()
 
 
 def test_random_models_writes_loadable_folders_of_the_given_shapes_and_never_overwrites_one(

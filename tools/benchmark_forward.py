@@ -501,6 +501,21 @@ def from_json(data) -> tuple:
 # ------------------------------------------------------------------------------------------------------------
 
 
+def check_fits(sizes, context_size, lengths, n_prompt=16, n_new=32, r_max=16, context_steps=4):
+    """A ValueError naming the flag where a run's tokens, r(m)'s passes after at least one cached token or the
+    longest context length do not fit a size's context (main's defaults; make_readme_figures.py checks its
+    --forward_* flags here before its run, not minutes into it)."""
+    for size in sizes:
+        n_ctx = size_hparams(size)["n_ctx"]
+        if n_prompt + n_new > n_ctx:
+            raise ValueError(f"--n_prompt {n_prompt} + --n_new {n_new} is more than {size}'s context of {n_ctx} tokens")
+        if r_max >= n_ctx:
+            raise ValueError(f"--r_max {r_max} must be less than {size}'s context of {n_ctx} tokens")
+    if context_size and max(lengths) + context_steps > size_hparams(context_size)["n_ctx"]:
+        raise ValueError(f"--context_lengths: {max(lengths)} + --context_steps {context_steps} is more than "
+                         f"{context_size}'s context of {size_hparams(context_size)['n_ctx']} tokens")
+
+
 def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 7, no_cache_sizes="124M,355M",
          breakdown_rounds: int = 15, r_max: int = 16, r_repeats: int = 5, r_context: int = 512,
          context_size="124M",
@@ -537,16 +552,8 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
         lengths = as_whole_numbers(context_lengths, "--context_lengths") if context_size else []
         for size in sizes + no_cache_sizes + ([context_size] if context_size else []):
             check_memory_for([(size, size_hparams(size))])  # an unknown or too large size stops the run here
-        for size in sizes:  # a run's tokens, and r(m)'s passes after at least one cached token, fit the context
-            n_ctx = size_hparams(size)["n_ctx"]
-            if n_prompt + n_new > n_ctx:
-                raise ValueError(f"--n_prompt {n_prompt} + --n_new {n_new} is more than {size}'s context of {n_ctx} "
-                                 f"tokens")
-            if r_max >= n_ctx:
-                raise ValueError(f"--r_max {r_max} must be less than {size}'s context of {n_ctx} tokens")
-        if context_size and max(lengths) + context_steps > size_hparams(context_size)["n_ctx"]:
-            raise ValueError(f"--context_lengths: {max(lengths)} + --context_steps {context_steps} is more than "
-                             f"{context_size}'s context of {size_hparams(context_size)['n_ctx']} tokens")
+        check_fits(sizes, context_size, lengths, n_prompt=n_prompt, n_new=n_new, r_max=r_max,
+                   context_steps=context_steps)
         if not sizes and not context_size:
             raise ValueError("nothing to measure: --sizes is empty and --context_size is none; give either")
         if r_table_dir is not None:

@@ -41,9 +41,11 @@ The one exception is --only: it remeasures the named parts alone, and their mark
 """
 
 import contextlib
+import inspect
 import io
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -232,6 +234,9 @@ def rounds_page(tokenizer_dir, img_dir, dry_run):
         subprocess.run([sys.executable, REPO / "main.py", *PAGE_COMMAND, "--draft_model_size", f"models/{near.name}",
                         "--target_model_size", f"models/{target.name}", "--html", html], cwd=tmp, capture_output=True,
                        check=True)
+        if not dry_run and not chromium:  # the size below is still measured; the picture stays as it was
+            print(f"{Path(img_dir) / 'rounds_page.png'} not remade: no chromium on the PATH (Debian: apt-get install "
+                  f"chromium)", file=sys.stderr)
         if not dry_run and chromium:
             subprocess.run([chromium, "--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
                             f"--user-data-dir={Path(tmp) / 'profile'}", f"--screenshot={Path(img_dir).resolve() / 'rounds_page.png'}",
@@ -383,6 +388,23 @@ def grading_block(submissions):
     return done.stdout.strip()
 
 
+NOT_IN_THE_COMMAND = ("pages", "img_dir", "models_dir", "dry_run")  # where a run writes and reads, not what it measures
+
+
+def remake_command(given):
+    """The command a part's marks record: this script with each flag `given` a value other than its default
+    (`main`'s arguments as they came), so that a part made with --llama_repeats 9 says so."""
+    defaults = {name: parameter.default for name, parameter in inspect.signature(main).parameters.items()}
+    flags = []
+    for name, value in sorted(given.items(), key=lambda item: item[0] != "only"):  # --only first: what was made
+        if name in NOT_IN_THE_COMMAND or str(value) == str(defaults[name]):
+            continue
+        text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)  # fire's 1,2 as given
+        flags.append(f"--{name}" if value is True else f"--no{name}" if value is False else
+                     f"--{name} {shlex.quote(text)}")
+    return " ".join(["python tools/make_readme_figures.py"] + flags)
+
+
 def main(random_weights=False, draft_model_size="124M", target_model_size="355M", Ks=KS, alpha=ALPHA,
          n_tokens_to_generate=12, repeats=3, prefix_length=32, seed=0, pages=PAGES, img_dir="img",
          models_dir="models", dry_run=False, sample_run_tokens=40, drafters="model,lookup,staged",
@@ -429,9 +451,8 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
             grading-time, which take some minutes, page-size (the rounds' page and its screenshot), or
             sample-run: main.py on random weights, as --random_weights runs it), each marked as measured alone.
     """
+    given = dict(locals())  # main's arguments as they came, for the command the marks record
     started = time.time()
-    flags = " --random_weights" if random_weights else ""
-    command = f"python tools/make_readme_figures.py{flags}"
     tokenizer_dir = release_files.models_dir() / "124M"  # $GPT2_MODELS_DIR, else models/: OpenAI's 124M files
 
     with errors_as_one_line():  # every flag before any part runs: one line `error: ...`, exit code 2
@@ -456,6 +477,13 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         forward_context_size = as_optional(forward_context_size, as_text, "--forward_context_size") or None
         if forward_context_size:
             benchmark_forward.size_hparams(forward_context_size)
+        context_lengths = as_whole_numbers(forward_context_lengths, "--forward_context_lengths")
+        try:  # the forward pass's tokens fit its sizes' contexts: said now, not minutes into the run
+            benchmark_forward.check_fits(as_names(forward_sizes, "--forward_sizes", allow_empty=True),
+                                         forward_context_size, context_lengths, n_new=int(forward_n_new))
+        except ValueError as error:  # in this script's names; --n_prompt and --context_steps are benchmark_forward's
+            raise ValueError(str(error).replace("--n_new", "--forward_n_new").replace(
+                "--context_lengths", "--forward_context_lengths")) from None
         if random_weights or (only is not None and "sample-run" in as_names(only, "--only")):
             sample_run_sizes = checked_sample_sizes(sample_run_sizes)  # --only sample-run runs it alone
         if random_weights:  # the shapes of the cost table's pair
@@ -464,7 +492,6 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
         else:
             check_model_names(draft_model_size, target_model_size)
         benchmark.comparison_flags(drafters or None, drafter_Ks, trees or None, None)
-        as_whole_numbers(forward_context_lengths, "--forward_context_lengths")
         check_models_dir(as_text(models_dir, "--models_dir"))
         check_output_folder(img_dir, "--img_dir")
         texts = {}
@@ -483,8 +510,15 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
             unknown = [name for name in names if name not in alone]
             if unknown:
                 raise ValueError(f"--only takes some of {', '.join(alone)}; got {', '.join(unknown)}")
+            counts = {"text-benchmark": ("--text_repeats", text_repeats),  # 0 in a full run: "leave the part"
+                      "llama-cpp": ("--llama_repeats", llama_repeats),
+                      "grading-time": ("--grading_submissions", grading_submissions)}
+            for name, (flag, value) in counts.items():
+                if name in names and int(value) == 0:
+                    raise ValueError(f"--only {name} remakes that part, and {flag} 0 would measure nothing (in a full "
+                                     f"run it leaves the part as it is): give {flag} 1 or more, or leave it out")
+    command = remake_command({**given, "only": ",".join(names)} if only is not None else given)
     if only is not None:
-        command = f"python tools/make_readme_figures.py --only {','.join(names)}"
         note = (f"(Measured alone, not in the run the other numbers come from: `{command}` on "
                 f"{machine_description()}, {time.strftime('%Y-%m-%d', time.gmtime())}.)")
         blocks = {block_name(name): alone[name]({"results": []}, tokenizer_dir) + "\n\n" + wrap(note)
