@@ -308,6 +308,24 @@ def test_each_bad_flag_is_one_valueerror_naming_it(flag, value, message, release
         check_flags({**DEFAULTS, flag: value})
 
 
+def test_a_reused_gguf_file_written_for_another_seed_is_refused_naming_both(tmp_path, release_124M_dir):
+    """--reuse_gguf skips writing the weights; the file names the weights it holds (general.name), so a file
+    written with --seed 1 is refused for a run of --seed 0, whose own weights would differ from llama.cpp's
+    (every token would then disagree), and accepted for --seed 1."""
+    gguf = pytest.importorskip("gguf", reason="needs the gguf package: pip install -r requirements/dev.txt")
+    path = tmp_path / "model.gguf"
+    writer = gguf.GGUFWriter(str(path), "gpt2")
+    writer.add_name(compare_llama_cpp.weights_name({"model": "124M", "seed": 1}))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    reused = {**DEFAULTS, "gguf": str(path), "reuse_gguf": "true"}
+    with pytest.raises(ValueError, match="holds '124M, random, seed 1', and --model and --seed make '124M, random, "
+                                         "seed 0': give the ones it was written with, or leave out --reuse_gguf"):
+        check_flags(reused)
+    assert check_flags({**reused, "seed": "1"})["seed"] == 1
+
+
 def test_random_weights_without_openais_tokenizer_files_say_where_they_were_looked_for(tmp_path, monkeypatch):
     monkeypatch.setenv("GPT2_MODELS_DIR", str(tmp_path))
     with pytest.raises(ValueError, match="tokenizer files .* are not in .*124M: copy encoder.json and vocab.bpe"):

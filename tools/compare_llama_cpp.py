@@ -70,7 +70,7 @@ from tools import benchmark_forward  # noqa: E402
 from tools.benchmark_forward import parse_list  # noqa: E402
 from tools.machine import KINDS, blas_description, blas_threads, load_average, machine_description  # noqa: E402
 from tools.machine import SETTLE_SECONDS, machine_kind  # noqa: E402
-from tools.gguf_file import write_gguf  # noqa: E402
+from tools.gguf_file import gguf_name, write_gguf  # noqa: E402
 from loaders.messages import shown  # noqa: E402
 from tools.release_files import tokenizer_folder  # noqa: E402
 
@@ -129,6 +129,12 @@ def check_flags(args) -> dict:
     if settings["reuse_gguf"] and (settings["gguf"] is None or not Path(settings["gguf"]).is_file()):
         raise ValueError(f"--reuse_gguf reads the GGUF file --gguf names, written by an earlier run; got --gguf "
                          f"{shown(settings['gguf'])}, which is not a file")
+    if settings["reuse_gguf"] and "gguf" not in missing_extras():  # the file's weights: the ones this run makes
+        held, wanted = gguf_name(settings["gguf"]), weights_name(settings)
+        if held != wanted:
+            raise ValueError(f"--gguf {shown(settings['gguf'])} holds {shown(held)}, and --model and --seed make "
+                             f"{shown(wanted)}: give the ones it was written with, or leave out --reuse_gguf to "
+                             f"write it anew")
     # the prompt last: it needs the tokenizer's files, whose absence is its own error
     prompt_ids = load_encoder(settings["model"]).encode(settings["prompt"])
     if not prompt_ids or len(prompt_ids) > settings["n_context"] or len(prompt_ids) + settings["n_check"] > n_ctx:
@@ -156,6 +162,12 @@ def load_encoder(model):
         return get_encoder(Path(model).name, str(Path(model).parent))
     folder = tokenizer_folder()
     return get_encoder(folder.name, str(folder.parent))
+
+
+def weights_name(settings):
+    """The name the GGUF file is written with, naming its weights: "124M, random, seed 0", or a folder's model."""
+    name = benchmark.model_name(settings["model"])
+    return f"{name}, random, seed {settings['seed']}" if settings["model"] in HPARAMS else name
 
 
 def load_weights(model, seed):
@@ -460,7 +472,8 @@ def compare(model=DEFAULTS["model"], threads=DEFAULTS["threads"], prompt=PROMPT,
         seed: the seed of the random weights and of the context's tokens.
         flash_attn: true: llama.cpp with flash attention (llama-cpp-python's default is off).
         gguf: write the GGUF file here and keep it (default: a temporary file).
-        reuse_gguf: true: read --gguf as written by an earlier run of the same --model and --seed.
+        reuse_gguf: true: read --gguf as written by an earlier run of the same --model and --seed (the file names
+            its weights: another run's are refused).
         json: also write every timing into this file.
     """
     args = {"model": model, "threads": threads, "prompt": prompt, "n_check": n_check, "n_context": n_context,
@@ -482,7 +495,7 @@ def compare(model=DEFAULTS["model"], threads=DEFAULTS["threads"], prompt=PROMPT,
         if not settings["reuse_gguf"]:
             with errors_as_one_line():  # a model folder whose weights are missing or damaged: one line
                 encoder, hparams, params = load_weights(settings["model"], settings["seed"])
-            write_gguf(gguf_path, params, hparams, encoder, name=benchmark.model_name(settings["model"]))
+            write_gguf(gguf_path, params, hparams, encoder, name=weights_name(settings))
             print(f"wrote {gguf_path} ({gguf_path.stat().st_size / 1e6:.0f} MB)", flush=True)
             del params  # the processes below load their own
         if settings["threads"] == [blas_threads()] and "OPENBLAS_NUM_THREADS" in os.environ:

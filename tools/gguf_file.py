@@ -121,3 +121,11 @@ def write_gguf(path, params, hparams, encoder, name="gpt2"):
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def gguf_name(path):
+    """The general.name a GGUF file holds (write_gguf's `name`), or None where it has none. Needs `gguf`."""
+    import gguf
+
+    field = gguf.GGUFReader(str(path)).fields.get("general.name")
+    return None if field is None else field.contents()
