@@ -64,7 +64,7 @@ def check_models_fit(draft, target, prompt_ids, flags):
     whose = "the target's context" if draft is None else "the models' context"
     if len(prompt_ids) + flags.n_tokens_to_generate > n_ctx:
         raise ValueError(
-            f"the prompt ({len(prompt_ids)} tokens) + --n_tokens_to_generate {flags.n_tokens_to_generate} = "
+            f"the prompt ({len(prompt_ids)} token{'' if len(prompt_ids) == 1 else 's'}) + --n_tokens_to_generate {flags.n_tokens_to_generate} = "
             f"{len(prompt_ids) + flags.n_tokens_to_generate} tokens is more than {whose} of {n_ctx}: "
             f"use a shorter prompt or generate fewer tokens"
         )

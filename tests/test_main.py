@@ -581,6 +581,9 @@ def test_a_prompt_and_n_longer_than_the_context_get_one_clear_line(tmp_path, tar
                       "--draft_model_size", draft_dir, "--target_model_size", target_dir, cwd=tmp_path)
     line = one_error_line(result)
     assert "is more than the models' context of 64" in line and result.returncode == 2
+    result = run_main("--prompt", "Hello", "--n_tokens_to_generate", 64,
+                      "--draft_model_size", draft_dir, "--target_model_size", target_dir, cwd=tmp_path)
+    assert "the prompt (1 token) + --n_tokens_to_generate 64 = 65 tokens" in one_error_line(result)
 
 
 def test_a_tree_that_does_not_fit_after_the_prompt_and_n_gets_one_clear_line(tmp_path, target_dir, draft_dir):
