@@ -142,3 +142,28 @@ def test_fires_help_still_lists_a_scripts_flags(tmp_path):
                          capture_output=True, text=True, timeout=SECONDS)
     shown = run.stdout + run.stderr  # fire writes its help to a pager, or straight out without a terminal
     assert run.returncode == 0 and "--sizes" in shown and "--folder" in shown, shown
+
+
+def test_every_flag_of_every_script_has_its_own_line_in_fires_help():
+    """fire's help describes a flag from the `Args:` section of main's docstring, one `name: what` entry each: an
+    entry naming several flags at once ("n_prompt, n_new, repeats: ...") or a docstring with no `Args:` left
+    flags bare in --help and glued their text to the flag before. Read from the source: nothing is imported."""
+    import ast
+
+    from fire import docstrings
+
+    scripts = ["main.py"] + sorted(f"tools/{path.name}" for path in (REPO_ROOT / "tools").glob("*.py")
+                                   if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8"))
+    bare = {}
+    for script in scripts:
+        tree = ast.parse((REPO_ROOT / script).read_text(encoding="utf-8"))
+        functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+        main = functions["main"]
+        if [arg.arg for arg in main.args.args] == ["argv"]:  # main(argv) hands the flags to the function it names
+            main = functions[next(node.args[0].id for node in ast.walk(main) if isinstance(node, ast.Call)
+                                  and getattr(node.func, "id", "") == "run_script")]
+        described = {arg.name for arg in docstrings.parse(ast.get_docstring(main)).args or [] if arg.description}
+        missing = [arg.arg for arg in main.args.args if arg.arg not in described]
+        if missing:
+            bare[script] = missing
+    assert bare == {}, bare

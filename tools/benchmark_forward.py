@@ -523,20 +523,27 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
          img_dir="img", seed: int = 0, json=None, r_table_dir=None):
     """Print the table, the breakdown of a step, r(m) and ms/token against the context (see the docstring).
 
-    sizes: comma-separated model sizes (124M, 355M, 774M, 1558M) or model folders; "" for none (then only
-        the context is measured).
-    n_prompt: prompt length in tokens. n_new: tokens decoded per run. repeats: decoding runs per size, each
-        right after a burst of 4 bandwidth products.
-    no_cache_sizes: sizes also decoded without the cache, once each (slow; picoGPT's setting copies the weights).
-    breakdown_rounds: rounds over the parts of a step (each part's best is kept).
-    r_max, r_repeats, r_context: r(m) for m = 1 .. r_max, from r_repeats rounds over all m, each pass after
-        r_context cached tokens (as calibration.calibrate times it).
-    context_size: the size for ms/token against the context length (None: skip); context_lengths: the
-        lengths; context_steps: steps timed per length per round; context_rounds: rounds over all lengths.
-    img_dir: where the plots go (None: no plots).
-    json: a file to write every measurement into (see to_json), for make_readme_figures.py.
-    r_table_dir: a folder to write each size's r(m) into as the costs file K="auto" plans with
-        (DIR/r_table_SIZE.json, calibration.save_costs' format: `python main.py --K auto --r_table FILE`).
+    Args:
+        sizes: comma-separated model sizes (124M, 355M, 774M, 1558M) or model folders; "" for none (then only
+            the context is measured).
+        n_prompt: prompt length in tokens.
+        n_new: tokens decoded per run.
+        repeats: decoding runs per size, each right after a burst of 4 bandwidth products.
+        no_cache_sizes: sizes also decoded without the cache, once each (slow; picoGPT's setting copies the
+            weights).
+        breakdown_rounds: rounds over the parts of a step (each part's best is kept).
+        r_max: r(m) is measured for m = 1 .. r_max.
+        r_repeats: rounds over all m for r(m).
+        r_context: cached tokens before each pass of r(m) (as calibration.calibrate times it).
+        context_size: the size for ms/token against the context length (None: skip).
+        context_lengths: the context lengths, comma-separated.
+        context_steps: steps timed per length per round.
+        context_rounds: rounds over all lengths.
+        img_dir: where the plots go (None: no plots).
+        seed: the seed of the random weights and tokens.
+        json: a file to write every measurement into (see to_json), for make_readme_figures.py.
+        r_table_dir: a folder to write each size's r(m) into as the costs file K="auto" plans with
+            (DIR/r_table_SIZE.json, calibration.save_costs' format: `python main.py --K auto --r_table FILE`).
     """
     with errors_as_one_line():  # every flag before any work: one line `error: ...`, exit code 2
         sizes = as_names(sizes, "--sizes", allow_empty=True)

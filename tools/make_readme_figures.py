@@ -418,25 +418,38 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
 
     Args:
         random_weights: random weights of the real shapes (costs only; alpha means nothing) instead of OpenAI's.
-        draft_model_size, target_model_size: the pair of the cost table (sizes or folders).
+        draft_model_size: the draft of the cost table's pair (a size or a folder).
+        target_model_size: the target of the cost table's pair (a size or a folder).
         Ks: the lookaheads of the cost table.
         alpha: the ONE acceptance rate the cost table predicts at.
-        n_tokens_to_generate, repeats, prefix_length, seed: as in tools/benchmark.py.
-        pages: the files to write into (each part goes where its marks are). img_dir: where the plots go.
+        n_tokens_to_generate: as in tools/benchmark.py.
+        repeats: as in tools/benchmark.py.
+        prefix_length: as in tools/benchmark.py.
+        seed: as in tools/benchmark.py.
+        pages: the files to write into (each part goes where its marks are).
+        img_dir: where the plots go.
+        models_dir: where released sizes are found or downloaded to.
         dry_run: print the generated parts instead of writing them.
         sample_run_tokens: tokens of the sample run (random weights only).
-        drafters, drafter_Ks, trees: the drafter and tree comparisons, as in tools/benchmark.py ("" for none).
+        drafters: the drafter comparison, as in tools/benchmark.py ("" for none).
+        drafter_Ks: the drafters' K, as in tools/benchmark.py.
+        trees: the tree comparison, as in tools/benchmark.py ("" for none).
         sample_run_sizes: the draft and target shapes of the sample run (random weights only).
         exactness: False leaves the exactness table as it is (it takes the statistical test's ~10 s).
-        forward_sizes, forward_no_cache_sizes, forward_repeats, forward_n_new, forward_breakdown_rounds,
-            forward_r_repeats, forward_context_size, forward_context_lengths, forward_context_rounds:
-            benchmark_forward.py's --sizes, --no_cache_sizes, --repeats, ... (its own defaults, but 124M alone
-            without the cache; for all four sizes: some minutes on a quiet 2-core machine, much longer on a busy
-            one; sizes "" and context_size None leave the forward pass's parts as they are).
+        forward_sizes: benchmark_forward.py's --sizes (all four: some minutes on a quiet 2-core machine, much
+            longer on a busy one; "" leaves the forward pass's table as it is).
+        forward_no_cache_sizes: benchmark_forward.py's --no_cache_sizes.
+        forward_repeats: benchmark_forward.py's --repeats.
+        forward_n_new: benchmark_forward.py's --n_new.
+        forward_breakdown_rounds: benchmark_forward.py's --breakdown_rounds.
+        forward_r_repeats: benchmark_forward.py's --r_repeats.
+        forward_context_size: benchmark_forward.py's --context_size (None leaves the context's parts as they are).
+        forward_context_lengths: benchmark_forward.py's --context_lengths.
+        forward_context_rounds: benchmark_forward.py's --context_rounds.
         peer_sizes: the sizes Hugging Face transformers decodes for scale, when torch and transformers are
             installed (of those benchmark_forward.py measured).
-        loading_sizes, loading_repeats: tools/measure_loading.py's --sizes and --repeats ("": leave the
-            loading table as it is).
+        loading_sizes: tools/measure_loading.py's --sizes ("": leave the loading table as it is).
+        loading_repeats: tools/measure_loading.py's --repeats.
         text_repeats: tools/benchmark_text.py's --repeats (prompt lookup on real text; 0 leaves its table as it
             is).
         llama_repeats: tools/compare_llama_cpp.py's --repeats (llama.cpp on the same weights, when llama-cpp-python

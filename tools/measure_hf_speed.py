@@ -50,7 +50,9 @@ def main(sizes="124M,355M", n_prompt=16, n_new=32, repeats=3, threads=os.cpu_cou
 
     Args:
         sizes: comma-separated, of 124M, 355M, 774M, 1558M.
-        n_prompt, n_new, repeats: the prompt's tokens, the tokens decoded, the runs (the best counts).
+        n_prompt: the prompt's tokens.
+        n_new: the tokens decoded.
+        repeats: the runs (the best counts).
         threads: torch threads (default: one per core).
         json: a file to write the results into, for make_readme_figures.py.
     """

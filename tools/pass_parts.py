@@ -263,9 +263,18 @@ def header_text(size, n_cached, rounds, loads=None):
 
 
 def main(size="124M", n_cached=None, ms="1,2,3,4,8,16", rounds=7, seed=0, markdown=False):
-    """Print the table (see the module docstring); markdown=True: as docs/BENCHMARKS.md holds it. n_cached:
-    by default 512, or as many as the model's context holds before the largest m (a small model's); a number
-    given that does not fit is refused, never cut down behind the header's back."""
+    """Print the table (see the module docstring).
+
+    Args:
+        size: the model's shapes (random weights): 124M, 355M, 774M, 1558M or a folder.
+        n_cached: tokens in the cache before each pass; by default 512, or as many as the model's context holds
+            before the largest m (a small model's); a number given that does not fit is refused, never cut down
+            behind the header's back.
+        ms: the positions per pass, comma-separated; 1 among them.
+        rounds: rounds over every m (the best of each part counts).
+        seed: the seed of the random weights and tokens.
+        markdown: print the table as docs/BENCHMARKS.md holds it.
+    """
     with errors_as_one_line():  # every flag before any work: one line `error: ...`, exit code 2
         hparams = benchmark.hparams_of(as_text(size, "--size"))
         check_memory_for([(size, hparams)])

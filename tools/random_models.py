@@ -99,7 +99,14 @@ def write_trace_models(folder, tokenizer_dir=None):
 
 def main(sizes="124M,355M", folder=None, seed=SAMPLE_RUN_SEED, trace=False):
     """Write folder/random-SIZE for each of the comma-separated sizes, or with --trace the trace run's two tiny
-    models (see the module docstring). folder: by default the system's temporary folder."""
+    models (see the module docstring).
+
+    Args:
+        sizes: the sizes, comma-separated: 124M, 355M, 774M, 1558M.
+        folder: where the model folders go; by default the system's temporary folder.
+        seed: the seed of the random weights.
+        trace: write the trace run's two tiny models instead.
+    """
     with errors_as_one_line():  # a bad flag, a missing tokenizer or an existing folder: one line, exit code 2
         if not isinstance(trace, bool):
             raise ValueError(f"--trace takes no value (it is on or off); got --trace={shown(trace)}")

@@ -198,8 +198,13 @@ def report(functions, lines, budget=BUDGET, listing=False):
 
 
 def main(budget=BUDGET, list=False):  # noqa: A002  the flag is --list
-    """Print the reading path of one speculative `python main.py` run against --budget (lines); --list prints
-    every executed function with its lines. Exit code 1 when the path is longer than the budget."""
+    """Print the reading path of one speculative `python main.py` run against the budget. Exit code 1 when the
+    path is longer than the budget.
+
+    Args:
+        budget: the most lines the path may have.
+        list: print every executed function with its lines too.
+    """
     with errors_as_one_line():  # a bad flag or missing tokenizer files: one line, exit code 2
         if not isinstance(list, bool):
             raise ValueError(f"--list takes no value (it is on or off); got --list={shown(list)}")

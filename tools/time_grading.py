@@ -71,7 +71,12 @@ def grading_table(n=40, jobs=None):
 
 
 def main(submissions=40, jobs=None):
-    """Grade --submissions copies of the reference, --jobs at a time (default: the cores), and print the time."""
+    """Grade copies of the reference as a class's hand-ins and print the time.
+
+    Args:
+        submissions: how many copies of the reference are graded.
+        jobs: how many are graded at a time (default: the cores).
+    """
     with errors_as_one_line():
         n = as_whole_number(submissions, "--submissions", 1, 10_000)
         jobs = None if jobs is None else as_whole_number(jobs, "--jobs", 1, 256)

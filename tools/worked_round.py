@@ -216,7 +216,11 @@ def save(plt, fig, path):
 
 
 def main(out=None):
-    """Print the two rounds and draw the two pictures into the folder `out` (default: a new temporary folder)."""
+    """Print the two rounds and draw the two pictures.
+
+    Args:
+        out: the folder the pictures go into (default: a new temporary folder).
+    """
     with errors_as_one_line():
         out = check_output_folder(out, "--out") if out is not None else Path(tempfile.mkdtemp(prefix="worked-round-"))
     rounds = worked_rounds()
