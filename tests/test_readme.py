@@ -259,11 +259,11 @@ def test_the_exactness_table_shows_the_correct_sampler_under_its_bound_and_every
 def test_make_readme_figures_runs_end_to_end_on_tiny_models(tmp_path, release_124M_dir, monkeypatch, capsys):
     """The one command, on tiny random models and without touching README.md (--dry_run): every part it
     writes is printed, and its cost table passes the checks the README's does."""
-    from tools import make_readme_figures
+    from tools import main_runs
     from tools.make_readme_figures import main
     from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
 
-    monkeypatch.setattr(make_readme_figures, "PAGE_SIZE_TOKENS", 100)  # the page-size part's way, on a short run
+    monkeypatch.setattr(main_runs, "PAGE_SIZE_TOKENS", 100)  # the page-size part's way, on a short run
     tiny = str(write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir))
     main(random_weights=True, draft_model_size=tiny, target_model_size=tiny, Ks=(1, 2), n_tokens_to_generate=4,
          repeats=1, dry_run=True, sample_run_tokens=4, drafters="", trees="", sample_run_sizes=(tiny, tiny),
@@ -314,11 +314,11 @@ def test_without_chromium_the_rounds_page_part_says_its_picture_was_not_remade(t
                                                                                 capsys):
     """The page-size part measures the page's size without a browser; the screenshot needs headless Chromium, and
     where there is none the run says so (it once left the old picture in place without a word)."""
-    from tools import make_readme_figures
+    from tools import main_runs
 
-    monkeypatch.setattr(make_readme_figures, "PAGE_SIZE_TOKENS", 100)
-    monkeypatch.setattr(make_readme_figures.shutil, "which", lambda name: None)
-    part = make_readme_figures.rounds_page(release_124M_dir, tmp_path, dry_run=False)
+    monkeypatch.setattr(main_runs, "PAGE_SIZE_TOKENS", 100)
+    monkeypatch.setattr(main_runs.shutil, "which", lambda name: None)
+    part = main_runs.rounds_page(release_124M_dir, tmp_path, dry_run=False)
     assert "rounds" in part  # the size is still measured
     assert f"{tmp_path / 'rounds_page.png'} not remade: no chromium on the PATH" in capsys.readouterr().err
     assert not (tmp_path / "rounds_page.png").exists()
@@ -434,14 +434,14 @@ def test_the_one_command_measures_the_forward_pass_loading_and_small_timings_of_
     small timings on tiny shapes. Every part has its marks in the README, and every table agrees with itself as
     the README's must. No timing is asserted."""
     from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
-    from tools import compare_llama_cpp, make_readme_figures, measured_parts, small_parts
+    from tools import compare_llama_cpp, main_runs, make_readme_figures, measured_parts, small_parts
 
     tiny = str(write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir))
     monkeypatch.setitem(make_readme_figures.HPARAMS, "tiny", TINY_HPARAMS)
     monkeypatch.setattr(small_parts, "TIMED_SIZE", "tiny")
     monkeypatch.setattr(small_parts, "SETTLE_SECONDS", 0.0)  # (the pause before each timed product: no timing here)
     monkeypatch.setattr(small_parts, "UNICODE_LAST", 0xFFF)  # the count's way, on the first 4,000 code points
-    monkeypatch.setattr(make_readme_figures, "PAGE_SIZE_TOKENS", 100)  # the page-size part's way, on a short run
+    monkeypatch.setattr(main_runs, "PAGE_SIZE_TOKENS", 100)  # the page-size part's way, on a short run
     monkeypatch.setattr(measured_parts, "peer_installed", lambda: False)  # the path when torch is missing
     monkeypatch.setattr(compare_llama_cpp, "missing_extras", lambda: ["llama_cpp"])  # and when llama.cpp is
     make_readme_figures.main(

@@ -5,7 +5,8 @@ docs/BENCHMARKS.md or a figure in img/ was made. Each script runs from the repos
 `python tools/NAME.py` and puts the root on the import path itself; the tests import them as `tools.NAME`.
 
     make_readme_figures.py   the ONE command that writes every generated part of README.md and docs/BENCHMARKS.md,
-                             with measured_parts.py, small_parts.py (the parts) and pages.py (writing them)
+                             with measured_parts.py, main_runs.py, small_parts.py (the parts) and pages.py
+                             (writing them)
     worked_round.py          the README's worked round (two rounds with numbers) and its two pictures
     random_models.py         random-weight GPT-2 folders of the real shapes, for the README's sample run
     benchmark_forward.py     the forward pass's speed against the memory-bandwidth floor, r(m), the context

@@ -14,9 +14,9 @@ says only what holds whatever a run measures; every number a run can change is i
 the plots and the sentences that quote them come from the same run. The parts, in the order the run makes them:
 
     README        worked-round (tools/worked_round.py), exactness-table, cost-table and cost-summary (c and r
-                  with and without the KV cache, the predicted speedup, break-even alphas), sample-run
-                  (`python main.py` on tools/random_models.py's folders; skipped with real weights), page-size
-                  (`python main.py --html` on tiny random models; img/rounds_page.png: the page, by headless Chromium)
+                  with and without the KV cache, the predicted speedup, break-even alphas), sample-run and
+                  page-size (tools/main_runs.py: `python main.py` on tools/random_models.py's folders, skipped with
+                  real weights; `python main.py --html` on tiny random models, img/rounds_page.png by Chromium)
     BENCHMARKS    drafter-table and drafter-summary (tools/benchmark.py's drafters), tree-table,
                   break-even-table (from lookahead.R_TABLE, no timing), forward-run, forward-table,
                   forward-breakdown, forward-summary, r-table, context-table (tools/benchmark_forward.py),
@@ -43,11 +43,8 @@ The one exception is --only: it remeasures the named parts alone, and their mark
 import contextlib
 import inspect
 import io
-import os
 import re
 import shlex
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,17 +58,13 @@ sys.path.insert(0, str(REPO))
 
 import speed.openblas_env  # noqa: E402,F401  before NumPy loads OpenBLAS, which reads its settings then
 
-import numpy as np  # noqa: E402
-
 from tools import benchmark  # noqa: E402
 import drafters  # noqa: E402
 import lookahead  # noqa: E402
 from command_line.flags import (as_bool, as_optional, as_text, as_whole_number, check_model_names,  # noqa: E402
                                 check_models_dir, errors_as_one_line)
-from loaders.weights import shown  # noqa: E402
 from command_line.scripts import as_fractions, as_names, as_whole_numbers, check_output_folder, run_script  # noqa: E402
 from loaders.download import HPARAMS  # noqa: E402
-from loaders.random_weights import check_memory_for  # noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402
 from tools import benchmark_forward, release_files, worked_round  # noqa: E402
 from tools.machine import KINDS, blas_description, blas_threads, machine_description, machine_kind  # noqa: E402
@@ -86,13 +79,13 @@ from tools.measured_parts import (  # noqa: E402
     measure_forward,
     peer_block,
     plot_forward,
+    grading_block,
     run_json_script,
     text_benchmark_block,
 )
+from tools.main_runs import checked_sample_sizes, rounds_page, sample_run  # noqa: E402
 from tools.pages import fix_line_links, fmt_alpha, read_part, span, wrap, write_parts  # noqa: E402
-from loaders.random_weights import random_params  # noqa: E402
-from tools.model_files import write_hf_folder  # noqa: E402
-from tools.random_models import SAMPLE_RUN_SEED, TINY_HPARAMS, write_random_models, write_trace_models  # noqa: E402
+from tools.random_models import SAMPLE_RUN_SEED  # noqa: E402
 from tools.small_parts import SMALL_PARTS  # noqa: E402
 
 ALPHA = 0.8  # the one acceptance rate the cost table predicts at
@@ -181,78 +174,6 @@ def exactness_table():
 # ------------------------------------------------------------------------------------------------------------
 # The sample run
 # ------------------------------------------------------------------------------------------------------------
-
-
-def checked_sample_sizes(value):
-    """[draft, target] of --sample_run_sizes: two sizes or model folders whose random weights fit in memory (one
-    at a time: tools/random_models.py writes each and frees it); else a ValueError naming the flag."""
-    sizes = as_names(value, "--sample_run_sizes")
-    if len(sizes) != 2:
-        raise ValueError(f"--sample_run_sizes takes two sizes, the draft's and the target's; got {shown(value)}")
-    for size in sizes:
-        check_memory_for([(size, benchmark.hparams_of(size))])
-    return sizes
-
-
-def sample_run(seed, tokenizer_dir, n_tokens, sizes=("124M", "355M")):
-    """`python main.py` on random weights of the 124M and 355M shapes, saved as Hugging Face folders by
-    tools/random_models.py with the same seed: its output.
-
-    The folders go to a temporary directory, so the command shown names /tmp/random-124M and /tmp/random-355M.
-    """
-    with tempfile.TemporaryDirectory() as tmp:
-        folders = write_random_models(sizes, tmp, seed, tokenizer_dir)
-        command = [sys.executable, "main.py", "--draft_model_size", str(folders[0]), "--target_model_size",
-                   str(folders[1]), "--n_tokens_to_generate", str(n_tokens)]
-        help_text = subprocess.run([sys.executable, "main.py", "--help"], cwd=REPO, capture_output=True, text=True,
-                                   env={**os.environ, "PAGER": "cat"}).stdout
-        if "--color" in help_text:
-            command += ["--color", "never"]
-        out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=True).stdout
-    shown = " ".join(["python"] + command[1:]).replace(str(Path(tmp)), "/tmp")
-    return f"```text\n$ {shown}\n{out.replace(str(Path(tmp)), '/tmp').rstrip()}\n```"
-
-
-# ------------------------------------------------------------------------------------------------------------
-# The rounds' page (main.py --html): a screenshot, and what a long run's page weighs
-# ------------------------------------------------------------------------------------------------------------
-
-
-PAGE_COMMAND = ["--prompt", "Alan Turing theorized that computers", "--n_tokens_to_generate", "30", "--K", "4",
-                "--temperature", "1", "--color", "never"]  # the README's trace run
-PAGE_SIZE_TOKENS = 1550  # enough tokens for over 1,000 rounds of a draft that is mostly wrong
-
-
-def rounds_page(tokenizer_dir, img_dir, dry_run):
-    """The page-size part; unless dry_run, img_dir/rounds_page.png too: headless Chromium's screenshot of the
-    README's trace run's page at its round 2. The size is measured on a run of PAGE_SIZE_TOKENS tokens by two
-    unrelated tiny random models (TINY_HPARAMS, a longer context), whose rounds mostly write one token."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    with tempfile.TemporaryDirectory() as tmp:
-        near, target = write_trace_models(Path(tmp) / "models", tokenizer_dir)  # named as the README's command does
-        html = Path(tmp) / "rounds.html"
-        subprocess.run([sys.executable, REPO / "main.py", *PAGE_COMMAND, "--draft_model_size", f"models/{near.name}",
-                        "--target_model_size", f"models/{target.name}", "--html", html], cwd=tmp, capture_output=True,
-                       check=True)
-        if not dry_run and not chromium:  # the size below is still measured; the picture stays as it was
-            print(f"{Path(img_dir) / 'rounds_page.png'} not remade: no chromium on the PATH (Debian: apt-get install "
-                  f"chromium)", file=sys.stderr)
-        if not dry_run and chromium:
-            subprocess.run([chromium, "--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
-                            f"--user-data-dir={Path(tmp) / 'profile'}", f"--screenshot={Path(img_dir).resolve() / 'rounds_page.png'}",
-                            "--window-size=1100,1250", html.as_uri() + "#round=2"], capture_output=True, check=True)
-        hparams = {**TINY_HPARAMS, "n_ctx": PAGE_SIZE_TOKENS + 50}
-        folders = [write_hf_folder(Path(tmp) / name, random_params(hparams, np.random.default_rng(seed), std=0.5),
-                                   hparams, tokenizer_dir) for name, seed in (("draft", 2), ("target", 1))]
-        out = subprocess.run([sys.executable, "main.py", "--n_tokens_to_generate", str(PAGE_SIZE_TOKENS), "--temperature",
-                              "1", "--draft_model_size", folders[0], "--target_model_size", folders[1], "--html", html,
-                              "--color", "never"], cwd=REPO, capture_output=True, text=True, check=True).stdout
-        rounds = int(re.search(r"; (\d+) rounds, \d+ target forward passes", out).group(1))
-        size = html.stat().st_size
-    template = (REPO / "command_line" / "page.html").stat().st_size
-    return wrap(f"A page of {rounds:,} rounds ({PAGE_SIZE_TOKENS:,} tokens, K = 4, two unrelated tiny random models): "
-                f"{size / 1000:,.0f}\u00a0kB, {template / 1000:.0f}\u00a0kB of it CSS and script, "
-                f"{(size - template) / rounds:,.0f} bytes a round.")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -376,16 +297,6 @@ def write_or_print(texts, blocks, command, dry_run, started):
         if fix_line_links(text) != texts[page]:
             write_atomically(page, fix_line_links(text))
     print(f"wrote {', '.join(map(str, texts))} ({', '.join(blocks)}) in {minutes:.1f} minutes")
-
-
-def grading_block(submissions):
-    """The README's grading-time part: tools/time_grading.py's table, run as a process of its own (the gradebook
-    starts a child per step, and its time is the whole run's)."""
-    done = subprocess.run([sys.executable, str(REPO / "tools" / "time_grading.py"), "--submissions", str(submissions)],
-                          cwd=REPO, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"tools/time_grading.py failed (exit status {done.returncode}): {done.stderr.strip()[-500:]}")
-    return done.stdout.strip()
 
 
 NOT_IN_THE_COMMAND = ("pages", "img_dir", "models_dir", "dry_run")  # where a run writes and reads, not what it measures

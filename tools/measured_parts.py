@@ -1,10 +1,12 @@
-"""The parts measured by scripts run as processes of their own: the forward pass, Hugging Face for scale, loading.
+"""The parts measured by scripts run as processes of their own: the forward pass, Hugging Face for scale, loading,
+prompt lookup on real text, llama.cpp, the gradebook's time.
 
 Read tools/make_readme_figures.py first (it calls these), then the scripts they run: tools/benchmark_forward.py,
-tools/measure_hf_speed.py, tools/measure_loading.py, tools/benchmark_text.py and tools/compare_llama_cpp.py. Each runs as a process of its own, because OpenBLAS reads
-its thread count (OPENBLAS_NUM_THREADS) once, when NumPy loads, and a load's peak memory must be measured in a
-fresh process; each writes what it measured with --json, and the functions here turn that into docs/BENCHMARKS.md's
-tables and the sentences that read them.
+tools/measure_hf_speed.py, tools/measure_loading.py, tools/benchmark_text.py, tools/compare_llama_cpp.py and
+tools/time_grading.py. Each runs as a process of its own, because OpenBLAS reads its thread count
+(OPENBLAS_NUM_THREADS) once, when NumPy loads, a load's peak memory must be measured in a fresh process, and the
+gradebook's time is a whole run's; most write what they measured with --json, and the functions here turn that
+into docs/BENCHMARKS.md's tables and the sentences that read them.
 """
 
 import importlib.util
@@ -308,3 +310,13 @@ def text_benchmark_block(repeats):
     lookup (fixed K and K="auto") on the texts of tools/texts/, against autoregressive decoding in the same
     repeat."""
     return benchmark_text.markdown_table(run_json_script(["tools/benchmark_text.py", "--repeats", repeats]))
+
+
+def grading_block(submissions):
+    """The README's grading-time part: tools/time_grading.py's table, run as a process of its own (the gradebook
+    starts a child per step, and its time is the whole run's)."""
+    done = subprocess.run([sys.executable, str(REPO / "tools" / "time_grading.py"), "--submissions", str(submissions)],
+                          cwd=REPO, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"tools/time_grading.py failed (exit status {done.returncode}): {done.stderr.strip()[-500:]}")
+    return done.stdout.strip()
