@@ -10,8 +10,9 @@ import numpy as np
 
 import pytest
 
-from tools import benchmark_forward
-from tools.benchmark_forward import as_picogpt_runs_it, block_matrices, format_table, n_bytes, parse_list, r_of_m
+from tools import benchmark_forward, forward_tables
+from tools.benchmark_forward import as_picogpt_runs_it, block_matrices, n_bytes, parse_list
+from tools.forward_tables import format_table, r_of_m
 from loaders.random_weights import random_params
 
 TINY = {"n_vocab": 50, "n_ctx": 64, "n_embd": 8, "n_head": 2, "n_layer": 2}
@@ -118,15 +119,15 @@ def test_json_holds_every_measurement_and_reads_back_into_the_same_tables(monkey
     data = json.loads((tmp_path / "forward.json").read_text())
     results, context, run = benchmark_forward.from_json(data)
     assert json.loads(json.dumps(benchmark_forward.to_json(results, context, run))) == data
-    assert benchmark_forward.main_table(results) in out and benchmark_forward.r_table(results) in out
-    assert benchmark_forward.breakdown_table(results) in out and benchmark_forward.context_table(context) in out
+    assert forward_tables.main_table(results) in out and forward_tables.r_table(results) in out
+    assert forward_tables.breakdown_table(results) in out and forward_tables.context_table(context) in out
     n_ctx = TINY["n_ctx"]  # less than the default --r_context 512 + 3: cut to fit, and said (it once was silent)
     assert f"tiny: r(m) after {n_ctx - 3} cached tokens, all its context of {n_ctx} holds before 3 more" in out
     assert sorted(results[0].pass_seconds) == [1, 2, 3] and sorted(context.seconds) == [4, 20]
     assert run["settings"]["repeats"] == 2 and len(run["load_average"]) == 2 and run["threads"] >= 1
-    markdown = benchmark_forward.main_table(results, markdown=True).splitlines()
+    markdown = forward_tables.main_table(results, markdown=True).splitlines()
     assert markdown[1].startswith("| --- |") and "floor (median)" in markdown[0]
-    assert "ms (best of 2)" in benchmark_forward.breakdown_table(results, markdown=True, rounds=2)
+    assert "ms (best of 2)" in forward_tables.breakdown_table(results, markdown=True, rounds=2)
 
 
 def test_r_table_dir_writes_the_costs_file_that_k_auto_plans_with(monkeypatch, tmp_path, capsys):

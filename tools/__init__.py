@@ -10,6 +10,7 @@ docs/BENCHMARKS.md or a figure in img/ was made. Each script runs from the repos
     worked_round.py          the README's worked round (two rounds with numbers) and its two pictures
     random_models.py         random-weight GPT-2 folders of the real shapes, for the README's sample run
     benchmark_forward.py     the forward pass's speed against the memory-bandwidth floor, r(m), the context
+                             (its tables and plots: forward_tables.py)
     pass_parts.py            a pass over m positions part by part, against the r(m) it should reach
     compare_llama_cpp.py     side by side with llama.cpp on the same weights (written by gguf_file.py)
     machine.py               which machine a measurement ran on, and how busy it was (every timed table quotes it)

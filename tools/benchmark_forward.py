@@ -32,8 +32,9 @@ of a long decoding run, so a ratio of bests and one of medians may fall either s
 
 A size is a released one or a model folder (its shapes). --json writes every timing, the machine, OpenBLAS's
 threads and the load; make_readme_figures.py runs this script as a process of its own (OpenBLAS reads its thread
-count when NumPy loads) and formats the tables with the functions that print them here (markdown=True). Plots
-go into --img_dir with matplotlib (requirements/plots.txt): forward_r_of_m.png, forward_ms_per_token_vs_context.png.
+count when NumPy loads) and formats the tables with the functions that print them (tools/forward_tables.py,
+markdown=True). Plots go into --img_dir with matplotlib (requirements/plots.txt): forward_r_of_m.png,
+forward_ms_per_token_vs_context.png.
 """
 
 import json
@@ -65,7 +66,9 @@ from model_fn import create_model_fn, logits_to_probs  # noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402
 from checks import check_probs as _check_probs  # noqa: E402
 from sampling import _sample, autoregressive_sampling  # noqa: E402
-from tools.benchmark_plots import import_pyplot, save  # noqa: E402
+from tools.benchmark_plots import import_pyplot  # noqa: E402
+from tools.forward_tables import (breakdown_table, context_table, main_table, plot_context,  # noqa: E402
+                                  plot_r_of_m, r_table, threads_label)
 from tools.machine import blas_description, blas_threads, load_average, machine_description  # noqa: E402
 from command_line.flags import MAX_SEED, as_optional, as_text, as_whole_number, errors_as_one_line  # noqa: E402
 from command_line.scripts import as_names, as_whole_numbers, check_output_file, check_output_folder, run_script  # noqa: E402
@@ -110,20 +113,6 @@ def parse_list(value, kind=str) -> list:
     """fire gives "a,b" as the tuple ("a", "b"), "16" as the int 16 and "a" as "a": always a list of kind."""
     items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else [value]
     return [kind(item) for item in items if str(item).strip()]
-
-
-def r_of_m(seconds_by_m: dict, statistic) -> dict:
-    """{m: statistic(times of m-position passes) / statistic(times of 1-position passes)}.
-
-    r_of_m({1: [2, 3], 2: [3, 5]}, min) == {1: 1.0, 2: 1.5}
-    """
-    one = statistic(seconds_by_m[1])
-    return {m: float(statistic(times) / one) for m, times in seconds_by_m.items()}
-
-
-def format_table(header, rows, markdown=False) -> str:
-    """Right-aligned columns, as wide as their widest cell; or a markdown table (markdown=True)."""
-    return benchmark.format_table([[str(cell) for cell in row] for row in [header, *rows]], markdown)
 
 
 def as_picogpt_runs_it(tree):
@@ -314,156 +303,6 @@ def measure_context(size, lengths, n_steps, rounds, rng) -> ContextResult:
             for j in range(n_steps):
                 result.seconds[length].append(timed(lambda: model(tokens[: length + j + 1], 1))[1])
     return result
-
-
-# ------------------------------------------------------------------------------------------------------------
-# Printing and plotting
-# ------------------------------------------------------------------------------------------------------------
-
-
-def main_table(results, markdown=False) -> str:
-    """ms per token of each size against its floor. The markdown table adds the median floor, so that both
-    x floor columns can be checked by hand: x floor = sampler / floor, x floor (median) = median / median floor."""
-    header = ("size", "weights", "GB/s", "floor", "sampler", "x floor", "median", "x floor", "no cache",
-              "speedup", "picoGPT's", "speedup")
-    if markdown:
-        header = ("size", "weights", "GB/s (range)", "floor", "sampler, best", "x floor", "floor (median)",
-                  "sampler, median", "x floor (median)", "no cache", "speedup", "picoGPT's setting", "speedup")
-    rows = []
-    for res in results:
-        best, median = min(res.sampler_steps), float(np.median(res.sampler_steps))
-        rows.append((
-            res.size, f"{res.weight_bytes / 1e6:.0f} MB",
-            f"{min(res.bandwidths) / 1e9:.0f}-{max(res.bandwidths) / 1e9:.0f}",
-            f"{res.floor * 1e3:.1f}", f"{best * 1e3:.1f}", f"{best / res.floor:.2f}x",
-            *([f"{res.median_floor * 1e3:.1f}"] if markdown else []),
-            f"{median * 1e3:.1f}", f"{median / res.median_floor:.2f}x",
-            f"{res.no_cache * 1e3:.0f}" if res.no_cache else "-",
-            f"{res.no_cache / best:.1f}x" if res.no_cache else "-",
-            f"{res.picogpt * 1e3:.0f}" if res.picogpt else "-",
-            f"{res.picogpt / best:.1f}x" if res.picogpt else "-",
-        ))
-    return format_table(header, rows, markdown)
-
-
-BREAKDOWN = [  # (line, ms of it from a breakdown b and its SizeResult r); "=" lines are sums, not parts
-    ("block matrix products", lambda b, r: b["block products"]),
-    ("LM head (x @ wte.T)", lambda b, r: b["LM head"]),
-    ("attention over the cache", lambda b, r: b["attention"]),
-    ("rest of the forward pass", lambda b, r: b["model step"] - b["block products"] - b["LM head"] - b["attention"]
-     - b["logits_to_probs"]),
-    ("logits_to_probs (greedy)", lambda b, r: b["logits_to_probs"]),
-    ("= model function step", lambda b, r: b["model step"]),
-    ("_check_probs + _sample", lambda b, r: b["_check_probs + _sample"]),
-    ("sampler loop, the rest", lambda b, r: b["sampler step"] - b["model step"] - b["_check_probs + _sample"]),
-    ("= step through the sampler", lambda b, r: b["sampler step"]),
-    ("strict floor", lambda b, r: r.floor),
-    ("sampled: logits_to_probs ...", lambda b, r: b["sampled"]),
-]
-BREAKDOWN_RATES = [  # (line, bytes per second)
-    ("GB/s: block products", lambda r: r.block_bytes / r.breakdown["block products"]),
-    ("GB/s: LM head", lambda r: r.head_bytes / r.breakdown["LM head"]),
-    ("GB/s: best single product", lambda r: max(r.bandwidths)),
-]
-
-
-def breakdown_table(results, markdown=False, rounds=None) -> str:
-    """One column per size: ms of each part of a step, and what share of the sampler's step it is.
-
-    rounds: how many rounds each best was taken over, for the header ("ms (best of 7)"); None: "ms (best)".
-    """
-    header = [f"ms (best of {rounds})" if rounds else "ms (best)"] + [res.size for res in results]
-    rows = []
-    for name, part in BREAKDOWN:
-        cells = [name]
-        for res in results:
-            ms = part(res.breakdown, res) * 1e3
-            share = f"{ms / (res.breakdown['sampler step'] * 1e3):.0%}".rjust(0 if markdown else 4)
-            cells.append(f"{ms:.2f} ({share})" if not name.startswith(("=", "strict", "sampled")) else f"{ms:.2f}")
-        rows.append(cells)
-    rows += [[name] + [f"{rate(res) / 1e9:.1f}" for res in results] for name, rate in BREAKDOWN_RATES]
-    return format_table(header, rows, markdown)
-
-
-def r_table(results, markdown=False) -> str:
-    ms = sorted(results[0].pass_seconds)
-    header = ["r(m)"] + [str(m) for m in ms]
-    rows = []
-    for res in results:
-        for label, statistic in (("best", min), ("median", np.median)):
-            r = r_of_m(res.pass_seconds, statistic)
-            rows.append([f"{res.size} {label}"] + [f"{r[m]:.2f}" for m in ms])
-    return format_table(header, rows, markdown)
-
-
-def context_medians(context: ContextResult) -> dict:
-    """{context length: median seconds of a step}."""
-    return {length: float(np.median(times)) for length, times in sorted(context.seconds.items())}
-
-
-def context_table(context: ContextResult) -> str:
-    lengths = sorted(context.seconds)
-    medians = context_medians(context)
-    bests = {length: min(context.seconds[length]) for length in lengths}
-    header = [f"{context.size}: context"] + [str(length) for length in lengths]
-    rows = [["ms/token, median"] + [f"{medians[n] * 1e3:.1f}" for n in lengths],
-            ["ms/token, best"] + [f"{bests[n] * 1e3:.1f}" for n in lengths],
-            [f"median / median at {lengths[0]}"] + [f"{medians[n] / medians[lengths[0]]:.2f}" for n in lengths]]
-    return format_table(header, rows)
-
-
-def context_table_by_label(contexts: dict, markdown=False) -> str:
-    """Several measurements of the same size at the same lengths ({label: ContextResult}, e.g. one per OpenBLAS
-    thread count) in one table: for each, the median ms per token and the medians over the one at the first
-    length."""
-    first = next(iter(contexts.values()))
-    lengths = sorted(first.seconds)
-    header = [f"{first.size}: context"] + [str(length) for length in lengths]
-    rows = []
-    for label, context in contexts.items():
-        medians = context_medians(context)
-        rows += [[f"ms/token, median, {label}"] + [f"{medians[n] * 1e3:.1f}" for n in lengths],
-                 [f"median / median at {lengths[0]}, {label}"]
-                 + [f"{medians[n] / medians[lengths[0]]:.2f}" for n in lengths]]
-    return format_table(header, rows, markdown)
-
-
-def threads_label(threads) -> str:
-    """'1 thread', '2 threads': how a table names an OpenBLAS thread count."""
-    return f"{threads} thread" + ("" if threads == 1 else "s")
-
-
-def plot_r_of_m(plt, results, path):
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ms = sorted(results[0].pass_seconds)
-    for res in results:
-        medians, bests = r_of_m(res.pass_seconds, np.median), r_of_m(res.pass_seconds, min)
-        (line,) = ax.plot(ms, [medians[m] for m in ms], "o-", label=f"{res.size} (median)")
-        ax.plot(ms, [bests[m] for m in ms], ":", color=line.get_color(), label=f"{res.size} (best)")
-    ax.plot(ms, ms, "--", color="gray", linewidth=0.8, label="r = m (compute-bound)")
-    ax.axhline(1, color="black", linewidth=0.8, label="r = 1 (memory-bound)")
-    ax.set(xlabel="m, positions in one pass", ylabel="r(m) = time(m positions) / time(1)", xticks=ms,
-           ylim=(0, max(4.0, max(max(r_of_m(res.pass_seconds, np.median).values()) for res in results) * 1.1)),
-           title="r(m): the cost of an m-position pass")
-    ax.legend(fontsize=8)
-    save(plt, fig, path)
-
-
-def plot_context(plt, contexts: dict, floor, path):
-    """ms per token against the context length: the median and the best of each {label: ContextResult}."""
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for label, context in contexts.items():
-        lengths = sorted(context.seconds)
-        (line,) = ax.plot(lengths, [np.median(context.seconds[n]) * 1e3 for n in lengths], "o-",
-                          label=f"median, {label}")
-        ax.plot(lengths, [min(context.seconds[n]) * 1e3 for n in lengths], "s:", color=line.get_color(),
-                label=f"best, {label}")
-    if floor is not None:
-        ax.axhline(floor * 1e3, color="gray", linestyle="--", label="strict floor (weights only)")
-    ax.set(xlabel="tokens of context", ylabel="ms per token", ylim=(0, None),
-           title=f"{next(iter(contexts.values())).size}: a cached decoding step against the context length")
-    ax.legend(fontsize=8)
-    save(plt, fig, path)
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -66,7 +66,7 @@ from records import timed  # noqa: E402
 from model_fn import common_prefix_length, create_model_fn, logits_to_probs  # noqa: E402
 from sampling import autoregressive_sampling  # noqa: E402
 from speed import routes  # noqa: E402
-from tools import benchmark_forward  # noqa: E402
+from tools import benchmark_forward, forward_tables  # noqa: E402
 from tools.benchmark_forward import parse_list  # noqa: E402
 from tools.machine import KINDS, blas_description, blas_threads, load_average, machine_description  # noqa: E402
 from tools.machine import SETTLE_SECONDS, machine_kind  # noqa: E402
@@ -272,7 +272,7 @@ def measure_here(settings, gguf_path, threads):
     for model in models.values():
         model(context, 1)  # the context into the cache: not timed
     for repeat in range(settings["repeats"]):
-        print(f"{benchmark_forward.threads_label(threads)}: repeat {repeat + 1} of {settings['repeats']}", file=sys.stderr,
+        print(f"{forward_tables.threads_label(threads)}: repeat {repeat + 1} of {settings['repeats']}", file=sys.stderr,
               flush=True)  # progress on stderr: a process run by measure_in_process shows it, its report is not
         for name, model in models.items():
             ids, seconds = turn(lambda: autoregressive_sampling(context, model, settings["n_new"], rng))
@@ -299,11 +299,11 @@ def measure_in_process(settings, gguf_path, threads, folder):
     for name in ("model", "prompt", "n_check", "n_context", "n_new", "repeats", "seed", "flash_attn"):
         args += [f"--{name}", str(settings[name])]
     args += ["--ms", ",".join(map(str, settings["ms"]))]
-    print(f"{benchmark_forward.threads_label(threads)}: both implementations in a process of its own "
+    print(f"{forward_tables.threads_label(threads)}: both implementations in a process of its own "
           f"(OPENBLAS_NUM_THREADS={threads})", flush=True)
     done = subprocess.run(args, env={**os.environ, "OPENBLAS_NUM_THREADS": str(threads)}, stdout=subprocess.DEVNULL)
     if not out.is_file():
-        raise SystemExit(f"the process for {benchmark_forward.threads_label(threads)} failed (exit status "
+        raise SystemExit(f"the process for {forward_tables.threads_label(threads)} failed (exit status "
                          f"{done.returncode}); its errors are above")
     return json_module.loads(out.read_text(encoding="utf-8"))["results"]
 
@@ -324,11 +324,11 @@ def speed_rows(results):
     ms = sorted(pass_seconds(results[0], OURS))
     rows = [["threads", "implementation", "decode, ms/token", "1-position pass, ms"] + [f"r({m})" for m in ms[1:]]]
     for result in results:
-        label = benchmark_forward.threads_label(result["threads"])
+        label = forward_tables.threads_label(result["threads"])
         values = {}
         for name in (OURS, THEIRS):
             seconds = pass_seconds(result, name)
-            r = benchmark_forward.r_of_m(seconds, min)
+            r = forward_tables.r_of_m(seconds, min)
             values[name] = [min(result["decode"][name]) * 1e3, min(seconds[1]) * 1e3] + [r[m] for m in ms[1:]]
             rows.append([label, name] + [f"{value:.1f}" for value in values[name][:2]]
                         + [f"{value:.2f}" for value in values[name][2:]])
@@ -339,8 +339,8 @@ def speed_rows(results):
 def breakdown_rows(results, repeats):
     """[header, rows...]: this project's step part by part (benchmark_forward's breakdown lines, bests of `repeats`
     single steps), then llama.cpp's whole step through the same sampler, one column per thread count."""
-    lines = [(name, part) for name, part in benchmark_forward.BREAKDOWN if not name.startswith(("strict", "sampled"))]
-    rows = [[f"ms (best of {repeats})"] + [benchmark_forward.threads_label(res["threads"]) for res in results]]
+    lines = [(name, part) for name, part in forward_tables.BREAKDOWN if not name.startswith(("strict", "sampled"))]
+    rows = [[f"ms (best of {repeats})"] + [forward_tables.threads_label(res["threads"]) for res in results]]
     rows += [[f"{OURS}: {name}"] + [f"{part(res['breakdown'], None) * 1e3:.2f}" for res in results]
              for name, part in lines]
     rows.append([f"{THEIRS}: step through the same sampler (decode, ms/token)"]
@@ -352,7 +352,7 @@ def agreement_text(run, results):
     """The sentence saying whether both wrote the same greedy tokens (and ids), and how close their logits were."""
     parts, disagreements = [], []
     for res in results:
-        a, label = res["agreement"], benchmark_forward.threads_label(res["threads"])
+        a, label = res["agreement"], forward_tables.threads_label(res["threads"])
         for key, what in (("tokenizer_difference", f"the prompt's {a['prompt_tokens']} token ids"),
                           ("check_difference", f"{a['n_check']} greedy tokens after the prompt"),
                           ("decode_difference", f"{a['n_new']} greedy tokens after the {run['n_context']}-token context")):
@@ -370,7 +370,7 @@ def agreement_text(run, results):
 def goal_text(results):
     """The sentence saying whether this project's decoding step is within DECODE_TARGET of llama.cpp's, per thread
     count."""
-    ratios = {benchmark_forward.threads_label(res["threads"]): min(res["decode"][OURS]) / min(res["decode"][THEIRS])
+    ratios = {forward_tables.threads_label(res["threads"]): min(res["decode"][OURS]) / min(res["decode"][THEIRS])
               for res in results}
     met = [label for label, ratio in ratios.items() if ratio <= DECODE_TARGET]
     missed = [label for label in ratios if label not in met]
@@ -393,7 +393,7 @@ def cores_text(results):
     by_threads = {res["threads"]: res["breakdown"] for res in results}
     if not {1, 2} <= by_threads.keys():
         return ""
-    lines = dict(benchmark_forward.BREAKDOWN)
+    lines = dict(forward_tables.BREAKDOWN)
     ms = {name: [lines[name](by_threads[threads], None) * 1e3 for threads in (1, 2)] for name in CORE_PARTS}
     least = max(ms, key=lambda name: ms[name][1] / ms[name][0])
     return ("What the second core takes off each part of the step, ms with 1 thread → with 2 (their quotient): "
@@ -431,7 +431,7 @@ def markdown_report(data) -> str:
     from tools.pages import wrap
 
     run, results = data["run"], data["results"]
-    chosen = "; ".join(f"{benchmark_forward.threads_label(res['threads'])}: {res.get('routes') or 'the defaults'}"
+    chosen = "; ".join(f"{forward_tables.threads_label(res['threads'])}: {res.get('routes') or 'the defaults'}"
                        for res in results)
     routes_text = (f"This project's routes, chosen in each process before anything was timed (speed/routes.py): "
                    f"{chosen}.")

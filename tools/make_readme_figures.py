@@ -66,7 +66,7 @@ from command_line.flags import (as_bool, as_optional, as_text, as_whole_number, 
 from command_line.scripts import as_fractions, as_names, as_whole_numbers, check_output_folder, run_script  # noqa: E402
 from loaders.download import HPARAMS  # noqa: E402
 from loaders.safe_files import write_atomically  # noqa: E402
-from tools import benchmark_forward, release_files, worked_round  # noqa: E402
+from tools import benchmark_forward, forward_tables, release_files, worked_round  # noqa: E402
 from tools.machine import KINDS, blas_description, blas_threads, machine_description, machine_kind  # noqa: E402
 from tools.recorded import recorded  # noqa: E402
 from tools.measured_parts import (  # noqa: E402
@@ -511,7 +511,7 @@ def main(random_weights=False, draft_model_size="124M", target_model_size="355M"
 
     minutes = (time.time() - started) / 60
     blocks["machine"] = (f"Made by `{command}` in {minutes:.1f} minutes on {machine_description()}, "
-                         f"{blas_description()} ({benchmark_forward.threads_label(blas_threads())} by default), "
+                         f"{blas_description()} ({forward_tables.threads_label(blas_threads())} by default), "
                          f"{time.strftime('%Y-%m-%d', time.gmtime())}; "
                          f"{'random weights of the real shapes' if random_weights else 'OpenAI weights'}; "
                          f"the {KINDS[machine_kind()]} kind of machine (tools/machine.py).")

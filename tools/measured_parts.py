@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tools import benchmark_forward, benchmark_text, compare_llama_cpp
-from tools.benchmark_forward import r_of_m
+from tools import benchmark_forward, benchmark_text, compare_llama_cpp, forward_tables
+from tools.forward_tables import r_of_m
 from tools.machine import KINDS
 from tools.pages import REPO, bytes_text, ratio_text, sizes_text, span, wrap
 
@@ -89,7 +89,7 @@ def measure_forward(sizes, no_cache_sizes, context_size, context_lengths, settin
         results, context_result, run = benchmark_forward.from_json(run_json_script(args, env))
         forward["results"] += results
         if context_result is not None:
-            label = benchmark_forward.threads_label(run["threads"])
+            label = forward_tables.threads_label(run["threads"])
             if label in forward["contexts"]:  # OPENBLAS_NUM_THREADS=1 was set for both runs
                 label += f", run {len(forward['runs']) + 1}"
             forward["contexts"][label] = context_result
@@ -106,7 +106,7 @@ def forward_run_text(forward):
         start, end = run["load_average"]
         settings, command = re.fullmatch(r"((?:\w+=\S+ )*)(.*)", command).groups()
         environment = f" with `{settings.strip()}` in the environment" if settings else ""
-        lines.append(wrap(f"- OpenBLAS with {benchmark_forward.threads_label(run['threads'])}, {run['minutes']:.1f} "
+        lines.append(wrap(f"- OpenBLAS with {forward_tables.threads_label(run['threads'])}, {run['minutes']:.1f} "
                           f"minutes, load average {start:.2f} at the start and {end:.2f} at the end: "
                           f"`{command}`{environment}"))
     return "\n".join(lines)
@@ -119,7 +119,7 @@ def forward_summary(results):
     met = [size for size, ratio in best.items() if ratio <= FLOOR_TARGET]
     products = [(res.breakdown["block products"] + res.breakdown["LM head"]) / res.breakdown["sampler step"]
                 for res in results]
-    product_rates = [rate(res) for res in results for _, rate in benchmark_forward.BREAKDOWN_RATES[:2]]
+    product_rates = [rate(res) for res in results for _, rate in forward_tables.BREAKDOWN_RATES[:2]]
     sampler_work = [res.breakdown["logits_to_probs"] + res.breakdown["_check_probs + _sample"] for res in results]
     share = max(work / res.breakdown["sampler step"] for work, res in zip(sampler_work, results))
     lines = [f"- The best runs are {ratio_text(list(best.values()))} the strict floor, the median runs "
@@ -153,7 +153,7 @@ def context_summary(contexts):
     """The sentence that reads the context table: the ratio at the longest length, for each thread count."""
     ratios, met, missed = [], [], []
     for label, context in contexts.items():
-        medians = benchmark_forward.context_medians(context)
+        medians = forward_tables.context_medians(context)
         lengths = sorted(medians)
         ratio = medians[lengths[-1]] / medians[lengths[0]]
         ratios.append(f"{ratio:.3f}× with {label}")  # three decimals: 1.151 is above a goal of 1.15
@@ -170,12 +170,12 @@ def forward_blocks(forward, rounds):
     results, contexts = forward["results"], forward["contexts"]
     blocks = {"forward-run": forward_run_text(forward)}
     if results:
-        blocks["forward-table"] = benchmark_forward.main_table(results, markdown=True)
-        blocks["forward-breakdown"] = benchmark_forward.breakdown_table(results, markdown=True, rounds=rounds)
+        blocks["forward-table"] = forward_tables.main_table(results, markdown=True)
+        blocks["forward-breakdown"] = forward_tables.breakdown_table(results, markdown=True, rounds=rounds)
         blocks["forward-summary"] = forward_summary(results)
-        blocks["r-table"] = benchmark_forward.r_table(results, markdown=True) + "\n\n" + r_summary(results)
+        blocks["r-table"] = forward_tables.r_table(results, markdown=True) + "\n\n" + r_summary(results)
     if contexts:
-        blocks["context-table"] = (benchmark_forward.context_table_by_label(contexts, markdown=True) + "\n\n"
+        blocks["context-table"] = (forward_tables.context_table_by_label(contexts, markdown=True) + "\n\n"
                                    + context_summary(contexts))
     return blocks
 
@@ -186,11 +186,11 @@ def plot_forward(forward, img_dir):
     if plt is None:
         return
     if forward["results"]:
-        benchmark_forward.plot_r_of_m(plt, forward["results"], Path(img_dir) / "forward_r_of_m.png")
+        forward_tables.plot_r_of_m(plt, forward["results"], Path(img_dir) / "forward_r_of_m.png")
     if forward["contexts"]:
         size = next(iter(forward["contexts"].values())).size
         floor = next((res.floor for res in forward["results"] if res.size == size), None)
-        benchmark_forward.plot_context(plt, forward["contexts"], floor,
+        forward_tables.plot_context(plt, forward["contexts"], floor,
                                        Path(img_dir) / "forward_ms_per_token_vs_context.png")
 
 
@@ -218,7 +218,7 @@ def peer_block(forward, sizes, settings):
     peer = run_json_script(["tools/measure_hf_speed.py", "--sizes", ",".join(ours), "--n_prompt",
                             settings["n_prompt"], "--n_new", settings["n_new"], "--threads", threads])
     lines = [wrap(f"Hugging Face `transformers` {peer['transformers']} on torch {peer['torch']}, CPU, "
-                  f"{benchmark_forward.threads_label(peer['threads'])}, greedy with its KV cache, {peer['n_new']} "
+                  f"{forward_tables.threads_label(peer['threads'])}, greedy with its KV cache, {peer['n_new']} "
                   f"tokens after {peer['n_prompt']}, random weights of the same shapes, the best of {peer['repeats']} "
                   f"runs (`tools/measure_hf_speed.py`), right after this repository's runs above (their best):"), "",
              "| size | transformers, ms/token | this repository, ms/token | transformers / this repository |",
