@@ -1,10 +1,11 @@
 """command_line/flags.py, main.py's command line: odd flag values get one `error:` line that names the flag, before any work.
 
-Read tests/test_main.py first: it runs the demo end to end and lists the ordinary bad flags; the tiny random
-models and the helpers come from there. This file holds the odd values a shell or a script can produce: numbers
-of thousands of digits (Python itself refuses to read an int of more than 4,300), floats that round to 0 or to
-infinity, text that is not UTF-8, a --plot path that cannot be written, and `--K hf`. A run is in this process
-where only the message matters (fast) and in a subprocess where the exit code and "nothing ran first" matter.
+Read tests/test_main.py first (it runs the demo end to end; the tiny random models and the helpers come from
+there), then tests/test_main_failures.py (the ordinary bad flags). This file holds the odd values a shell or a
+script can produce: numbers of thousands of digits (Python itself refuses to read an int of more than 4,300),
+floats that round to 0 or to infinity, text that is not UTF-8, a --plot path that cannot be written, and `--K hf`.
+A run is in this process where only the message matters (fast) and in a subprocess where the exit code and
+"nothing ran first" matter.
 """
 
 import os

@@ -131,7 +131,7 @@ def test_a_bad_flag_of_a_script_is_one_line_and_exit_code_2_before_any_work(tmp_
 
 def test_every_script_in_tools_has_its_bad_flags_here():
     """A new script cannot slip past this file: each tools/ script with a command line has cases above (main.py's
-    are tests/test_main.py's BAD_FLAGS, run in-process)."""
+    are tests/test_main_failures.py's BAD_FLAGS, run in-process)."""
     scripts = {f"tools/{path.name}" for path in (REPO_ROOT / "tools").glob("*.py")
                if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8")}
     assert scripts - {script for script, _, _ in CASES} == set()
