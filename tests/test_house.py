@@ -3,7 +3,7 @@
 Read the README's "The files, in reading order" first: these tests hold the repository to it.
 - `ls` at the root is the learner's path and fits one screen; the machinery lives in folders named for what they
   hold (speed/, loaders/, command_line/, course/, tools/, docs/, requirements/).
-- A module docstring says what and why in about 40 lines; only sampling.py's is longer, because it holds
+- No Python file is over about 600 lines. A module docstring says what and why in about 40 lines; only sampling.py's is longer, because it holds
   Chen et al.'s Algorithm 2 and the proof that the output is exactly the target's distribution.
 - A measured figure (milliseconds, bandwidths, ratios such as 1.8x, r(m) values) goes stale the day the code or
   the machine changes, so it lives only in a block that the figures command regenerates (`<!-- NAME: begin ...
@@ -25,6 +25,7 @@ LEARNERS_PATH = ("main.py", "gpt2.py", "encoder.py", "utils.py", "sampling.py", 
 MACHINERY = ("speed", "loaders", "command_line", "course", "tools", "docs", "requirements")
 MAX_TOP_LEVEL = 26  # entries `ls` shows: one screen (checks.py, the entry points' guards, keeps them out of the core)
 MAX_DOCSTRING_LINES = 40
+MAX_FILE_LINES = 610  # "no file over about 600 lines": one idea per file, read in one sitting
 PROOF_HOLDER = "sampling.py"  # Algorithm 2 and its proof, whole: splitting it would split the proof
 PAGES = ("README.md", "EXERCISES.md", "docs/BENCHMARKS.md", "docs/GLOSSARY.md")
 
@@ -44,6 +45,14 @@ def test_the_top_level_is_the_learners_path_and_fits_one_screen():
     machinery_at_the_top = [name for name in entries if name in {"panels.py", "helper_process.py", "download.py", "hub.py",
                                                                  "cli.py", "commands.py", "gradebook.py", "benchmark.py"}]
     assert machinery_at_the_top == [], "machinery belongs in its folder"
+
+
+def test_no_python_file_is_over_about_600_lines():
+    """One idea per file: a file past about 600 lines holds two, and the second gets a file (and a name) of its own.
+    Tests too: a learner reads them as the specification."""
+    lines = {path: len((REPO_ROOT / path).read_text(encoding="utf-8").splitlines()) for path in tracked_files()
+             if path.endswith(".py")}
+    assert {path: n for path, n in lines.items() if n > MAX_FILE_LINES} == {}
 
 
 def module_docstring_lines(path):
