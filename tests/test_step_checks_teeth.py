@@ -143,9 +143,16 @@ def test_a_lookup_that_skips_the_token_after_the_match_fails_step_13(monkeypatch
     assert lookup_errors(drafters.prompt_lookup)
 
 
-def test_a_record_ends_that_does_not_count_its_work_fails_step_13(monkeypatch):
+def test_a_record_ends_that_does_not_count_its_work_fails_step_13_in_the_copy_and_in_the_gradebook(monkeypatch):
     """Right ends, right lookups, but `self.steps` not counted: tests/test_lookup_work.py would then miss a walk
-    that never stops early, so the count is part of the step."""
+    that never stops early, so the count is part of the step. The shipped check fails it, and the gradebook on
+    fresh texts scores it 0 naming the part that differs (the reference passes the same request)."""
+    from course import hidden, probe
+
+    request = hidden.request(13, 0)
+    expected = hidden.expected_answers(request)
+    assert hidden.judge(request, expected, hidden.through_json(probe.observe(request)))[0].passed
+
     def uncounted(self, state, end, changes):
         while state > 0 and self.last_end[state] < end:
             changes.append((self.last_end, state, self.last_end[state]))
@@ -155,6 +162,8 @@ def test_a_record_ends_that_does_not_count_its_work_fails_step_13(monkeypatch):
     monkeypatch.setattr(drafters.SuffixAutomaton, "_record_ends", uncounted)
     errors = lookup_errors(drafters.prompt_lookup)
     assert errors and all("index.steps" in error for error in errors)
+    judged = hidden.judge(request, expected, hidden.through_json(probe.observe(request)))[0]
+    assert not judged.passed and "its steps: a different value" in judged.reason
 
 
 def test_the_stand_ins_replay_the_reference_and_refuse_what_it_never_did(monkeypatch):
