@@ -36,7 +36,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import gpt2  # noqa: E402
 from tools.benchmark import hparams_of, model_name  # noqa: E402
 from loaders.safe_files import new_folders, remove_if_empty, write_atomically  # noqa: E402
 from tools.model_files import flat_params, hf_config, hf_name, write_safetensors, write_tf_checkpoint  # noqa: E402

@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 
 from loaders import tf_checkpoint
-from loaders.random_weights import random_params
 
 # ------------------------------------------------------------------------------------------------------------
 # Names: picoGPT's nested params, OpenAI's flat names, Hugging Face's names
