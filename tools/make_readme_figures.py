@@ -307,7 +307,8 @@ def remake_command(given):
     (`main`'s arguments as they came), so that a part made with --llama_repeats 9 says so."""
     defaults = {name: parameter.default for name, parameter in inspect.signature(main).parameters.items()}
     flags = []
-    for name, value in sorted(given.items(), key=lambda item: item[0] != "only"):  # --only first: what was made
+    for name in sorted(defaults, key=lambda name: name != "only"):  # --only first (what was made), then main's order
+        value = given[name]
         if name in NOT_IN_THE_COMMAND or str(value) == str(defaults[name]):
             continue
         text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)  # fire's 1,2 as given
