@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from command_line.flags import check_fits_context, tree_nodes, tree_text
+from command_line.report import tokens
 from loaders.download import DownloadError, could_not_connect
 from loaders.weights import CheckpointError
 from utils import check_same_tokenizer, download_and_load
@@ -64,7 +65,7 @@ def check_models_fit(draft, target, prompt_ids, flags):
     whose = "the target's context" if draft is None else "the models' context"
     if len(prompt_ids) + flags.n_tokens_to_generate > n_ctx:
         raise ValueError(
-            f"the prompt ({len(prompt_ids)} token{'' if len(prompt_ids) == 1 else 's'}) + --n_tokens_to_generate {flags.n_tokens_to_generate} = "
+            f"the prompt ({tokens(len(prompt_ids))}) + --n_tokens_to_generate {flags.n_tokens_to_generate} = "
             f"{len(prompt_ids) + flags.n_tokens_to_generate} tokens is more than {whose} of {n_ctx}: "
             f"use a shorter prompt or generate fewer tokens"
         )
