@@ -94,14 +94,14 @@ def test_a_residual_that_resamples_from_the_target_fails_step_8():
                                                       ("same row for every sibling", False),
                                                       ("Check.q from the node's own row", False),
                                                       ("rows off by one", False)])
-def test_a_wrong_verify_fails_step_9_where_its_mistake_shows(mistake, fails_the_chain, monkeypatch):
+def test_a_wrong_verify_fails_step_9_where_its_mistake_shows(mistake, fails_the_chain):
     """A chain has no siblings, so the sibling mistakes show in the tree part only (and a chain's rows are not
     the learner's to return: its token t has row t); the right rule passes both."""
     chain = lambda mistake: as_tree_contract(verifiers.chain_verifier(mistake))  # noqa: E731
-    assert verify_errors(chain(None), monkeypatch, trees=False) == []
-    assert verify_errors(verifiers.verifier(None), monkeypatch, trees=True) == []
-    assert bool(verify_errors(chain(mistake), monkeypatch, trees=False)) == fails_the_chain
-    assert verify_errors(verifiers.verifier(mistake), monkeypatch, trees=True)
+    assert verify_errors(chain(None), trees=False) == []
+    assert verify_errors(verifiers.verifier(None), trees=True) == []
+    assert bool(verify_errors(chain(mistake), trees=False)) == fails_the_chain
+    assert verify_errors(verifiers.verifier(mistake), trees=True)
 
 
 def test_a_gpt2_that_hands_every_block_no_mask_fails_step_4_and_an_all_seeing_tree_mask_fails_step_12(monkeypatch):
@@ -166,11 +166,10 @@ def test_a_record_ends_that_does_not_count_its_work_fails_step_13_in_the_copy_an
     assert not judged.passed and "its steps: a different value" in judged.reason
 
 
-def test_the_stand_ins_replay_the_reference_and_refuse_what_it_never_did(monkeypatch):
+def test_the_stand_ins_replay_the_reference_and_refuse_what_it_never_did():
     """A stand-in that answered anything would let a wrong caller pass: asked about rows the reference never
     used, it raises, and the check reports it."""
-    errors = verify_errors(lambda q, proposal, rng, depths: sampling._residual(q[0] * 0 + 1, q[0]), monkeypatch,
-                           trees=False)
+    errors = verify_errors(lambda q, proposal, rng, depths: sampling._residual(q[0] * 0 + 1, q[0]), trees=False)
     assert errors and any("never" in error for error in errors)
 
 
@@ -179,6 +178,9 @@ def test_a_tree_verifier_that_imported_accept_and_residual_by_name_still_meets_t
     drafters.py that wrote `from sampling import _accept, _residual` holds names of its own, which the stand-ins
     must replace too, or step 9's grade would run steps 7 and 8's (here: unwritten ones, raising)."""
     from course import hidden, probe
+
+    request = hidden.request(9, 0)
+    expected = hidden.expected_answers(request)  # the reference's own answers, before anything is replaced
 
     def unwritten(*args):
         raise NotImplementedError("Step 7: write sampling._accept")
@@ -192,12 +194,5 @@ def test_a_tree_verifier_that_imported_accept_and_residual_by_name_still_meets_t
     by_name = types.FunctionType(drafters._verify_tree.__code__, {**vars(drafters), "sampling": held})
     monkeypatch.setattr(drafters, "_verify_tree", by_name)
 
-    assert verify_errors(drafters._verify_tree, monkeypatch, trees=True) == []
-    monkeypatch.undo()  # a request and the reference's own answers to it, then the by-name version's
-    request = hidden.request(9, 0)
-    expected = hidden.expected_answers(request)
-    for module in (sampling, drafters):
-        monkeypatch.setattr(module, "_accept", unwritten, raising=False)
-        monkeypatch.setattr(module, "_residual", unwritten, raising=False)
-    monkeypatch.setattr(drafters, "_verify_tree", by_name)
+    assert verify_errors(drafters._verify_tree, trees=True) == []
     assert all(check.passed for check in hidden.judge(request, expected, hidden.through_json(probe.observe(request))))

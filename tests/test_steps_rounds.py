@@ -19,6 +19,7 @@ import pytest
 
 import drafters
 import sampling
+from course.probe import patched
 from step_fixtures import accept_stand_in, load, residual_stand_in
 
 ROUNDS = load()["rounds"]
@@ -56,8 +57,9 @@ def as_tree_contract(verify_chain):
     return verify
 
 
-def verify_errors(verify, monkeypatch, trees):
-    """Every saved round of a chain (trees=False: one child per node, or nothing proposed) or of a tree."""
+def verify_errors(verify, trees):
+    """Every saved round of a chain (trees=False: one child per node, or nothing proposed) or of a tree, with
+    _accept and _residual replayed from the reference's calls (as the gradebook's probe replays them)."""
     errors = []
     for i, case in enumerate(ROUNDS["verify"]):
         is_tree = len(set(case["parents"])) < len(case["parents"])
@@ -65,15 +67,12 @@ def verify_errors(verify, monkeypatch, trees):
             continue
         stand_ins = {"_accept": accept_stand_in(case["accept_calls"]),
                      "_residual": residual_stand_in(case["residual_calls"])}
-        for module in (sampling, drafters):  # drafters too, where it imported them by name
-            for name, stand_in in stand_ins.items():
-                if module is sampling or hasattr(module, name):
-                    monkeypatch.setattr(module, name, stand_in)
         proposal = sampling.Proposal(tokens=list(case["tokens"]), parents=list(case["parents"]), rows=case["rows"])
         where = f"round {i} (parents {case['parents']}, tokens {case['tokens']}, seed {case['seed']})"
-        try:
-            tokens, origins, checks, rows = verify(case["q"], proposal, np.random.default_rng(case["seed"]),
-                                                   list(case["depths"]))
+        try:  # drafters too, where it imported them by name
+            with patched("sampling", stand_ins), patched("drafters", stand_ins):
+                tokens, origins, checks, rows = verify(case["q"], proposal, np.random.default_rng(case["seed"]),
+                                                       list(case["depths"]))
         except AssertionError as error:  # a stand-in was asked what the reference never asked
             errors.append(f"{where}: {error}")
             continue
@@ -93,18 +92,18 @@ def verify_errors(verify, monkeypatch, trees):
 
 
 @pytest.mark.step9
-def test_verifying_a_chain_writes_and_records_what_the_reference_does_for_its_own_uniforms(monkeypatch):
+def test_verifying_a_chain_writes_and_records_what_the_reference_does_for_its_own_uniforms():
     """Chains of 0 to 4 guesses, 12 random rounds each: kept guesses, the first rejection's residual token, the
     bonus token after a fully kept chain (or after nothing proposed), and the Check of each guess tried."""
-    errors = verify_errors(as_tree_contract(sampling._verify_chain), monkeypatch, trees=False)
+    errors = verify_errors(as_tree_contract(sampling._verify_chain), trees=False)
     assert errors == [], "\n".join(errors[:5])
 
 
 @pytest.mark.step9
-def test_verifying_a_tree_tries_siblings_against_the_residual_left_by_the_ones_before(monkeypatch):
+def test_verifying_a_tree_tries_siblings_against_the_residual_left_by_the_ones_before():
     """Five tree shapes, 12 random rounds each: after a rejected sibling the next is tried against the residual,
     and Check.q records that row's probability."""
-    errors = verify_errors(drafters._verify_tree, monkeypatch, trees=True)
+    errors = verify_errors(drafters._verify_tree, trees=True)
     assert errors == [], "\n".join(errors[:5])
 
 
