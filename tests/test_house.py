@@ -3,8 +3,9 @@
 Read the README's "The files, in reading order" first: these tests hold the repository to it.
 - `ls` at the root is the learner's path and fits one screen; the machinery lives in folders named for what they
   hold (speed/, loaders/, command_line/, course/, tools/, docs/, requirements/).
-- No Python file is over about 600 lines. A module docstring says what and why in about 40 lines; only sampling.py's is longer, because it holds
-  Chen et al.'s Algorithm 2 and the proof that the output is exactly the target's distribution.
+- No Python file is over about 600 lines. A module docstring says what and why in about 40 lines; only
+  sampling.py's is longer, because it holds Chen et al.'s Algorithm 2 and the proof that the output is exactly
+  the target's distribution.
 - A measured figure (milliseconds, bandwidths, ratios such as 1.8x, r(m) values) goes stale the day the code or
   the machine changes, so it lives only in a block that the figures command regenerates (`<!-- NAME: begin ...
   -->` ... `<!-- NAME: end -->` in README.md and docs/BENCHMARKS.md), never in a .py file or in a page's prose.

@@ -291,7 +291,8 @@ def test_the_sample_run_alone_is_main_py_on_random_models_marked_as_measured_alo
     part = out.split("--- sample-run\n")[1]
     assert part.startswith("```text\n$ python main.py --draft_model_size /tmp/random-tiny-draft "), part[:200]
     assert "autoregressive sampling" in part and "speculative sampling" in part
-    command = f"`python tools/make_readme_figures.py --only sample-run --sample_run_tokens 2 --sample_run_sizes {tiny},{tiny}`"
+    command = (f"`python tools/make_readme_figures.py --only sample-run --sample_run_tokens 2 --sample_run_sizes "
+               f"{tiny},{tiny}`")
     assert command in " ".join(part.split()), "the note names the command with the flags given"
 
 

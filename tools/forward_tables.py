@@ -1,4 +1,4 @@
-"""The forward pass's tables and plots: tools/benchmark_forward.py's measurements, as printed and as the pages hold them.
+"""The forward pass's tables and plots: tools/benchmark_forward.py's measurements, printed and as the pages hold them.
 
 Read tools/benchmark_forward.py first (what is measured: SizeResult, ContextResult). Each table prints as aligned
 text, or with markdown=True as docs/BENCHMARKS.md holds it (tools/measured_parts.py makes the page's parts with
