@@ -15,8 +15,8 @@ of the real shapes of each --sizes it prints:
    median of --repeats runs of --n_new tokens, over the floor. For --no_cache_sizes also kv_cache=False
    (picoGPT's way) and picoGPT's setting under NumPy 2 (float64 activations: every product converts a weight
    matrix to float64 first).
-2. A breakdown of one step: the block products, the LM head, attention, the rest of the pass, the sampler's float64
-   work and its own loop, beside the floor.
+2. A breakdown of one step: the block products, the LM head, attention, the rest of the pass (in the step, and
+   alone: the step `replayed`), the sampler's float64 work and its own loop, beside the floor.
 3. r(m): an m-position pass over a 1-position pass after --r_context cached tokens, m = 1 .. --r_max.
 4. ms per token against the context length (--context_lengths, for --context_size): the cache adds the keys
    and values of every cached position to the bytes a step reads, so the line should be nearly flat.
@@ -241,7 +241,9 @@ def step_breakdown(model, params, ids, n_prompt, rounds, rng, n_head) -> dict:
     each call recomputes only the last position). "block products", "LM head" and "attention" (one query's,
     every layer's, over as many keys: products.share_heads on a products.kv_buffer, as a pass) are the same work
     on random numbers, alone; the rest of the forward pass is what the model step spends beyond them and
-    logits_to_probs. Unlike the table's runs (a mean over n_new tokens), these are single steps.
+    logits_to_probs. "model step, replayed" is the model step with those products and the attention `replayed`:
+    the rest of the pass alone, no weight read. Unlike the table's runs (a mean over n_new tokens), these are
+    single steps.
     """
     step_ids = ids[: n_prompt + (len(ids) - n_prompt) // 2 + 1]
     n_embd, n_keys = params["wte"].shape[1], len(step_ids)
@@ -260,9 +262,11 @@ def step_breakdown(model, params, ids, n_prompt, rounds, rng, n_head) -> dict:
         probs = _check_probs(logits_to_probs(logits, **settings), 1, n_vocab, "the model")
         return _sample(probs[0], rng)
 
+    model(step_ids, 1)  # caches step_ids; each timed call then recomputes its last position
     parts = {
         "sampler step": lambda: autoregressive_sampling(step_ids[:-1], model, 1, rng),  # the same pass, + sampler
         "model step": lambda: model(step_ids, 1),
+        "model step, replayed": replayed(lambda: model(step_ids, 1)),  # the rest of the pass alone
         "block products": lambda: [products.matmul(rows[m.shape[0]], m) for m in matrices],  # as gpt2.linear
         "LM head": lambda: products.matmul(rows[n_embd], wte.T),  # as gpt2.gpt2
         "attention": lambda: [products.share_heads(attention, q, k, v, mask) for k, v in kv],  # as gpt2.mha
@@ -271,12 +275,50 @@ def step_breakdown(model, params, ids, n_prompt, rounds, rng, n_head) -> dict:
         "sampled": lambda: sampler_work(SAMPLING_SETTINGS),
     }
     best = {name: float("inf") for name in parts}
-    model(step_ids, 1)  # caches step_ids; each timed call then recomputes its last position
     for _ in tqdm(range(rounds), desc="one step, part by part", unit="round", leave=False):
         for name, part in parts.items():
             best[name] = min(best[name], timed(part)[1])
     best["_check_probs + _sample"] -= best["logits_to_probs"]  # it ran logits_to_probs first
     return best
+
+
+def replayed(step):
+    """A function that makes step() again with its weight products and attention (products.matmul and
+    products.share_heads, as plugged into gpt2 by speed/plug.py) answered from a record of one real step, in
+    order: the rest of the pass alone, the same Python and NumPy work with no weight and no cached key read from
+    memory. The answers are the real ones, so a replayed step returns what the real one did. The record is made
+    now; a product inside another (attention's scores) is not recorded, since the replay never asks for it."""
+    real, answers, depth = (products.matmul, products.share_heads), [], [0]
+
+    def recorded(function):
+        def call(*args):
+            depth[0] += 1
+            try:
+                answer = function(*args)
+            finally:
+                depth[0] -= 1
+            if depth[0] == 0:
+                answers.append(answer)
+            return answer
+        return call
+
+    def made_with(matmul, share_heads):
+        products.matmul, products.share_heads = matmul, share_heads
+        try:
+            return step()
+        finally:
+            products.matmul, products.share_heads = real
+
+    made_with(recorded(real[0]), recorded(real[1]))
+    if not answers:  # a plain model (create_model_fn(..., plain=True)): its products do not pass through here
+        raise ValueError("replayed: the step made no product through speed.products; replay a model with speed "
+                         "plugged in (create_model_fn's plain=False)")
+
+    def replay():
+        answer = iter(answers).__next__
+        return made_with(lambda *args: answer(), lambda *args: answer())
+
+    return replay
 
 
 @dataclass

@@ -58,6 +58,7 @@ BREAKDOWN = [  # (line, ms of it from a breakdown b and its SizeResult r); "=" l
     ("attention over the cache", lambda b, r: b["attention"]),
     ("rest of the forward pass", lambda b, r: b["model step"] - b["block products"] - b["LM head"] - b["attention"]
      - b["logits_to_probs"]),
+    ("the same rest, alone", lambda b, r: b["model step, replayed"] - b["logits_to_probs"]),
     ("logits_to_probs (greedy)", lambda b, r: b["logits_to_probs"]),
     ("= model function step", lambda b, r: b["model step"]),
     ("_check_probs + _sample", lambda b, r: b["_check_probs + _sample"]),

@@ -114,6 +114,9 @@ def forward_run_text(forward):
 
 def forward_summary(results):
     """The sentences that read the main table and the breakdown, with their numbers."""
+    lines_of = dict(forward_tables.BREAKDOWN)
+    rests = [tuple(lines_of[line](res.breakdown, res) for line in ("rest of the forward pass", "the same rest, alone"))
+             for res in results]  # seconds of it in a step, and alone
     best = {res.size: min(res.sampler_steps) / res.floor for res in results}
     median = [float(np.median(res.sampler_steps)) / res.median_floor for res in results]
     met = [size for size, ratio in best.items() if ratio <= FLOOR_TARGET]
@@ -128,6 +131,10 @@ def forward_summary(results):
              f"- The matrix products (the blocks' and the LM head's) are {span([100 * p for p in products], '{:.0f}')}% "
              f"of a step and ran at {span([r / 1e9 for r in product_rates], '{:.1f}')} GB/s, against "
              f"{span([max(res.bandwidths) / 1e9 for res in results], '{:.1f}')} GB/s for the best single product.",
+             f"- The rest of the forward pass (the layer norms, GELU, additions, reshapes and Python's own work "
+             f"between the products) takes {span([1e3 * in_step for in_step, _ in rests])} ms in a step, "
+             f"{ratio_text([in_step / alone for in_step, alone in rests])} what the same work takes alone (the step "
+             f"replayed, the answers of its products and attention taken from a record: no weight read).",
              f"- The sampler's own work at temperature 0 (`logits_to_probs`, `_check_probs`, `_sample`) takes "
              f"{span([1e3 * w for w in sampler_work])} ms, at most {share:.1%} of a step."]
     uncached = [res for res in results if res.no_cache]
