@@ -227,6 +227,23 @@ def test_the_forward_summary_quotes_the_tables_ratios():
     assert f"The best runs are {best}× the strict floor" in " ".join(generated_block("forward-summary").split())
 
 
+def test_the_forward_summary_gives_the_rest_of_the_pass_in_a_step_and_over_the_same_work_alone():
+    """Its ms in a step span the breakdown's "rest of the forward pass" row; its ratios are that row over "the same
+    rest, alone", column by column (the table's rounding: within 0.03)."""
+    from tools.pages import span
+
+    lines = {row[0]: row[1:] for row in markdown_rows(generated_block("forward-breakdown"))[1:]}
+    in_step, alone = ([measured(cell)[0] for cell in lines[name]] for name in ("rest of the forward pass",
+                                                                             "the same rest, alone"))
+    summary = " ".join(generated_block("forward-summary").split())
+    said = re.search(r"takes ([\d.–]+) ms in a step, ([\d.]+)(?:–([\d.]+))?× what the same work takes alone",
+                     summary)
+    assert said and said[1] == span(in_step), summary
+    ratios = [a / b for a, b in zip(in_step, alone)]
+    assert float(said[2]) == pytest.approx(min(ratios), abs=0.03)
+    assert float(said[3] or said[2]) == pytest.approx(max(ratios), abs=0.03)
+
+
 def test_a_kind_with_no_llama_cpp_run_yet_says_so_in_the_machine_kinds_table():
     """kinds_table reads only a part with both tables' rows; an empty or skipped part is 'not measured yet'."""
     from tools.measured_parts import kinds_table
