@@ -288,16 +288,17 @@ def replayed(step):
     order: the rest of the pass alone, the same Python and NumPy work with no weight and no cached key read from
     memory. The answers are the real ones, so a replayed step returns what the real one did. The record is made
     now; a product inside another (attention's scores) is not recorded, since the replay never asks for it."""
-    real, answers, depth = (products.matmul, products.share_heads), [], [0]
+    real, answers, depth = (products.matmul, products.share_heads), [], 0  # depth: calls under way
 
     def recorded(function):
         def call(*args):
-            depth[0] += 1
+            nonlocal depth
+            depth += 1
             try:
                 answer = function(*args)
             finally:
-                depth[0] -= 1
-            if depth[0] == 0:
+                depth -= 1
+            if depth == 0:
                 answers.append(answer)
             return answer
         return call
@@ -392,9 +393,10 @@ def check_fits(sizes, context_size, lengths, n_prompt=16, n_new=32, r_max=16, co
             raise ValueError(f"--n_prompt {n_prompt} + --n_new {n_new} is more than {size}'s context of {n_ctx} tokens")
         if r_max >= n_ctx:
             raise ValueError(f"--r_max {r_max} must be less than {size}'s context of {n_ctx} tokens")
-    if context_size and max(lengths) + context_steps > size_hparams(context_size)["n_ctx"]:
+    n_ctx = size_hparams(context_size)["n_ctx"] if context_size else None  # (a folder's: its file, read once)
+    if n_ctx is not None and max(lengths) + context_steps > n_ctx:
         raise ValueError(f"--context_lengths: {max(lengths)} + --context_steps {context_steps} is more than "
-                         f"{context_size}'s context of {size_hparams(context_size)['n_ctx']} tokens")
+                         f"{context_size}'s context of {n_ctx} tokens")
 
 
 def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 7, no_cache_sizes="124M,355M",
