@@ -45,7 +45,7 @@ from speed import products
 from speed import second_core
 
 M_MAX = AUTO_K_MAX + 1  # the most rows a round's pass has: the last token and AUTO_K_MAX guesses
-SAMPLE_MATRICES = 8  # the block matrices timed: 2 layers' (124M's: 57 MB, more than a processor's cache)
+SAMPLE_BYTES = 160 << 20  # the block matrices timed: the first that hold this many bytes (`sampled_blocks`)
 SCORE_LAYERS = 12  # the layers of keys the scores are timed over, each its own (as in a cache)
 REPEATS = 3
 WORKER_MS = (1, 2, 4)  # the rows of the passes timed to choose the worker count: a step, and rounds' passes
@@ -70,16 +70,18 @@ def fingerprint(layouts=None):
     cores this process may use (`taskset -c 0` leaves one), whether helpers share them (and a count forced by
     second_core.WORKERS_VARIABLE: the routes were chosen for it), how the matrices are stored (`layouts`, else
     this process's: speed/layouts.py), and a digest of the code that multiplies by each route (ROUTE_CODE) and
-    that measures the worker counts (`measure_workers`, `measure_head_workers`, `counts_in_turns`): a route made
-    faster, or a count measured anew, is measured again."""
+    of what measures and chooses the routes and the worker counts (`measure`, `sampled_blocks`, `chosen`,
+    `measure_workers`, `measure_head_workers`, `counts_in_turns`, and the settings they read): a route made
+    faster, or a route or a count measured anew, is measured again."""
     config = getattr(np, "__config__", None)
     blas = getattr(config, "CONFIG", {}).get("Build Dependencies", {}).get("blas", {})
     blas_text = f"{blas.get('name', 'BLAS')} {blas.get('version', '')}".strip()
     core = second_core.openblas_core()
     model, flags = processor()
     digest = hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest()[:12] if flags else ""
-    measuring = (measure_workers, measure_head_workers, counts_in_turns)
-    code = hashlib.sha256("".join(inspect.getsource(function) for function in (*ROUTE_CODE, *measuring))
+    measuring = (measure, sampled_blocks, chosen, measure_workers, measure_head_workers, counts_in_turns)
+    settings = f"{REPEATS} {SAMPLE_BYTES} {PRUNE} {PAD_MAX} {MORE_TURNS} {KEEP_DEFAULT}"
+    code = hashlib.sha256(("".join(inspect.getsource(function) for function in (*ROUTE_CODE, *measuring)) + settings)
                           .encode()).hexdigest()[:12]
     cores, forced = second_core._cores(), second_core.forced_workers()  # the counts timed (`worker_counts`)
     return (f"NumPy {np.__version__}, {blas_text}{', kernels ' + core if core else ''}, {model}"
@@ -179,7 +181,7 @@ def unsettled(times, pick):
 
 def weight_products(m_max, rng):
     """{kind: a function of (route, m) that multiplies m rows by the weight matrices the model has multiplied}:
-    "blocks" (SAMPLE_MATRICES of the biggest model's block matrices), "head" (its LM head); those it has."""
+    "blocks" (`sampled_blocks`: the biggest model's first block matrices), "head" (its LM head); those it has."""
     work = {}
     blocks, _ = sampled_blocks()
     if blocks:
@@ -195,12 +197,19 @@ def weight_products(m_max, rng):
 
 
 def sampled_blocks():
-    """(the block matrices timed: SAMPLE_MATRICES of the biggest model's, in the order a pass multiplies them, how
-    many block matrices that model's pass multiplies): 124M's first 8 of 48."""
+    """(the block matrices timed: the biggest model's first, in the order a pass multiplies them, until they hold
+    SAMPLE_BYTES (or all of them), how many block matrices that model's pass multiplies): 124M's first 24 of 48
+    (6 layers, 170 MB). A pass reads every weight once, from memory: so must the sample, or a product finds part of
+    its matrices still in the processor's last cache from the product timed before it, and how much depends on
+    what that product was. Two layers (57 MB, against the 32 MB cache of an AMD EPYC Zen 5) timed two rows at
+    less than one (the one-row product comes first in a turn) and three at about two's cost, so two rows were
+    sometimes padded to three or four, which in a pass cost more than the panels; with six layers the rows cost
+    what they cost in a pass (tools/pass_parts.py)."""
     met = list(products._met["blocks"].values())
     n_embd = max((min(w.shape) for w in met), default=0)  # the biggest model's (a draft's matrices are smaller)
     biggest = [w for w in met if min(w.shape) == n_embd]
-    return biggest[:SAMPLE_MATRICES], len(biggest)
+    held = np.cumsum([w.nbytes for w in biggest])  # [the biggest model's block matrices]: bytes up to each
+    return biggest[: int(np.searchsorted(held, SAMPLE_BYTES)) + 1], len(biggest)
 
 
 def worker_counts():
@@ -218,7 +227,7 @@ def measure_workers(repeats=REPEATS, rng=None):
     route for that count (`candidates`), shared among each count of `worker_counts`, in turns, the `typical` of
     each count's turns and more turns where they disagree (as `measure` takes a route's); {} where there is
     nothing to choose (one count, no big product made yet). The blocks' sample is scaled to a pass's
-    (`sampled_blocks`: 124M's 8 matrices times 48 / 8), so the blocks weigh against the LM head as in a pass
+    (`sampled_blocks`: 124M's 24 matrices times 48 / 24), so the blocks weigh against the LM head as in a pass
     (unscaled, the head's noise chose one worker on the AVX2 kind where two made the blocks' products of a round's
     pass markedly faster)."""
     counts, work = worker_counts(), weight_products(max(WORKER_MS), rng or np.random.default_rng(0))

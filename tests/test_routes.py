@@ -230,6 +230,22 @@ def test_the_fingerprint_changes_with_the_code_of_a_route(monkeypatch):
     assert routes.fingerprint() != before
 
 
+def test_the_fingerprint_changes_with_how_the_routes_are_measured(monkeypatch):
+    """The routes measured another way (the blocks sampled by another rule, or on fewer bytes) change the
+    fingerprint: a table chosen on the old measurement (a sample the processor's cache held in part) is measured
+    again, not read back from a routes file."""
+    def sampled_blocks():  # another body: the first 8 matrices, as it once was
+        return list(routes.products._met["blocks"].values())[:8], 48
+
+    before = routes.fingerprint()
+    monkeypatch.setattr(routes, "SAMPLE_BYTES", routes.SAMPLE_BYTES // 3)
+    assert routes.fingerprint() != before
+    monkeypatch.undo()
+    assert routes.fingerprint() == before
+    monkeypatch.setattr(routes, "sampled_blocks", sampled_blocks)
+    assert routes.fingerprint() != before
+
+
 def test_the_fingerprint_changes_with_the_code_that_measures_the_counts(monkeypatch):
     """The worker counts measured another way (here the heads' count timed on one cache for every count, as it
     once was) change the fingerprint too: a count chosen by the old measurement is measured again."""
@@ -242,8 +258,8 @@ def test_the_fingerprint_changes_with_the_code_that_measures_the_counts(monkeypa
 
 
 def test_the_worker_count_weighs_the_blocks_sample_as_a_pass_does(monkeypatch):
-    """measure_workers times 8 of 124M's 48 block matrices and the whole LM head, so the sample's time counts 48 / 8
-    = 6 times against the head's. With each product a fake time per count (blocks 10 s alone, 7 s shared by two;
+    """measure_workers times a sample of the block matrices (here 8 of 48) and the whole LM head, so the sample's
+    time counts 48 / 8 = 6 times against the head's. With each product a fake time per count (blocks 10 s alone, 7 s shared by two;
     the head 10 s and 14 s), at each of the 3 WORKER_MS: one worker 3 x (6 x 10 + 10) = 210 s, two 3 x (6 x 7 + 14)
     = 168 s, so two are taken. Its teeth: unscaled, 3 x (10 + 10) = 60 s against 3 x (7 + 14) = 63 s took one."""
     count_now = []
@@ -340,15 +356,33 @@ def test_a_burst_on_one_turn_of_two_workers_does_not_choose_one(monkeypatch):
     assert routes.fewest_fastest(routes.measure_workers(repeats=3)) == 1
 
 
-def test_the_blocks_sample_is_the_biggest_models_first_matrices_and_counts_its_pass(monkeypatch):
-    """sampled_blocks: of the block matrices met (a draft's narrower ones left out), the first SAMPLE_MATRICES in
-    the order a pass multiplied them, and how many the biggest model has."""
+def test_the_blocks_sample_is_the_biggest_models_first_matrices_that_hold_sample_bytes_and_counts_its_pass(
+        monkeypatch):
+    """sampled_blocks: of the block matrices met (a draft's narrower ones left out), the first in the order a pass
+    multiplied them until they hold SAMPLE_BYTES, and how many the biggest model has. Each wide matrix here holds
+    4 x 8 float32 = 128 bytes: 300 bytes are reached at the third (384), so three; with more bytes than all twelve
+    hold, all twelve."""
     wide = [np.zeros((4, 8), dtype=np.float32) for _ in range(12)]
     narrow = [np.zeros((2, 8), dtype=np.float32) for _ in range(5)]
     met = {id(w): w for w in narrow[:2] + wide + narrow[2:]}
     monkeypatch.setattr(routes.products, "_met", {"blocks": met, "head": {}})
+    monkeypatch.setattr(routes, "SAMPLE_BYTES", 300)
     sample, in_a_pass = routes.sampled_blocks()
-    assert [id(w) for w in sample] == [id(w) for w in wide[: routes.SAMPLE_MATRICES]] and in_a_pass == 12
+    assert [id(w) for w in sample] == [id(w) for w in wide[:3]] and in_a_pass == 12
+    monkeypatch.setattr(routes, "SAMPLE_BYTES", 12 * 128 + 1)
+    assert [id(w) for w in routes.sampled_blocks()[0]] == [id(w) for w in wide]
+
+
+def test_the_blocks_sample_of_124m_is_more_than_a_processors_last_cache_five_times_over():
+    """124M's block matrices (12 layers of c_attn 768 x 2304, c_proj 768 x 768, c_fc 768 x 3072, mlp c_proj 3072 x
+    768, float32: 28.3 MB a layer) sampled by SAMPLE_BYTES: the first 24, six layers, 170 MB: more than five times
+    the 32 MB last-level cache of the AMD EPYC Zen 5 where 8 matrices (57 MB) chose "2 rows padded to 3"."""
+    shapes = [(768, 2304), (768, 768), (768, 3072), (3072, 768)] * 12
+    met = {i: np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape, (0, 0)) for i, shape in enumerate(shapes)}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(routes.products, "_met", {"blocks": met, "head": {}})
+        sample, in_a_pass = routes.sampled_blocks()
+    assert (len(sample), in_a_pass) == (24, 48) and sum(w.nbytes for w in sample) == 6 * 28_311_552 > 5 * (32 << 20)
 
 
 def test_calibrate_given_routes_takes_them_before_timing_and_keeps_them_with_this_machines_fingerprint(monkeypatch):
