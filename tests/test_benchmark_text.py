@@ -62,6 +62,74 @@ def test_k_auto_rows_run_right_after_the_autoregressive_run_they_are_compared_wi
                                       "lookup (max_ngram=3), K=auto"]
 
 
+def test_each_texts_runs_plan_with_a_calibration_made_just_before_them_in_every_repeat(monkeypatch):
+    """A machine's r(m) moves with its memory speed within minutes, and K = auto plans with it: given a function,
+    measure calls it before each text's runs in each repeat (two texts, two repeats: four calls), before the
+    autoregressive run, and that turn's lookup runs get what it returned. Runs are recorded, not made."""
+    order, made = [], iter(range(100))
+
+    def calibrate():
+        order.append(f"calibrated {len(order)}")
+        return f"costs {next(made)}"
+
+    monkeypatch.setattr(benchmark_text, "autoregressive_run", lambda text, new_model: order.append("AR"))
+    monkeypatch.setattr(benchmark_text, "lookup_run", lambda text, new_model, K, max_ngram, costs:
+                        order.append(f"{K} with {costs}"))
+    texts = [benchmark_text.Text("prose", [464], [3797]), benchmark_text.Text("code", [464], [3797])]
+    benchmark_text.measure(texts, None, TINY, ["auto"], 2, costs=calibrate, capped=False, progress=lambda line: None)
+    assert order == ["calibrated 0", "AR", "auto with costs 0", "calibrated 3", "AR", "auto with costs 1",
+                     "calibrated 6", "AR", "auto with costs 2", "calibrated 9", "AR", "auto with costs 3"]
+    order.clear()
+    benchmark_text.measure(texts[:1], None, TINY, ["auto"], 2, costs="one file's costs", capped=False,
+                           progress=lambda line: None)
+    assert order == ["AR", "auto with one file's costs"] * 2
+
+
+def test_the_command_calibrates_once_per_text_and_repeat_keeping_the_first_calibrations_routes(monkeypatch):
+    """run() calibrates once before anything (choosing the routes), plans the first text's first turn with that,
+    and calibrates anew before every later turn with the first's routes: two texts, two repeats, one tiny model:
+    four calibrations, the last three given the routes. The K = auto runs keep the r(m) they planned with, and the
+    table says how many calibrations there were and the range of their one-position passes."""
+    real, calls = benchmark_text.calibration.calibrate, []
+
+    def calibrate(model, repeats=3, routes=None):
+        costs = real(model, repeats=repeats, routes=routes)
+        costs.target_step_ms = 10.0 + len(calls)  # made-up, to tell them apart
+        calls.append(routes)
+        return costs
+
+    monkeypatch.setattr(benchmark_text.calibration, "calibrate", calibrate)
+    results, info = benchmark_text.run(["rewrite", "prose"], ["auto"], size="tiny", repeats=2, hparams=TINY,
+                                       max_tokens=20, calibrate_repeats=1, capped=False, progress=lambda line: None)
+    assert len(calls) == 4 and calls[0] is None and all(routes == info["costs"]["routes"] for routes in calls[1:])
+    steps = [run.calibrated_step_ms for name in ("rewrite", "prose") for run in results[name]["lookup, K=auto"]]
+    assert sorted(steps) == [10.0, 11.0, 12.0, 13.0] and all(run.r_table for run in results["prose"]["lookup, K=auto"])
+    table = benchmark_text.markdown_table(json.loads(json.dumps(benchmark_text.to_json(results, info))))
+    assert ("r(m) calibrated before each text's runs, 4 times (a 1-position target pass 10.0-13.0 ms); r(m) as "
+            "calibrated first: r(m), m = 1..") in table
+
+
+def test_a_rows_counts_are_its_runs_together_and_each_run_is_modelled_with_its_own_r_of_m():
+    """Two K = auto runs of 12 tokens that planned differently (made-up counts). One in 3 rounds proposing 0, 3 and
+    16 tokens, by its r(1) + r(4) + r(17) = 1 + 2 + 3 (the last entry serving beyond the table): 12 / 6 = 2.00x
+    by the cost model; the other in 4 rounds of 2 tokens, by its own r(3) = 1.5: 12 / 6 = 2.00x (by the first's
+    r(3) = 1.8, 12 / 7.2 = 1.67x, and the median 1.83x). The row: 12 tokens over the median of 3 and 4 passes =
+    3.43 per pass; mean k over all seven rounds 27 / 7 = 3.9; alpha by match summed, 3 kept of 6 checked = 0.50;
+    by the cost model the median, 2.00x (the table's own r_table, 9 for every m, is for runs that keep none)."""
+    Run = benchmark_text.Run
+    base = [Run(0.5, 0.5, target_passes=12)] * 2
+    runs = [Run(0.5, 0.25, target_passes=3, ks=[0, 3, 16], sizes=[0, 3, 16], checked=[4, 0, 0, 0, 0],
+                kept=[1, 0, 0, 0, 0], r_table=[1.0, 1.5, 1.8, 2.0, 3.0]),
+            Run(0.5, 0.25, target_passes=4, ks=[2, 2, 2, 2], sizes=[2, 2, 2, 2], checked=[2, 0, 0, 0, 0],
+                kept=[2, 0, 0, 0, 0], r_table=[1.0, 1.2, 1.5, 2.0, 3.0])]
+    header, _, row = benchmark_text.table_rows({"code": {"autoregressive": base, "lookup, K=auto": runs}},
+                                               r_table=[9.0] * 5)
+    assert dict(zip(header, row)) == {
+        "text": "code", "row": "lookup, K=auto", "tokens/pass": "3.43", "mean k": "3.9",
+        "alpha by match 1, 2-3, 4-7, 8-15, 16+": "0.50, -, -, -, -", "speedup end to end": "1.33x (1.33-1.33)",
+        "decoding only": "2.00x (2.00-2.00)", "by the cost model": "2.00x"}
+
+
 def test_the_modelled_speedup_is_the_tokens_over_the_rounds_costs():
     """Three rounds that proposed 0, 3 and 16 tokens cost r(1) + r(4) + r(17) = 1 + 2 + 3 (the table's last entry
     serving beyond it): 12 tokens in 6 steps is 2x."""

@@ -18,16 +18,19 @@ For each text, in turns (so that a burst of load on a shared machine hits every 
 autoregressive decoding, then speculative sampling with prompt lookup (the longest match) for each --Ks (whole
 numbers, and "auto": lookahead.AutoK), and the original lookup (max_ngram=3) with K=auto for comparison. The
 K=auto rows run first, right after the autoregressive run they are compared with: a machine's speed can drift
-by a tenth within minutes, and the goals are K=auto's (the table keeps the order of --Ks). Each
+within minutes, and the goals are K=auto's (the table keeps the order of --Ks). Each
 run gets a fresh model (an empty cache) and is timed in two parts: the prompt pass (prefill: model(prompt, 1))
-and the decoding after it. Before anything is timed, calibration.calibrate measures r(m) and o on this machine
-(or --r_table reads them); K=auto plans with them. Reported per text and row:
-- tokens per target pass, mean k (the lookahead of each round, 0 for a plain step);
+and the decoding after it. Before each text's runs, in every repeat, calibration.calibrate measures r(m) and o
+anew (untimed; the routes chosen at the first, then kept), and that turn's K=auto plans with them, as main.py
+plans with a calibration made just before its run: r(m) moves with the machine's memory speed (faster memory
+shortens a one-position pass more than a many-position one), so a calibration made minutes before a run can plan
+it with another moment's r(m). --r_table plans every run with one costs file instead. Reported per text and row:
+- tokens per target pass (the median over the repeats), mean k (the lookahead of each round, 0 for a plain step);
 - alpha by match length: the share of checked guesses kept, by the match their path had reached (the
   proposal's match n plus the guesses kept before it: the same buckets as AutoK's);
 - speedup over autoregressive decoding in the same repeat, end to end (prefill + decoding) and decoding only:
   the median over the repeats, and their range; and decoding only by the cost model (the tokens over the
-  rounds' sum of r(m) as calibrated: no clock, so no load on a shared machine in it).
+  rounds' sum of r(m) as calibrated for the run: no clock, so no load on a shared machine in it; the median).
 
     python tools/benchmark_text.py                              # 124M shapes, 3 repeats (about 5 minutes)
     python tools/benchmark_text.py --texts rewrite --repeats 5  # one text
@@ -90,6 +93,8 @@ class Run:
     sizes: list = field(default_factory=list)  # the tokens each round proposed (the target read one more)
     checked: list = field(default_factory=list)  # checked guesses by match bucket
     kept: list = field(default_factory=list)
+    r_table: list = field(default_factory=list)  # the r(m) a lookup run planned with (r_table[m - 1] = r(m))
+    calibrated_step_ms: float = 0.0  # the one-position pass of that calibration
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -187,7 +192,8 @@ def autoregressive_run(text, new_model):
 
 
 def lookup_run(text, new_model, K, max_ngram, costs):
-    """A Run of speculative sampling with prompt lookup (max_ngram None: the longest match) and lookahead K."""
+    """A Run of speculative sampling with prompt lookup (max_ngram None: the longest match) and lookahead K, K=auto
+    planning with `costs` (a calibration.MeasuredCosts)."""
     stats = SpeculativeStats()
 
     def sample(prompt, target):
@@ -198,6 +204,7 @@ def lookup_run(text, new_model, K, max_ngram, costs):
 
     run = timed_run(text, new_model, sample)
     run.target_passes, run.ks = stats.target_passes, list(stats.ks)
+    run.r_table, run.calibrated_step_ms = list(costs.r_table), float(costs.target_step_ms)
     run.sizes = [len(round_.proposal.tokens) for round_ in stats.round_log]
     run.checked, run.kept = [0] * len(MATCH_BUCKETS), [0] * len(MATCH_BUCKETS)
     for round_ in stats.round_log:
@@ -214,7 +221,8 @@ def row_label(K, max_ngram):
 
 def measure(texts, params, hparams, Ks, repeats, costs, capped=True, progress=print, after_repeat=None):
     """{text name: {"autoregressive": [Run per repeat], row label: [Run per repeat]}}; after_repeat(results) is
-    called after each repeat (the command line writes what it has so far)."""
+    called after each repeat (the command line writes what it has so far). costs: a calibration.MeasuredCosts
+    that every run plans with, or a function that measures them anew, called before each text's runs."""
     rows = [(K, None) for K in Ks] + ([("auto", 3)] if capped else [])
 
     def new_model():
@@ -225,9 +233,11 @@ def measure(texts, params, hparams, Ks, repeats, costs, capped=True, progress=pr
     for repeat in range(repeats):
         for text in texts:
             progress(f"repeat {repeat + 1} of {repeats}: {text.name}")
+            costs_now = costs() if callable(costs) else costs  # this turn's r(m): measured now, untimed
             results[text.name]["autoregressive"].append(autoregressive_run(text, new_model))
             for K, max_ngram in in_turn:
-                results[text.name][row_label(K, max_ngram)].append(lookup_run(text, new_model, K, max_ngram, costs))
+                results[text.name][row_label(K, max_ngram)].append(
+                    lookup_run(text, new_model, K, max_ngram, costs_now))
         if after_repeat is not None:
             after_repeat(results)
     return results
@@ -259,8 +269,9 @@ def modelled_speedup(n_tokens, sizes, r_table):
 
 
 def table_rows(results, r_table=None):
-    """The table's rows of strings, header first. r_table (the costs planned with): a column of the speedup by
-    the cost model (modelled_speedup)."""
+    """The table's rows of strings, header first. r_table (the costs planned with, where a run does not keep its
+    own): a column of the speedup by the cost model (modelled_speedup). A row's counts are its runs' together:
+    K=auto's rounds can differ between repeats, each planned with the r(m) of its own calibration."""
     header = ["text", "row", "tokens/pass", "mean k", "alpha by match " + ", ".join(BUCKET_NAMES),
               "speedup end to end", "decoding only"] + (["by the cost model"] if r_table else [])
     rows = [header]
@@ -273,11 +284,13 @@ def table_rows(results, r_table=None):
         for label, runs in by_row.items():
             if label == "autoregressive":
                 continue
-            run = runs[0]  # the counts are the same in every repeat (temperature 0, a fixed r(m))
-            alphas = ", ".join(f"{kept / checked:.2f}" if checked else "-" for kept, checked in zip(run.kept, run.checked))
-            rows.append([name, label, f"{n_tokens / run.target_passes:.2f}", f"{np.mean(run.ks):.1f}", alphas,
+            kept, checked = np.sum([run.kept for run in runs], axis=0), np.sum([run.checked for run in runs], axis=0)
+            alphas = ", ".join(f"{k / c:.2f}" if c else "-" for k, c in zip(kept, checked))
+            modelled = [modelled_speedup(n_tokens, run.sizes, run.r_table or r_table) for run in runs]
+            rows.append([name, label, f"{n_tokens / np.median([run.target_passes for run in runs]):.2f}",
+                         f"{np.mean([k for run in runs for k in run.ks]):.1f}", alphas,
                          spread(speedups(base, runs, True)), spread(speedups(base, runs, False))]
-                        + ([f"{modelled_speedup(n_tokens, run.sizes, r_table):.2f}x"] if r_table else []))
+                        + ([f"{np.median(modelled):.2f}x"] if r_table else []))
     return rows
 
 
@@ -319,12 +332,24 @@ def markdown_table(data):
     if info:
         repeats = len(next(iter(results.values()))["autoregressive"])
         lines.append(f"\n{info.get('model', '')} on {info.get('machine', 'an unknown machine')}; "
-                     f"{repeats} repeats (median and range); r(m) as calibrated: "
-                     f"{info.get('costs_summary', '')}")
+                     f"{repeats} repeats (median and range); {calibrations_text(results)}r(m) as calibrated"
+                     f"{' first' if info.get('calibrated_per_text') else ''}: {info.get('costs_summary', '')}")
     goals = goal_lines(results, info.get("kind") or machine_kind())
     if goals:
         lines.append("\nGoals: " + " ".join(goals))
     return "\n".join(lines)
+
+
+def calibrations_text(results):
+    """'r(m) calibrated before each text's runs, 15 times (a 1-position target pass 11.2-13.9 ms); ' where the
+    lookup runs planned with more than one calibration, else ''."""
+    steps = sorted({run.calibrated_step_ms for by_row in results.values() for label, runs in by_row.items()
+                    if label != "autoregressive" for run in runs if run.calibrated_step_ms})
+    if len(steps) < 2:
+        return ""
+    turns = len(results) * len(next(iter(results.values()))["autoregressive"])
+    return (f"r(m) calibrated before each text's runs, {turns} times (a 1-position target pass "
+            f"{steps[0]:.1f}-{steps[-1]:.1f} ms); ")
 
 
 def to_json(results, info):
@@ -362,16 +387,24 @@ def run(texts=TEXT_NAMES, Ks=(4, 8, 16, "auto"), size="124M", repeats=3, capped=
     params = benchmark.measured_random_params(hparams, np.random.default_rng(seed))
     check_fit(texts, hparams["n_ctx"], tokenizer_name)
     if r_table is not None:
-        costs = calibration.load_costs(r_table)
+        costs = plan = calibration.load_costs(r_table)  # every run plans with the file's costs
     else:
         progress("calibrating r(m) (not timed)")
-        costs = calibration.calibrate(create_model_fn(params, hparams, temperature=0), repeats=calibrate_repeats)
+        warm_up = create_model_fn(params, hparams, temperature=0)  # calibrated, never timed
+        costs = calibration.calibrate(warm_up, repeats=calibrate_repeats)  # the routes chosen here, then kept
+        first = [costs]
+
+        def anew():  # before each text's runs: the first calibration's costs once, then measured again
+            return first.pop() if first else calibration.calibrate(warm_up, repeats=calibrate_repeats,
+                                                                      routes=costs.routes)
+        plan = anew
     progress(costs.summary())
     info = {"model": f"{size} shapes ({hparams['n_layer']} layers, {hparams['n_embd']} wide), random weights, the "
                      f"KV cache on; {tokenizer_name}",
             "machine": machine_description(), "kind": machine_kind(), "repeats": repeats, "costs": asdict(costs),
-            "costs_summary": costs.summary(), "texts": {t.name: [len(t.prompt), len(t.output)] for t in texts}}
-    results = measure(texts, params, hparams, list(Ks), repeats, costs, capped, progress,
+            "costs_summary": costs.summary(), "calibrated_per_text": r_table is None,
+            "texts": {t.name: [len(t.prompt), len(t.output)] for t in texts}}
+    results = measure(texts, params, hparams, list(Ks), repeats, plan, capped, progress,
                       after_repeat and (lambda results: after_repeat(results, info)))
     return results, info
 
@@ -386,8 +419,8 @@ def main(texts="prose,code,rewrite,quotes,excerpts", Ks="4,8,16,auto", size="124
         size: the shapes of the target (124M, 355M, 774M, 1558M, or a model folder); random weights.
         repeats: how many times each run is made (in turns); the table shows medians and ranges.
         capped: also run the original lookup (max_ngram=3) with K=auto, for comparison.
-        r_table: a costs file (calibration.save_costs) to plan with, instead of calibrating.
-        calibrate_repeats: how many times each r(m) is timed when calibrating.
+        r_table: a costs file (calibration.save_costs) to plan every run with, instead of calibrating.
+        calibrate_repeats: how many times each r(m) is timed in each calibration (one before each text's runs).
         json: also write the results to this JSON file (--json text.json).
         seed: the random weights' seed.
     """
@@ -405,7 +438,8 @@ def main(texts="prose,code,rewrite,quotes,excerpts", Ks="4,8,16,auto", size="124
         check_fit(read_texts(names, encode), benchmark.hparams_of(size)["n_ctx"], tokenizer_name)  # each fits
 
     def show(results, info):  # after each repeat: the table so far (and the file), in case the run is cut short
-        print(f"\n{info['model']}\n{info['machine']}\n{info['costs_summary']}\n", flush=True)
+        print(f"\n{info['model']}\n{info['machine']}\n{calibrations_text(results)}{info['costs_summary']}\n",
+              flush=True)
         print(benchmark.format_table(table_rows(results, info["costs"]["r_table"])), flush=True)
         if json:
             write_json(json, to_json(results, info))
