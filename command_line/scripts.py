@@ -221,8 +221,7 @@ def run_script(main, argv, script, as_text=False):
     of main; otherwise the output and every flag's name are checked before main() runs (main checks the values
     first thing), and the run ends as ending_as_one_line says. fire reads the values ("1,2" a tuple, "4" an
     int); with as_text, main() gets each as the text typed, as main.py's does (a prompt with a comma stays one
-    text). A terminal whose encoding
-    cannot show a character gets it as an escape (\\xe9)."""
+    text). A terminal whose encoding cannot show a character gets it as an escape (\\xe9)."""
     if any(argument in ("--help", "-h") for argument in argv):  # fire's help of main alone: handed the whole
         with ending_as_one_line():  # line, fire read -h as a flag and ran main before --help; `| head` ends quietly
             try:

@@ -259,8 +259,8 @@ def test_the_fingerprint_changes_with_the_code_that_measures_the_counts(monkeypa
 
 def test_the_worker_count_weighs_the_blocks_sample_as_a_pass_does(monkeypatch):
     """measure_workers times a sample of the block matrices (here 8 of 48) and the whole LM head, so the sample's
-    time counts 48 / 8 = 6 times against the head's. With each product a fake time per count (blocks 10 s alone, 7 s shared by two;
-    the head 10 s and 14 s), at each of the 3 WORKER_MS: one worker 3 x (6 x 10 + 10) = 210 s, two 3 x (6 x 7 + 14)
+    time counts 48 / 8 = 6 times against the head's. With each product a fake time per count (blocks 10 s alone,
+    7 s shared by two; the head 10 s and 14 s), at each of the 3 WORKER_MS: one worker 3 x (6 x 10 + 10) = 210 s, two 3 x (6 x 7 + 14)
     = 168 s, so two are taken. Its teeth: unscaled, 3 x (10 + 10) = 60 s against 3 x (7 + 14) = 63 s took one."""
     count_now = []
     monkeypatch.setattr(routes, "worker_counts", lambda: [1, 2])
@@ -373,15 +373,14 @@ def test_the_blocks_sample_is_the_biggest_models_first_matrices_that_hold_sample
     assert [id(w) for w in routes.sampled_blocks()[0]] == [id(w) for w in wide]
 
 
-def test_the_blocks_sample_of_124m_is_more_than_a_processors_last_cache_five_times_over():
+def test_the_blocks_sample_of_124m_is_more_than_a_processors_last_cache_five_times_over(monkeypatch):
     """124M's block matrices (12 layers of c_attn 768 x 2304, c_proj 768 x 768, c_fc 768 x 3072, mlp c_proj 3072 x
     768, float32: 28.3 MB a layer) sampled by SAMPLE_BYTES: the first 24, six layers, 170 MB: more than five times
     the 32 MB last-level cache of the AMD EPYC Zen 5 where 8 matrices (57 MB) chose "2 rows padded to 3"."""
     shapes = [(768, 2304), (768, 768), (768, 3072), (3072, 768)] * 12
     met = {i: np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape, (0, 0)) for i, shape in enumerate(shapes)}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(routes.products, "_met", {"blocks": met, "head": {}})
-        sample, in_a_pass = routes.sampled_blocks()
+    monkeypatch.setattr(routes.products, "_met", {"blocks": met, "head": {}})
+    sample, in_a_pass = routes.sampled_blocks()
     assert (len(sample), in_a_pass) == (24, 48) and sum(w.nbytes for w in sample) == 6 * 28_311_552 > 5 * (32 << 20)
 
 

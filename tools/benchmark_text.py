@@ -331,9 +331,10 @@ def markdown_table(data):
     lines = [benchmark.format_table(table_rows(results, info.get("costs", {}).get("r_table")), markdown=True)]
     if info:
         repeats = len(next(iter(results.values()))["autoregressive"])
+        calibrations = calibrations_text(results)
         lines.append(f"\n{info.get('model', '')} on {info.get('machine', 'an unknown machine')}; "
-                     f"{repeats} repeats (median and range); {calibrations_text(results)}r(m) as calibrated"
-                     f"{' first' if info.get('calibrated_per_text') else ''}: {info.get('costs_summary', '')}")
+                     f"{repeats} repeats (median and range); {calibrations}r(m) as calibrated"
+                     f"{' first' if calibrations else ''}: {info.get('costs_summary', '')}")
     goals = goal_lines(results, info.get("kind") or machine_kind())
     if goals:
         lines.append("\nGoals: " + " ".join(goals))
@@ -402,8 +403,7 @@ def run(texts=TEXT_NAMES, Ks=(4, 8, 16, "auto"), size="124M", repeats=3, capped=
     info = {"model": f"{size} shapes ({hparams['n_layer']} layers, {hparams['n_embd']} wide), random weights, the "
                      f"KV cache on; {tokenizer_name}",
             "machine": machine_description(), "kind": machine_kind(), "repeats": repeats, "costs": asdict(costs),
-            "costs_summary": costs.summary(), "calibrated_per_text": r_table is None,
-            "texts": {t.name: [len(t.prompt), len(t.output)] for t in texts}}
+            "costs_summary": costs.summary(), "texts": {t.name: [len(t.prompt), len(t.output)] for t in texts}}
     results = measure(texts, params, hparams, list(Ks), repeats, plan, capped, progress,
                       after_repeat and (lambda results: after_repeat(results, info)))
     return results, info
