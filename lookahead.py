@@ -24,7 +24,7 @@ import bisect
 
 import numpy as np
 
-AUTO_K_MAX = 16  # K="auto" never proposes deeper than this (r(m) was measured up to m = 16 rows)
+AUTO_K_MAX = 16  # K="auto" never proposes deeper than this: a 17-row pass, the most r(m) is calibrated for
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -95,14 +95,15 @@ class FixedK:
 # K="auto": each round's lookahead from the cost model and the acceptance seen so far
 # ------------------------------------------------------------------------------------------------------------
 
-# r(m): the time of a target pass over m new positions, in 1-position passes, measured with the KV cache on an
-# Intel Xeon with 2 cores (NumPy's OpenBLAS; 124M, medians after 512 cached tokens, by tools/benchmark_forward.py in
-# a run before the one docs/BENCHMARKS.md's r(m) table shows: a run's figures differ from the next one's).
-# speed/products.py multiplies a few rows panel by panel, half of the columns in a helper process on the second core, so
-# r stays near 1 for two positions and then grows far more slowly than m, as the arithmetic catches up with the
-# reading of the weights. speed/calibration.py's `calibrate` measures it on
-# your machine (main.py does, before its timed runs; so does tools/benchmark_text.py); set `target_model.r_table`
-# (a list, r_table[m - 1] = r(m)) to use your own figures.
+# r(m): the time of a target pass over m new positions, in 1-position passes, measured with the KV cache on an Intel
+# Xeon with 2 cores (NumPy's OpenBLAS; 124M, medians after 512 cached tokens, by tools/benchmark_forward.py in a run
+# before the one docs/BENCHMARKS.md's r(m) table shows: a run's figures differ from the next one's). speed/products.py
+# multiplies a few rows panel by panel, a share of the columns in a helper process on each other core, so r stays near 1
+# for two positions and then grows far more slowly than m, as the arithmetic catches up with the reading of the weights.
+# speed/calibration.py's `calibrate` measures it on your machine (main.py does, before its timed runs; so does
+# tools/benchmark_text.py); set `target_model.r_table` (a list, r_table[m - 1] = r(m)) to use your own figures. This
+# table holds r(1) .. r(16); a 17-row pass (16 guesses) is costed at r(16), the table's last figure, as any shorter
+# r_table's last figure stands for the rows it lacks (`AutoK`).
 R_TABLE = [1.00, 1.04, 1.24, 1.26, 1.46, 1.50, 1.64, 1.61, 1.81, 1.94, 2.04, 2.01, 2.14, 2.17, 2.37, 2.35]
 
 # o: what a round that proposes costs beyond its target pass, in one-position target steps (AutoK's docstring), where
@@ -138,10 +139,10 @@ class AutoK:
     draws from the residual), the Round's records. calibrate times that work on this machine, the pass left
     out (speed/calibration.round_overhead_seconds): a fraction of a millisecond, so a hundredth of a step or
     so where steps are fast, less where they are slower. Where a two-row pass costs barely more than one,
-    that decides a one-guess round: r(2) at 1.07 makes it "win" as soon as a_1 > 0.07; with o = 0.02, only
+    that decides a one-guess round: with r(2) = 1.07, say, it "wins" as soon as a_1 > 0.07; with o = 0.02, only
     from a_1 > 0.09. Worked example, a_1 = 0.08: without o, 1.08 / 1.07 = 1.01 > 1 (propose, and lose the
     round's own work); with o = 0.02, 1.08 / 1.09 = 0.99 < 1 (k = 0). A copied passage (a = 17/18 for 16
-    guesses, r(17) at 2.05): 11.2 / 2.07 = 5.4 instead of 11.2 / 2.05 = 5.5, still far above 1.
+    guesses, r(17) = 2.05, say): 11.2 / 2.07 = 5.4 instead of 11.2 / 2.05 = 5.5, still far above 1.
 
     Where a_i comes from, by the drafter (all fixed before the round, so the same seed gives the same tokens):
     - A drafter that tells its match (prompt lookup: `drafter.match_length(x)`, asked with this round's x):
@@ -193,7 +194,8 @@ class AutoK:
         self.by_match = hasattr(drafter, "match_length")
         self.c = draft_cost(drafter, target_model)
         r_table = list(getattr(target_model, "r_table", None) or R_TABLE)
-        self.r = [r_table[min(m, len(r_table)) - 1] for m in range(1, self.k_max + 2)]  # self.r[m - 1] = r(m)
+        # self.r[m - 1] = r(m), the table's last figure for the rows past its end
+        self.r = [r_table[min(m, len(r_table)) - 1] for m in range(1, self.k_max + 2)]
         overhead = getattr(target_model, "round_overhead", None)
         self.overhead = float(ROUND_OVERHEAD if overhead is None else overhead)  # o: a proposing round's extra cost
         n_cells = len(MATCH_BUCKETS) if self.by_match else self.k_max  # buckets of match length, or positions

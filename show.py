@@ -16,7 +16,7 @@ ways that all read the same `records.Round` records:
 
        kept draft guess: green      the target's token after a rejection: red      free bonus token: blue
 
-   A token is bytes, not characters: GPT-2 splits a character such as "é" or "🙂" over several tokens. The
+   A token is bytes, not characters: GPT-2 splits a character such as "語" or "🙂" over several tokens. The
    stream feeds the bytes to an incremental UTF-8 decoder, which holds back an unfinished character until its
    last byte arrives, so streamed text is exactly `encoder.decode(all tokens)`.
 
