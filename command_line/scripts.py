@@ -15,6 +15,8 @@ what a command owes the person who typed it:
 - A full disk (or a file past the system's size limit, or a quota) is one line naming the file, exit code 1;
   memory run out past a limit no check could see (`ulimit -v`) is one line too, exit code 1.
 - A reader that goes away (`python main.py | head`) ends the run quietly, as Unix tools do.
+- In a student copy (classroom.py student), a run that reaches a function still blank is one line naming the
+  step to write, exit code 1: the copy's blanks raise NotImplementedError("Step N: write ...") (BLANK_STEP).
 """
 
 import difflib
@@ -58,10 +60,15 @@ def check_stdout():
                          f"write, e.g. > out.txt") from None
 
 
+# how course/exercises.py blanks a function in a student copy: "Step 5: write Encoder.bpe (see EXERCISES.md)"
+BLANK_STEP = re.compile(r"Steps? (\d+)[\d, and]*: write .* \(see EXERCISES\.md\)")
+
+
 @contextmanager
 def ending_as_one_line():
     """Inside: Ctrl-C is `Interrupted.` and exit code 130; a full disk one `error:` line naming the file, exit
-    code 1; memory run out one `error:` line, exit 1; a reader that went away (BrokenPipeError) a quiet exit 1.
+    code 1; memory run out one `error:` line, exit 1; a reader that went away (BrokenPipeError) a quiet exit 1;
+    a student copy's blank function (BLANK_STEP) one `error:` line naming its step, exit 1.
     Any other exception is left alone."""
     tracked = _line_ends_tracked()
     try:
@@ -79,6 +86,15 @@ def ending_as_one_line():
         print(f"error: out of memory ({error or 'no more could be allocated'}): the models and their caches need "
               f"more than this process may use; free some memory, raise the limit (ulimit -v), or use smaller "
               f"models or fewer tokens", file=sys.stderr)
+        raise SystemExit(1) from None
+    except NotImplementedError as error:
+        blank = BLANK_STEP.fullmatch(str(error))
+        if blank is None:
+            raise
+        sys.stdout.flush()  # what the run printed before it, then the error on a line of its own
+        start = "\n" if tracked is not None and tracked.mid_line else ""
+        print(f"{start}error: {error}: this run needs it, and this copy's is still blank (`python classroom.py "
+              f"grade {blank[1]}` checks it once written)", file=sys.stderr)
         raise SystemExit(1) from None
     except OSError as error:
         if error.errno not in DISK_FULL:

@@ -9,19 +9,21 @@ alpha and the target passes per round are known exactly, and the predictions pri
 from the printed c and r by the formulas.
 """
 
+import inspect
 import re
 import sys
 
 import numpy as np
 import pytest
 
-from tools import benchmark
+from tools import benchmark, benchmark_forward
 from tools.benchmark import pass_times
 from lookahead import break_even_alpha, predicted_speedup, tokens_per_round
 from loaders.random_weights import random_params
 from records import SpeculativeStats
 from model_fn import create_model_fn
 from tools import compare_drafters
+from conftest import REPO_ROOT
 from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
 
 # ------------------------------------------------------------------------------------------------------------
@@ -154,6 +156,22 @@ def test_the_plots_are_small_pngs_in_img_dir(tmp_path, tiny_dir, capsys):
     for path in paths:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size < 200_000
 
+
+
+def test_a_run_not_told_where_to_plot_plots_into_a_folder_of_its_own_not_the_readmes_img(tmp_path, tiny_dir, capsys,
+                                                                                         monkeypatch):
+    """img/ holds the README's figures, remade with the README's text by the figures command alone: a learner's
+    own run (EXERCISES.md's step 10 runs tools/benchmark.py) plots into plots/, which git ignores, and so does
+    tools/benchmark_forward.py (they wrote into img/, and `git status` showed the README's figures changed)."""
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    benchmark.main(draft_model_size=str(tiny_dir), target_model_size=str(tiny_dir), Ks=(1,),
+                   n_tokens_to_generate=4, repeats=1, random_weights=True)
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["ms_per_token_random_tiny_tiny_cache.png",
+                                                                      "predicted_speedup_random_tiny_tiny.png"]
+    assert not (tmp_path / "img").exists()
+    assert inspect.signature(benchmark_forward.main).parameters["img_dir"].default == "plots"
+    assert "plots/" in (REPO_ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
 
 def test_without_matplotlib_the_run_says_how_to_install_it_and_writes_no_plots(tmp_path, tiny_dir, capsys,
                                                                                 monkeypatch):

@@ -19,10 +19,12 @@ from html import escape
 import pytest
 
 import classroom
+from command_line import scripts
 from course import exercises
 from loaders.download import DownloadError
 from conftest import REPO_ROOT
 from test_download import release, server  # noqa: F401 (fixtures: a local server with release files)
+from test_main import TINY_HPARAMS, tiny_params, write_hf_folder
 
 EVERY_STEP = " or ".join(f"step{n}" for n in exercises.GRADED)
 
@@ -475,3 +477,29 @@ def test_grade_5_without_the_tokenizer_files_says_once_how_to_get_them(blank_cop
     assert len(failed) > 10 and run.stdout.count("`python classroom.py tokenizer` fetches them") == 1, run.stdout
     assert f"in {blank_copy / 'models' / '124M'}: " in run.stdout and "/handin" not in run.stdout  # the learner's
     assert sum(line.endswith("(as above)") for line in failed) > 10
+
+
+def test_a_run_that_reaches_a_blank_function_of_a_student_copy_ends_in_one_line_naming_its_step(blank_copy, tmp_path,
+                                                                                              release_124M_dir):
+    """The README's first command in a student copy: main.py on random weights reaches the tokenizer, whose BPE
+    (step 5) is blank, and says so in one line, exit code 1, not a traceback ending in NotImplementedError."""
+    tiny = write_hf_folder(tmp_path / "tiny", tiny_params(seed=1), TINY_HPARAMS, release_124M_dir)
+    run = subprocess.run([sys.executable, "main.py", "--drafter", "lookup", "--n_tokens_to_generate", "5",
+                          "--target_model_size", str(tiny)], cwd=blank_copy, capture_output=True, text=True,
+                         timeout=300, env=exercises.child_environment())
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.splitlines()[-1:] == ["error: Step 5: write Encoder.bpe (see EXERCISES.md): this run needs it, "
+                                            "and this copy's is still blank (`python classroom.py grade 5` checks it "
+                                            "once written)"], run.stderr
+
+
+def test_only_a_student_copys_blank_ends_in_one_line_any_other_not_implemented_keeps_its_traceback(capsys):
+    """Its teeth: a NotImplementedError that is no blank's ("Step N: write ... (see EXERCISES.md)") is a bug,
+    raised on as it came; a blank of two steps names the first to grade."""
+    with pytest.raises(NotImplementedError, match="not yet"):
+        with scripts.ending_as_one_line():
+            raise NotImplementedError("not yet")
+    with pytest.raises(SystemExit) as ended:
+        with scripts.ending_as_one_line():
+            raise NotImplementedError("Steps 7 and 9: write this block of speculative_sampling (see EXERCISES.md)")
+    assert ended.value.code == 1 and "`python classroom.py grade 7`" in capsys.readouterr().err

@@ -20,6 +20,7 @@ import textwrap
 
 import pytest
 
+import classroom
 from course import exercises
 from conftest import REPO_ROOT
 
@@ -144,6 +145,16 @@ def test_hints_are_not_on_the_page_and_known_mistakes_wait_behind_an_if_a_test_f
     for number in exercises.GRADED:
         assert f"`python classroom.py hint {number}`" in sections()[number][1], number
 
+
+
+def test_every_step_whose_hints_say_run_it_again_has_a_next_hint():
+    """"run it again for the next one" promises a second hint: every step the page says it of has two or more
+    (steps 7 and 8 had one, and `hint 7 --level 2`, classroom.py --help's example, was refused)."""
+    promised = [number for number, (_, section) in sections().items() if "run it again for the next one" in section]
+    assert promised and set(promised) <= set(exercises.GRADED)
+    assert {number: len(classroom.hints(number)) for number in promised if len(classroom.hints(number)) < 2} == {}
+    examples = re.findall(r"classroom\.py hint (\d+) --level (\d+)", classroom.__doc__)  # --help's examples
+    assert examples and all(int(level) <= len(classroom.hints(int(number))) for number, level in examples), examples
 
 def commands(text):
     """Every command a reader may paste: the lines of code blocks and the inline code that starts with a tool."""

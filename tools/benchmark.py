@@ -31,7 +31,8 @@ invite copying and prompts that do not (tools/compare_drafters.py says what they
 
 Plots go into --img_dir if matplotlib is installed (`pip install -r requirements/plots.txt`): speedup and alpha
 against K, ms per token against K, and for --random_weights the predicted speedup and ms per token for each
-alpha (drawn by tools/benchmark_plots.py; `run` names the files).
+alpha (drawn by tools/benchmark_plots.py; `run` names the files). By default into plots/, made if need be, not
+img/: the README's figures there are the figures command's (tools/make_readme_figures.py), as its text is.
 """
 
 import re
@@ -398,7 +399,7 @@ def main(
     prefix_length=32,
     repeats=5,
     models_dir="models",
-    img_dir="img",
+    img_dir="plots",
     drafters=None,
     drafter_Ks=(2, 4, "auto", "hf"),
     trees=None,
@@ -425,7 +426,7 @@ def main(
         prefix_length: tokens before the pass whose time gives c and r.
         repeats: timed calls per cost measurement; the fastest counts.
         models_dir: where released sizes are downloaded to.
-        img_dir: where the plots go (needs matplotlib: pip install -r requirements/plots.txt).
+        img_dir: where the plots go, a folder made if need be (needs matplotlib: pip install -r requirements/plots.txt).
         drafters: also compare drafters, comma-separated: model,lookup,staged (see drafters.py), in both cache settings, on prompts that invite copying and prompts that do not.
         drafter_Ks: the K of each drafter row: whole numbers, "auto" (lookahead.AutoK) and "hf" (Hugging Face's schedule).
         trees: also compare token trees with the chains that send as many rows to the target, e.g. "2,1,1;2,2,1".
@@ -439,7 +440,7 @@ def main(
 
 def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6, 7, 8), prompts=DEFAULT_PROMPTS,
         n_tokens_to_generate=40, temperature=0.0, top_k=None, top_p=None, seed=0, kv_cache=True,
-        random_weights=False, alphas=DEFAULT_ALPHAS, prefix_length=32, repeats=5, models_dir="models", img_dir="img",
+        random_weights=False, alphas=DEFAULT_ALPHAS, prefix_length=32, repeats=5, models_dir="models", img_dir="plots",
         drafters=None, drafter_Ks=(2, 4, "auto", "hf"), trees=None, max_ngram=None, k_max=AUTO_K_MAX,
         copy_prompts=COPY_PROMPTS, free_prompts=FREE_PROMPTS):
     """`main` (same arguments), returning what it measured: {"costs": [Costs per cache setting, --kv_cache's

@@ -34,7 +34,7 @@ A size is a released one or a model folder (its shapes). --json writes every tim
 threads and the load; make_readme_figures.py runs this script as a process of its own (OpenBLAS reads its thread
 count when NumPy loads) and formats the tables with the functions that print them (tools/forward_tables.py,
 markdown=True). Plots go into --img_dir with matplotlib (requirements/plots.txt): forward_r_of_m.png,
-forward_ms_per_token_vs_context.png.
+forward_ms_per_token_vs_context.png (plots/ by default; the README's, in img/, are the figures command's).
 """
 
 import json
@@ -403,7 +403,7 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
          breakdown_rounds: int = 15, r_max: int = 16, r_repeats: int = 5, r_context: int = 512,
          context_size="124M",
          context_lengths="16,64,128,256,384,512,640,768,896,1000", context_steps: int = 4, context_rounds: int = 6,
-         img_dir="img", seed: int = 0, json=None, r_table_dir=None):
+         img_dir="plots", seed: int = 0, json=None, r_table_dir=None):
     """Print the table, the breakdown of a step, r(m) and ms/token against the context (see the docstring).
 
     Args:
@@ -422,7 +422,7 @@ def main(sizes="124M,355M", n_prompt: int = 16, n_new: int = 32, repeats: int = 
         context_lengths: the context lengths, comma-separated.
         context_steps: steps timed per length per round.
         context_rounds: rounds over all lengths.
-        img_dir: where the plots go (None: no plots).
+        img_dir: where the plots go, a folder made if need be (None: no plots).
         seed: the seed of the random weights and tokens.
         json: a file to write every measurement into (see to_json), for make_readme_figures.py.
         r_table_dir: a folder to write each size's r(m) into as the costs file K="auto" plans with
