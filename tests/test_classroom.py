@@ -12,6 +12,7 @@ the empty text, which has no word to merge.
 import ast
 import base64
 import json
+import re
 import subprocess
 import sys
 from html import escape
@@ -503,3 +504,7 @@ def test_only_a_student_copys_blank_ends_in_one_line_any_other_not_implemented_k
         with scripts.ending_as_one_line():
             raise NotImplementedError("Steps 7 and 9: write this block of speculative_sampling (see EXERCISES.md)")
     assert ended.value.code == 1 and "`python classroom.py grade 7`" in capsys.readouterr().err
+    for file in exercises.STUDENT_FILES:  # every blank the kit makes, in the form the ending knows
+        for *_, message in exercises.exercise_ranges((REPO_ROOT / file).read_text(encoding="utf-8"), file):
+            blank = scripts.BLANK_STEP.fullmatch(message)
+            assert blank and int(blank[1]) == min(int(n) for n in re.findall(r"\d+", message.split(":")[0])), message
