@@ -95,6 +95,33 @@ def test_a_replayed_step_returns_the_real_steps_rows_without_multiplying_by_a_we
         benchmark_forward.replayed(lambda: plain(ids, 1))
 
 
+
+def test_a_step_timed_inside_reports_each_weight_product_and_attention_once_as_the_step_made_them():
+    """The breakdown times the products and the attention where a step makes them (`timed_inside`), besides alone.
+    A TINY step (2 layers) makes 4 block products a layer, then the LM head, and attends once a layer: 9 products
+    and 2 attentions, in that order, each reported once. Attention's scores, a product made INSIDE share_heads, are
+    not reported (they are the attention's time): counted, the blocks' time would hold them twice (its teeth: a
+    wrapper without the depth count reports 4 scores products more). The three parts' seconds are within the
+    step's."""
+    import time
+    from model_fn import create_model_fn
+
+    params = random_params(TINY, np.random.default_rng(0))
+    model = create_model_fn(params, TINY, temperature=1.0)
+    ids = list(range(12))
+    model(ids, 1)
+    reported = []
+    on_call = lambda name, args, answer, seconds: reported.append(  # noqa: E731
+        name if name == "share_heads" else benchmark_forward.products.kind_of(*args))
+    benchmark_forward.plugged(*benchmark_forward.outermost_calls(on_call), lambda: model(ids, 1))
+    assert reported == (["blocks", "share_heads", "blocks", "blocks", "blocks"] * 2 + ["head"]), reported
+    assert benchmark_forward.products.matmul.__name__ == "matmul"  # put back
+    start = time.perf_counter()
+    seconds = benchmark_forward.timed_inside(lambda: model(ids, 1))()
+    step = time.perf_counter() - start
+    assert set(seconds) == set(benchmark_forward.INSIDE) and all(s > 0 for s in seconds.values())
+    assert sum(seconds.values()) < step
+
 def test_the_bandwidth_products_leave_their_matrix_out_of_the_matrices_the_routes_are_timed_on(monkeypatch):
     """speed/routes.py times the routes on the widest block matrices and the biggest LM head a model multiplied
     (products remembers them). The bandwidth's matrix, wider than any model's, must not be among them: it was, and

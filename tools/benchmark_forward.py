@@ -15,8 +15,9 @@ of the real shapes of each --sizes it prints:
    median of --repeats runs of --n_new tokens, over the floor. For --no_cache_sizes also kv_cache=False
    (picoGPT's way) and picoGPT's setting under NumPy 2 (float64 activations: every product converts a weight
    matrix to float64 first).
-2. A breakdown of one step: the block products, the LM head, attention, the rest of the pass (in the step, and
-   alone: the step `replayed`), the sampler's float64 work and its own loop, beside the floor.
+2. A breakdown of one step: the block products, the LM head, attention and the rest of the pass, each timed in
+   the step and alone (the products back to back, the rest the step `replayed`), the sampler's float64 work and
+   its own loop, beside the floor.
 3. r(m): an m-position pass over a 1-position pass after --r_context cached tokens, m = 1 .. --r_max.
 4. ms per token against the context length (--context_lengths, for --context_size): the cache adds the keys
    and values of every cached position to the bytes a step reads, so the line should be nearly flat.
@@ -240,7 +241,9 @@ def step_breakdown(model, params, ids, n_prompt, rounds, rng, n_head) -> dict:
     inside it: a 1-position pass after n_prompt + half the decoded tokens (the model keeps them cached, so
     each call recomputes only the last position). "block products", "LM head" and "attention" (one query's,
     every layer's, over as many keys: products.share_heads on a products.kv_buffer, as a pass) are the same work
-    on random numbers, alone; the rest of the forward pass is what the model step spends beyond them and
+    on random numbers, alone. "block products, in the step", "LM head, in the step" and "attention, in the
+    step" are the same parts timed inside a model step (`timed_inside`), where each comes between the step's
+    other work; the rest of the forward pass is what the model step spends beyond those three and
     logits_to_probs. "model step, replayed" is the model step with those products and the attention `replayed`:
     the rest of the pass alone, no weight read. Unlike the table's runs (a mean over n_new tokens), these are
     single steps.
@@ -267,6 +270,7 @@ def step_breakdown(model, params, ids, n_prompt, rounds, rng, n_head) -> dict:
         "sampler step": lambda: autoregressive_sampling(step_ids[:-1], model, 1, rng),  # the same pass, + sampler
         "model step": lambda: model(step_ids, 1),
         "model step, replayed": replayed(lambda: model(step_ids, 1)),  # the rest of the pass alone
+        "model step, its parts timed": timed_inside(lambda: model(step_ids, 1)),  # INSIDE, where the step makes them
         "block products": lambda: [products.matmul(rows[m.shape[0]], m) for m in matrices],  # as gpt2.linear
         "LM head": lambda: products.matmul(rows[n_embd], wte.T),  # as gpt2.gpt2
         "attention": lambda: [products.share_heads(attention, q, k, v, mask) for k, v in kv],  # as gpt2.mha
@@ -274,12 +278,50 @@ def step_breakdown(model, params, ids, n_prompt, rounds, rng, n_head) -> dict:
         "_check_probs + _sample": lambda: _sample(_check_probs(logits_to_probs(logits, 0), 1, n_vocab, "m")[0], rng),
         "sampled": lambda: sampler_work(SAMPLING_SETTINGS),
     }
-    best = {name: float("inf") for name in parts}
+    best = {name: float("inf") for name in [*parts, *(f"{part}, in the step" for part in INSIDE)]}
     for _ in tqdm(range(rounds), desc="one step, part by part", unit="round", leave=False):
         for name, part in parts.items():
-            best[name] = min(best[name], timed(part)[1])
+            answer, seconds = timed(part)
+            best[name] = min(best[name], seconds)
+            if name == "model step, its parts timed":  # each part's best, as the parts alone are
+                for inside, inside_seconds in answer.items():
+                    best[f"{inside}, in the step"] = min(best[f"{inside}, in the step"], inside_seconds)
     best["_check_probs + _sample"] -= best["logits_to_probs"]  # it ran logits_to_probs first
     return best
+
+
+def outermost_calls(on_call):
+    """(matmul, share_heads): products.matmul and products.share_heads, each calling on_call(name, args, answer,
+    seconds) after a call made outside any other (attention's scores, a product made inside share_heads, is not
+    reported: it is part of the attention). `plugged` puts them where speed/plug.py calls them."""
+    depth = 0  # calls under way, of either function
+
+    def wrapped(name, function):
+        def call(*args):
+            nonlocal depth
+            depth += 1
+            start = time.perf_counter()
+            try:
+                answer = function(*args)
+            finally:
+                depth -= 1
+            if depth == 0:
+                on_call(name, args, answer, time.perf_counter() - start)
+            return answer
+        return call
+
+    return wrapped("matmul", products.matmul), wrapped("share_heads", products.share_heads)
+
+
+def plugged(matmul, share_heads, step):
+    """step(), with these in place of products.matmul and products.share_heads (speed/plug.py calls them by name),
+    the real ones put back after."""
+    real = products.matmul, products.share_heads
+    products.matmul, products.share_heads = matmul, share_heads
+    try:
+        return step()
+    finally:
+        products.matmul, products.share_heads = real
 
 
 def replayed(step):
@@ -288,38 +330,39 @@ def replayed(step):
     order: the rest of the pass alone, the same Python and NumPy work with no weight and no cached key read from
     memory. The answers are the real ones, so a replayed step returns what the real one did. The record is made
     now; a product inside another (attention's scores) is not recorded, since the replay never asks for it."""
-    real, answers, depth = (products.matmul, products.share_heads), [], 0  # depth: calls under way
-
-    def recorded(function):
-        def call(*args):
-            nonlocal depth
-            depth += 1
-            try:
-                answer = function(*args)
-            finally:
-                depth -= 1
-            if depth == 0:
-                answers.append(answer)
-            return answer
-        return call
-
-    def made_with(matmul, share_heads):
-        products.matmul, products.share_heads = matmul, share_heads
-        try:
-            return step()
-        finally:
-            products.matmul, products.share_heads = real
-
-    made_with(recorded(real[0]), recorded(real[1]))
+    answers = []
+    plugged(*outermost_calls(lambda name, args, answer, seconds: answers.append(answer)), step)
     if not answers:  # a plain model (create_model_fn(..., plain=True)): its products do not pass through here
         raise ValueError("replayed: the step made no product through speed.products; replay a model with speed "
                          "plugged in (create_model_fn's plain=False)")
 
     def replay():
         answer = iter(answers).__next__
-        return made_with(lambda *args: answer(), lambda *args: answer())
+        return plugged(lambda *args: answer(), lambda *args: answer(), step)
 
     return replay
+
+
+INSIDE = ("block products", "LM head", "attention")  # the parts `timed_inside` times where a step makes them
+
+
+def timed_inside(step):
+    """A function that makes step() and returns {part: seconds} of INSIDE for that call: the time of its block
+    products, of its LM head (products.kind_of "head") and of its attention (products.share_heads), each summed
+    over the step's calls as they ran in it, between the step's other work, not back to back alone."""
+
+    def run():
+        seconds = dict.fromkeys(INSIDE, 0.0)
+
+        def on_call(name, args, answer, elapsed):
+            part = "attention" if name == "share_heads" else "LM head" if products.kind_of(*args) == "head" else \
+                "block products"
+            seconds[part] += elapsed
+
+        plugged(*outermost_calls(on_call), step)
+        return seconds
+
+    return run
 
 
 @dataclass

@@ -35,7 +35,7 @@ One run:
    runs this script with --json and puts `markdown_report` into docs/BENCHMARKS.md.
 
 Both implementations pay for the same sampler work per step (logits_to_probs's one-hot row at temperature 0,
-_check_probs, _sample: the breakdown prints it), and llama-cpp-python copies each pass's logits into a NumPy
+checks.check_probs, _sample: the breakdown prints it), and llama-cpp-python copies each pass's logits into a NumPy
 array, as this project's pass returns one. Flags are checked before any work; a bad one is one line. If
 a disagreement is found the tables still print, with it, and the exit status is 1.
 """

@@ -120,22 +120,30 @@ def forward_summary(results):
     best = {res.size: min(res.sampler_steps) / res.floor for res in results}
     median = [float(np.median(res.sampler_steps)) / res.median_floor for res in results]
     met = [size for size, ratio in best.items() if ratio <= FLOOR_TARGET]
-    products = [(res.breakdown["block products"] + res.breakdown["LM head"]) / res.breakdown["sampler step"]
-                for res in results]
-    product_rates = [rate(res) for res in results for _, rate in forward_tables.BREAKDOWN_RATES[:2]]
+    products = [sum(lines_of[line](res.breakdown, res) for line in ("block matrix products", "LM head (x @ wte.T)"))
+                / res.breakdown["sampler step"] for res in results]  # as the step makes them
+    rates_of = dict(forward_tables.BREAKDOWN_RATES)
+    product_rates, alone_rates = ([rates_of[f"GB/s: {part}{alone}"](res) for res in results
+                                   for part in ("block products", "LM head")] for alone in ("", ", alone"))
+    attention = [tuple(lines_of[line](res.breakdown, res) for line in ("attention over the cache", "attention, alone"))
+                 for res in results]
     sampler_work = [res.breakdown["logits_to_probs"] + res.breakdown["_check_probs + _sample"] for res in results]
     share = max(work / res.breakdown["sampler step"] for work, res in zip(sampler_work, results))
     lines = [f"- The best runs are {ratio_text(list(best.values()))} the strict floor, the median runs "
              f"{ratio_text(median)} the median floor. The goal, at most {FLOOR_TARGET}× the strict floor, "
              + (f"is met for {sizes_text(met)}." if met else "is not met at any size."),
-             f"- The matrix products (the blocks' and the LM head's) are {span([100 * p for p in products], '{:.0f}')}% "
-             f"of a step and ran at {span([r / 1e9 for r in product_rates], '{:.1f}')} GB/s, against "
+             f"- The matrix products (the blocks' and the LM head's) are "
+             f"{span([100 * p for p in products], '{:.0f}')}% of a step and ran at "
+             f"{span([r / 1e9 for r in product_rates], '{:.1f}')} GB/s in it, "
+             f"{span([r / 1e9 for r in alone_rates], '{:.1f}')} GB/s back to back alone, against "
              f"{span([max(res.bandwidths) / 1e9 for res in results], '{:.1f}')} GB/s for the best single product.",
+             f"- The attention over the cache takes {span([1e3 * in_step for in_step, _ in attention])} ms in a step, "
+             f"{ratio_text([in_step / alone for in_step, alone in attention])} the same heads alone.",
              f"- The rest of the forward pass (the layer norms, GELU, additions, reshapes and Python's own work "
-             f"between the products) takes {span([1e3 * in_step for in_step, _ in rests])} ms in a step, "
-             f"{ratio_text([in_step / alone for in_step, alone in rests])} what the same work takes alone (the step "
-             f"replayed, the answers of its products and attention taken from a record: no weight read).",
-             f"- The sampler's own work at temperature 0 (`logits_to_probs`, `_check_probs`, `_sample`) takes "
+             f"between the products and the attention) takes {span([1e3 * in_step for in_step, _ in rests])} ms in a "
+             f"step, {ratio_text([in_step / alone for in_step, alone in rests])} what the same work takes alone (the "
+             f"step replayed, the answers of its products and attention taken from a record: no weight read).",
+             f"- The sampler's own work at temperature 0 (`logits_to_probs`, `checks.check_probs`, `_sample`) takes "
              f"{span([1e3 * w for w in sampler_work])} ms, at most {share:.1%} of a step."]
     uncached = [res for res in results if res.no_cache]
     if uncached:
