@@ -13,6 +13,7 @@
     routes.py        which route each product takes on this machine (panels, matrix-vector products, one BLAS
                      call, padded rows): measured in a few seconds at a model's first run, kept as routes.json
     openblas_env.py  OpenBLAS's setting, made before NumPy loads it, so that its idle threads sleep at once
+    calibration.py   r(m), c and o timed on this machine for K="auto", and the costs file that keeps them
 
 gpt2.py imports nothing of this: plug.py imports gpt2 and plugs into it from outside. Importing this package
 imports nothing (main.py imports speed.openblas_env before NumPy).

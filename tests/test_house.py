@@ -48,6 +48,18 @@ def test_the_top_level_is_the_learners_path_and_fits_one_screen():
     assert machinery_at_the_top == [], "machinery belongs in its folder"
 
 
+
+def test_every_machinery_folders_index_names_each_of_its_files():
+    """A folder's __init__.py is its table of contents ("machinery to take on trust"): each file it holds is named
+    there with what it is for, so a learner who opens the folder finds every file's line (five files had none)."""
+    unnamed = {}
+    for folder in ("speed", "loaders", "command_line", "course", "tools"):
+        index = ast.get_docstring(ast.parse((REPO_ROOT / folder / "__init__.py").read_text(encoding="utf-8")))
+        files = {path.split("/")[1] for path in tracked_files() if path.startswith(folder + "/") and path.count("/") == 1}
+        unnamed[folder] = sorted(name for name in files - {"__init__.py"} if not re.search(rf"\b{re.escape(name)}\b",
+                                                                                             index))
+    assert {folder: names for folder, names in unnamed.items() if names} == {}
+
 def test_no_python_file_is_over_about_600_lines():
     """One idea per file: a file past about 600 lines holds two, and the second gets a file (and a name) of its own.
     Tests too: a learner reads them as the specification."""

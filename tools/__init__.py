@@ -19,6 +19,9 @@ docs/BENCHMARKS.md or a figure in img/ was made. Each script runs from the repos
     compare_drafters.py      the drafter and tree tables of `python tools/benchmark.py --drafters ... --trees ...`
     benchmark_plots.py       tools/benchmark.py's pictures, and the plotting helpers the tools share
     benchmark_text.py        prompt lookup on real text (tools/texts/): tokens per pass, alpha by match, speedup
+    benchmark.py             when speculative sampling pays off: alpha, c, r and the speedup of each K, plotted
+    reading_path.py          how many lines of the core one `python main.py` run takes a learner through
+    time_grading.py          how long a class takes to grade, every step of N copies through the gradebook
 
 What the tools share with the tests lives here too, since a test may import a tool and a tool never imports a
 test: model_files.py (GPT-2 weights written in the two real formats), release_files.py (where OpenAI's files

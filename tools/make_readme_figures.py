@@ -11,12 +11,13 @@ the learner's path.
 README.md and docs/BENCHMARKS.md mark each generated part, `<!-- NAME: begin (the command) -->` ... `<!-- NAME:
 end -->`, and this script replaces what is between the two marks and nothing else. The prose around the marks
 says only what holds whatever a run measures; every number a run can change is inside a part, so the tables,
-the plots and the sentences that quote them come from the same run. The parts, in the order the run makes them:
+the plots and the sentences that quote them come from the same run. The parts, page by page:
 
     README        worked-round (tools/worked_round.py), exactness-table, cost-table and cost-summary (c and r
                   with and without the KV cache, the predicted speedup, break-even alphas), sample-run and
                   page-size (tools/main_runs.py: `python main.py` on tools/random_models.py's folders, skipped with
-                  real weights; `python main.py --html` on tiny random models, img/rounds_page.png by Chromium)
+                  real weights; `python main.py --html` on tiny random models, img/rounds_page.png by Chromium),
+                  grading-time (tools/time_grading.py: a class graded by the gradebook)
     BENCHMARKS    drafter-table and drafter-summary (tools/benchmark.py's drafters), tree-table,
                   break-even-table (from lookahead.R_TABLE, no timing), forward-run, forward-table,
                   forward-breakdown, forward-summary, r-table, context-table (tools/benchmark_forward.py),
@@ -34,7 +35,8 @@ the plots and the sentences that quote them come from the same run. The parts, i
 The scripts that must run in a process of their own (OpenBLAS reads its thread count when NumPy loads; a load's
 peak memory needs a fresh process) are tools/measured_parts.py's, the small timings tools/small_parts.py's, and
 tools/pages.py writes every part between its marks. It also moves the pages' line links, like
-[`def _residual`](sampling.py#L549), to the line where the code in their backticks now is.
+[`def _residual`](sampling.py#L1) (a link to sampling.py's line 1), to the line where the code in their backticks
+now is.
 
 Numbers from a shared machine move from run to run: they are regenerated together, never patched one by one.
 The one exception is --only: it remeasures the named parts alone, and their marks then name that command.

@@ -12,7 +12,7 @@ Without --out nothing in the repository changes: the pictures in img/ are the fi
 
 The models are the hand-made second-order Markov tables of the exactness test (3 tokens, the next-token
 distribution depends on the last two tokens), so every number can be checked by hand. The rounds follow
-Chen et al.'s Algorithm 2 in sampling.py's letters (q: TARGET, p: DRAFT, K: lookahead), written out here
+Chen et al.'s Algorithm 2 in sampling.py's letters (q: TARGET_TABLE, p: DRAFT_TABLE, K: lookahead), written out here
 step by step instead of calling sampling.py, so that each uniform draw can be printed beside what it decided.
 Every token is drawn by inverse CDF from one uniform u: the first token whose cumulative probability is > u
 (sampling.py's `_sample`). tests/test_readme.py checks that the README shows exactly what this prints.
