@@ -14,10 +14,9 @@ says only what holds whatever a run measures; every number a run can change is i
 the plots and the sentences that quote them come from the same run. The parts, page by page:
 
     README        worked-round (tools/worked_round.py), exactness-table, cost-table and cost-summary (c and r
-                  with and without the KV cache, the predicted speedup, break-even alphas), sample-run and
-                  page-size (tools/main_runs.py: `python main.py` on tools/random_models.py's folders, skipped with
-                  real weights; `python main.py --html` on tiny random models, img/rounds_page.png by Chromium),
-                  grading-time (tools/time_grading.py: a class graded by the gradebook)
+                  with and without the KV cache, the predicted speedup, break-even alphas), grading-time
+                  (tools/time_grading.py), sample-run and page-size (tools/main_runs.py: main.py on random_models.py's
+                  folders, not with real weights; main.py --html on tiny models, img/rounds_page.png by Chromium)
     BENCHMARKS    drafter-table and drafter-summary (tools/benchmark.py's drafters), tree-table,
                   break-even-table (from lookahead.R_TABLE, no timing), forward-run, forward-table,
                   forward-breakdown, forward-summary, r-table, context-table (tools/benchmark_forward.py),
@@ -35,8 +34,7 @@ the plots and the sentences that quote them come from the same run. The parts, p
 The scripts that must run in a process of their own (OpenBLAS reads its thread count when NumPy loads; a load's
 peak memory needs a fresh process) are tools/measured_parts.py's, the small timings tools/small_parts.py's, and
 tools/pages.py writes every part between its marks. It also moves the pages' line links, like
-[`def _residual`](sampling.py#L1) (a link to sampling.py's line 1), to the line where the code in their backticks
-now is.
+[`def _residual`](sampling.py#L1), to the line where the code in their backticks now is.
 
 Numbers from a shared machine move from run to run: they are regenerated together, never patched one by one.
 The one exception is --only: it remeasures the named parts alone, and their marks then name that command.
