@@ -38,7 +38,7 @@ def logits_to_probs(logits, temperature=1.0, top_k=None, top_p=None):
         return probs
     logits = np.asarray(logits, dtype=np.float64) / temperature  # [n, n_vocab]
     if top_k is not None and top_k < logits.shape[-1]:
-        kth_largest = np.partition(logits, -top_k, axis=-1)[:, -top_k:-top_k + 1]  # [n, 1]
+        kth_largest = np.partition(logits, -top_k, axis=-1)[:, -top_k, None]  # [n, 1]
         logits = np.where(logits >= kth_largest, logits, -np.inf)  # [n, n_vocab]: exp(-inf) = 0 for the rest
     probs = softmax(logits)  # [n, n_vocab] float64: each row sums to 1 to ~1e-16 (float32: ~1e-7)
     if top_p is not None and top_p < 1:

@@ -58,14 +58,15 @@ def one_level_inverse_cdf(probs, r):
     "settings",
     [dict(temperature=0), dict(temperature=1.0), dict(temperature=0.7, top_k=50), dict(temperature=1.3, top_p=0.9),
      dict(temperature=0.8, top_k=40, top_p=0.5), dict(temperature=1.0, top_k=3000, top_p=0.95),
-     dict(temperature=0.3, top_p=0.9), dict(temperature=0.3, top_p=0.9999999)],
+     dict(temperature=0.3, top_p=0.9), dict(temperature=0.3, top_p=0.9999999), dict(temperature=1.0, top_k=1)],
     ids=str,
 )
 def test_logits_to_probs_equals_the_textbook_formulas_on_gpt2_sized_rows(settings):
     """Rows of 50257 float32 logits (scale 3, as a trained model's): logits_to_probs gives the distributions of
     the formulas written out apart (plain_logits_to_probs) to 1e-15 (float64 rounding), and a one-hot row at
     temperature 0. The settings cut top_p after top_k's tokens, after few tokens (temperature 0.3: the top
-    1024 hold 0.9 of the mass), after many (temperature 1.3) and almost nowhere (top_p 0.9999999)."""
+    1024 hold 0.9 of the mass), after many (temperature 1.3) and almost nowhere (top_p 0.9999999); top_k = 1 keeps
+    the largest alone (a slice [-1:0] of the partition was empty there, and every sampled run with it failed)."""
     logits = 3 * np.random.default_rng(0).standard_normal((3, 50257), dtype=np.float32)  # [3, n_vocab]
     probs = logits_to_probs(logits, **settings)
     assert probs.dtype == np.float64 and probs.shape == (3, 50257)
