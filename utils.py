@@ -80,7 +80,13 @@ def resolve_model(name, models_dir="models", base_url=None, retries=3, deadline_
             raise DownloadError(f"{error}. The same model is on the Hugging Face Hub as {hub_name!r}: try "
                                 f"--target_model_size {hub_name} (or --draft_model_size {hub_name})") from None
         return folder
-    return hub_snapshot(hub_repo_id(name), retries=retries, deadline_seconds=deadline_seconds)
+    try:
+        return hub_snapshot(hub_repo_id(name), retries=retries, deadline_seconds=deadline_seconds)
+    except DownloadError as error:  # "models/random-tiny-near", a folder not made yet, reads as an owner/name too
+        if "/" not in name:
+            raise
+        raise DownloadError(f"there is no folder {name} (seen from {Path.cwd()}), so it was taken for a Hugging "
+                            f"Face Hub name: {error}") from None
 
 
 def load_model(folder):

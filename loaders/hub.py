@@ -100,7 +100,18 @@ def check_model_name(name):
         raise ValueError(f"{name!r} is a file, not a folder: give the folder that holds the model's files")
     if kind is not None:  # the file system refused the name as a path
         raise ValueError(f"{shown(name)} is no model name, and no folder ({kind})")
+    if looks_like_a_path(name):
+        raise ValueError(f"there is no folder {shown(name, 200)} (seen from {os.getcwd()}): make it first, or give "
+                         f"the folder that holds the model's files")
     raise ValueError(f"unknown model {shown(name, 200)}: use one of " + "; ".join(model_names_help()))
+
+
+def looks_like_a_path(name):
+    """True for a name only a folder could be (a path that starts at the root, the home folder or the current
+    folder, or holds more than one separator), false for an owner/name of the Hub or a bare name.
+    looks_like_a_path("/tmp/m") and looks_like_a_path("a/b/c"), not looks_like_a_path("openai-community/gpt2")."""
+    return name.startswith(("/", "~", ".", "\\")) or (len(name) > 1 and name[1] == ":") or \
+        name.replace("\\", "/").count("/") > 1
 
 
 def local_path_kind(name):

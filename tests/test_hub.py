@@ -110,6 +110,22 @@ def test_nothing_cached_and_no_network_names_the_cache_folder_and_the_url(tmp_pa
     assert str(tmp_path / "empty-cache" / "models--openai-community--gpt2-medium") in err[0]
 
 
+def test_a_folder_not_made_yet_whose_name_reads_as_owner_and_name_is_said_missing_before_the_hubs_failure(
+        tmp_path, monkeypatch):
+    """README's trace command names models/random-tiny-near, made by random_models.py: run first, the name is no
+    folder and reads as a Hub id (owner "models"), and the Hub cannot be reached offline; the one line says first
+    that there is no such folder. A path only a folder could be (three parts) is refused before any request."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing answers
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DownloadError) as failed:
+        utils.resolve_model("models/random-tiny-near", retries=0)
+    assert str(failed.value).startswith(f"there is no folder models/random-tiny-near (seen from {tmp_path}), so it "
+                                        f"was taken for a Hugging Face Hub name: could not reach"), failed.value
+    with pytest.raises(ValueError, match=r"^there is no folder 'models/random/tiny' \(seen from "):
+        utils.resolve_model("models/random/tiny", retries=0)
+
+
 def test_when_openai_s_bucket_fails_the_error_names_the_same_model_on_the_hub(tmp_path):
     with pytest.raises(DownloadError, match="'gpt2-medium'"):
         utils.resolve_model("355M", str(tmp_path / "models"), base_url="http://127.0.0.1:9", retries=0)

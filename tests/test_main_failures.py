@@ -100,7 +100,8 @@ def test_the_base_url_flag_overrides_the_environment(tmp_path):
 BAD_FLAGS = [
     # (flags, what the one error line must say); each is refused before anything is downloaded
     (("--target_model_size", "7B"), "--target_model_size: unknown model '7B': use one of 124M"),
-    (("--draft_model_size", "no/such/folder"), "--draft_model_size: unknown model 'no/such/folder'"),
+    (("--draft_model_size", "no/such/folder"), "--draft_model_size: there is no folder 'no/such/folder' (seen from "),
+    (("--draft_model_size", "no-such-model"), "--draft_model_size: unknown model 'no-such-model': use one of"),
     (("--draft_model_size", "124"), "--draft_model_size: unknown model '124'"),  # fire would have made it the int 124
     (("--K", 0), "--K (draft tokens per round) must be a whole number >= 1 (at most 2**63 - 1), auto or hf; got "
                  "'0'"),
