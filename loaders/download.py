@@ -38,10 +38,9 @@ from tqdm import tqdm
 from encoder import MAX_VOCABULARY_FILE_BYTES
 from loaders.safe_files import CREATE_NEW, LockTimeout, file_lock, new_folders, remove_if_empty
 from loaders.tf_checkpoint import MAX_INDEX_BYTES, read_checkpoint_index
-from loaders.weights import MAX_CONFIG_BYTES, CheckpointError, check_hparams, read_json_file, read_openai_hparams
+from loaders.weights import MAX_CONFIG_BYTES, MODEL_SIZES, CheckpointError, check_hparams, read_json_file
+from loaders.weights import read_openai_hparams
 from loaders.messages import os_error_text, shown
-
-MODEL_SIZES = ("124M", "355M", "774M", "1558M")
 
 # The shapes of OpenAI's four released models (their hparams.json files): a download's hparams.json must match.
 HPARAMS = {

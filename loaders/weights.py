@@ -23,6 +23,8 @@ from tqdm import tqdm
 
 from loaders.messages import shown
 
+MODEL_SIZES = ("124M", "355M", "774M", "1558M")  # OpenAI's releases, downloaded into a folder of that name
+
 
 class CheckpointError(ValueError):
     """A weights file is missing, damaged or not what it claims to be; the message names the file.
@@ -39,16 +41,20 @@ def checkpoint_error(path, problem):
 
     A file reached through a link (a Hugging Face snapshot links each file to a blob) is named with the file
     the link points at: deleting the link would only bring the same damaged blob back. A file that is not there
-    at all has nothing to delete: it is named with what to do instead."""
+    at all has nothing to delete: it is named with what to do instead. A file in a folder of the user's own (not
+    models_dir/SIZE, not the Hub's cache) is not downloaded again: it is to be made or copied again."""
     if not os.path.lexists(path):
         return CheckpointError(
             f"{path}: {problem}. Copy it into that folder with the model's other files, or name a released size "
             f"(124M, ..., or gpt2 on the Hugging Face Hub), which main.py downloads whole", path, problem
         )
-    to_delete = "it"
+    to_delete, downloaded = "it", Path(path).parent.name in MODEL_SIZES  # where main.py puts OpenAI's files
     if os.path.islink(path):
-        to_delete = os.path.realpath(path)
+        to_delete, downloaded = os.path.realpath(path), True  # a Hub snapshot's file: its blob, downloaded
         path = f"{path} (a link to {to_delete})"
+    if not downloaded:  # a folder of the user's own: main.py downloads nothing into it
+        return CheckpointError(f"{path}: {problem}. The file is damaged or incomplete: make or copy it again (this "
+                               f"folder is not one main.py downloads into)", path, problem)
     return CheckpointError(
         f"{path}: {problem}. The file is damaged or incomplete: delete {to_delete} and run again to download it "
         f"afresh", path, problem

@@ -162,10 +162,26 @@ def test_tensorflow_stores_the_masked_crc32c_of_each_tensors_bytes():
 # --- damaged files: a CheckpointError that names the file, never a silently wrong tensor --------------------
 
 
-def assert_names_the_file_and_says_delete(error, path):
+def assert_names_the_damaged_file_and_what_to_do(error, path):
+    """The file, and: in a folder of the user's own (these tests' copies), make or copy it again; main.py
+    downloads only into a folder named after a released size (and the Hub's cache), where deleting it and running
+    again downloads it afresh."""
     message = str(error.value)
-    assert str(path) in message
-    assert "delete it and run again" in message
+    assert str(path) in message and "The file is damaged or incomplete" in message
+    assert ("delete it and run again to download it afresh" in message) == (path.parent.name == "124M"), message
+    assert ("make or copy it again" in message) == (path.parent.name != "124M"), message
+
+
+def test_a_damaged_file_in_a_download_folder_is_to_be_deleted_and_downloaded_again(tmp_path):
+    """The same truncated data file in models_dir/124M, where main.py downloads OpenAI's files: delete it, and
+    the next run fetches it again (anywhere else nothing would be downloaded: tests above)."""
+    folder = tmp_path / "models" / "124M"
+    shutil.copytree(TF_CKPT_DIR, folder)
+    data_path = folder / DATA_FILE
+    data_path.write_bytes(data_path.read_bytes()[:-4])
+    with pytest.raises(CheckpointError) as error:
+        load_gpt2_params_from_tf_ckpt(folder / "model.ckpt", load_fixture_hparams())
+    assert_names_the_damaged_file_and_what_to_do(error, data_path)
 
 
 def assert_names_the_missing_file_and_says_copy_it(error, path):
@@ -179,7 +195,7 @@ def test_a_truncated_data_file_is_a_CheckpointError_naming_it(ckpt_copy):
     data_path.write_bytes(data_path.read_bytes()[:-4])  # the last float is missing
     with pytest.raises(CheckpointError) as error:
         load_gpt2_params_from_tf_ckpt(ckpt_copy, load_fixture_hparams())
-    assert_names_the_file_and_says_delete(error, data_path)
+    assert_names_the_damaged_file_and_what_to_do(error, data_path)
     assert "9148 bytes" in str(error.value) and "9152" in str(error.value)
 
 
@@ -188,7 +204,7 @@ def test_a_data_file_with_extra_bytes_is_a_CheckpointError_naming_it(ckpt_copy):
     data_path.write_bytes(data_path.read_bytes() + b"\x00" * 4)
     with pytest.raises(CheckpointError) as error:
         load_gpt2_params_from_tf_ckpt(ckpt_copy, load_fixture_hparams())
-    assert_names_the_file_and_says_delete(error, data_path)
+    assert_names_the_damaged_file_and_what_to_do(error, data_path)
 
 
 def test_a_missing_data_file_is_a_CheckpointError_naming_it(ckpt_copy):
@@ -213,7 +229,7 @@ def test_an_index_with_a_flipped_magic_byte_is_a_CheckpointError_naming_it(ckpt_
     index_path.write_bytes(index)
     with pytest.raises(CheckpointError, match="magic number") as error:
         list_checkpoint_variables(ckpt_copy)
-    assert_names_the_file_and_says_delete(error, index_path)
+    assert_names_the_damaged_file_and_what_to_do(error, index_path)
 
 
 def test_an_index_with_a_corrupt_varint_in_its_footer_is_a_CheckpointError(ckpt_copy):
@@ -224,7 +240,7 @@ def test_an_index_with_a_corrupt_varint_in_its_footer_is_a_CheckpointError(ckpt_
     index_path.write_bytes(index)
     with pytest.raises(CheckpointError, match="varint") as error:
         list_checkpoint_variables(ckpt_copy)
-    assert_names_the_file_and_says_delete(error, index_path)
+    assert_names_the_damaged_file_and_what_to_do(error, index_path)
 
 
 def test_an_index_with_a_flipped_byte_inside_a_block_fails_the_block_checksum(ckpt_copy):
@@ -235,7 +251,7 @@ def test_an_index_with_a_flipped_byte_inside_a_block_fails_the_block_checksum(ck
     index_path.write_bytes(index)
     with pytest.raises(CheckpointError, match="crc32c") as error:
         list_checkpoint_variables(ckpt_copy)
-    assert_names_the_file_and_says_delete(error, index_path)
+    assert_names_the_damaged_file_and_what_to_do(error, index_path)
 
 
 def test_a_flipped_byte_in_the_data_is_caught_when_checksums_are_verified(ckpt_copy):
@@ -245,7 +261,7 @@ def test_a_flipped_byte_in_the_data_is_caught_when_checksums_are_verified(ckpt_c
     data_path.write_bytes(data)
     with pytest.raises(CheckpointError, match="crc32c") as error:
         load_gpt2_params_from_tf_ckpt(ckpt_copy, load_fixture_hparams(), verify_checksums=True)
-    assert_names_the_file_and_says_delete(error, data_path)
+    assert_names_the_damaged_file_and_what_to_do(error, data_path)
 
 
 def test_hparams_that_do_not_match_the_checkpoint_are_a_CheckpointError(ckpt_copy):

@@ -146,7 +146,7 @@ def test_a_missing_or_malformed_config_json_is_a_CheckpointError_naming_it(tmp_p
         config_path.write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match=problem) as error:
         load_hf_gpt2(folder)
-    advice = "Copy it into that folder" if damage == "delete" else "delete it"  # nothing to delete where none is
+    advice = "Copy it into that folder" if damage == "delete" else "make or copy it again"  # a folder of one's own
     assert str(config_path) in str(error.value) and advice in str(error.value)
 
 
