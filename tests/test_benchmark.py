@@ -319,6 +319,15 @@ def test_a_bad_drafter_or_tree_flag_gets_one_error_line_and_exit_code_2(tmp_path
     assert err.startswith("error: ") and expected in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_tree_of_one_level_is_a_shape_however_fire_reads_it():
+    """--trees 2 reaches benchmark.main as the int 2 (fire reads numbers), "2,1" as a tuple, "2,1;3" as text: each
+    is a list of shapes (an int was iterated, a TypeError); a flag with no number is still refused in one line."""
+    assert compare_drafters.parse_trees(2) == [(2,)] and compare_drafters.parse_trees("2") == [(2,)]
+    assert compare_drafters.parse_trees((2, 1)) == [(2, 1)] and compare_drafters.parse_trees("2,1;3") == [(2, 1), (3,)]
+    with pytest.raises(ValueError, match="--trees takes shapes like"):
+        compare_drafters.parse_trees(True)
+
+
 def test_r_between_measured_lengths_is_interpolated_and_outside_them_refused():
     """r(K) for a (K + 1)-row pass: measured at K = 1 (2 rows, 0.10 s) and K = 3 (4 rows, 0.14 s) over a
     0.05 s step; K = 2 lies halfway: (0.10 + 0.14) / 2 / 0.05 = 2.4."""

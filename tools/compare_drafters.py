@@ -61,11 +61,15 @@ def check_drafter_flags(drafter_names, drafter_Ks, trees, max_ngram):
 
 
 def parse_trees(value):
-    """Fire gives "2,1,1;2,2,1" as a string, "2,1,1" as a tuple: always a list of tuples of ints."""
+    """Fire gives "2,1,1;2,2,1" as a string, "2,1,1" as a tuple, "2" as an int: always a list of tuples of ints."""
     if value is None:
         return []
+    if isinstance(value, int) and not isinstance(value, bool):  # one level: --trees 2
+        return [(value,)]
     if isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value):
         return [tuple(value)]
+    if not isinstance(value, (str, list, tuple)):  # --trees alone (fire: True), a float
+        raise ValueError(f"--trees takes shapes like 2,1,1;2,2,1; got {value!r}")
     parts = value.split(";") if isinstance(value, str) else list(value)
     try:
         return [tuple(int(b) for b in str(part).strip("()[] ").split(",")) for part in parts]
