@@ -52,7 +52,7 @@ import sampling
 import show
 from command_line import page, report
 from command_line.checks import load_and_check
-from command_line.flags import check_flags, damage_as_one_line, errors_as_one_line
+from command_line.flags import check_flags, errors_as_one_line, overflow_said_once
 from command_line.report import Run
 from command_line.scripts import run_script
 from command_line.warm_up import check_kept_files, warm_up, with_costs
@@ -157,7 +157,7 @@ def main(prompt="Alan Turing theorized that computers would one day become", n_t
 
     report.print_heading(flags, draft, target, prompt_ids)
     token_bytes, color = report.token_bytes_of(target[0]), show.wants_color(flags.color, sys.stdout)
-    with damage_as_one_line():  # from here on any other exception is a bug, and keeps its traceback
+    with overflow_said_once():  # from here on any exception but NaN's (scripts.ending_as_one_line) is a bug
         costs = warm_up(flags, prompt_ids, new_draft if draft is not None else None, new_target)  # not timed
 
         report.print_run_heading(flags, speculative=False)

@@ -508,19 +508,10 @@ def errors_as_one_line():
 
 
 @contextmanager
-def damage_as_one_line():
-    """Inside (the decoding): a ValueError about NaN or infinite numbers becomes one `error:` line and exit 1.
-
-    The weights were checked before (checks.check_weights_finite), so this is a forward pass that overflowed on
-    finite weights: checks.py's checks (check_finite, check_probs) raise a ValueError whose message says NaN.
-    NumPy's warnings about the overflow are silenced here, since that error says it in one line. Any other
-    exception while decoding is a bug and keeps its traceback.
-    """
-    try:
-        with np.errstate(over="ignore", invalid="ignore"):
-            yield
-    except ValueError as error:
-        if "NaN" not in str(error):  # checks.check_finite and check_probs name NaN in their messages
-            raise
-        print(f"\nerror: {error}", file=sys.stderr)
-        raise SystemExit(1) from None
+def overflow_said_once():
+    """Inside (the decoding): NumPy's warnings about an overflow are silenced. The weights were checked before
+    (checks.check_weights_finite), so an overflow is a forward pass that overflowed on finite weights, and
+    checks.py's checks (check_finite, check_probs) then raise a ValueError whose message says NaN, which every
+    script's ending (command_line/scripts.ending_as_one_line) makes one `error:` line and exit code 1."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        yield

@@ -17,6 +17,8 @@ what a command owes the person who typed it:
 - A reader that goes away (`python main.py | head`) ends the run quietly, as Unix tools do.
 - In a student copy (classroom.py student), a run that reaches a function still blank is one line naming the
   step to write, exit code 1: the copy's blanks raise NotImplementedError("Step N: write ...") (BLANK_STEP).
+- NaN or infinite numbers from a model (checks.py's errors, which name NaN: damaged weights, or a forward pass
+  that overflowed) are one line, exit code 1, in main.py and in every tool that decodes.
 """
 
 import difflib
@@ -68,8 +70,8 @@ BLANK_STEP = re.compile(r"Steps? (\d+)[\d, and]*: write .* \(see EXERCISES\.md\)
 def ending_as_one_line():
     """Inside: Ctrl-C is `Interrupted.` and exit code 130; a full disk one `error:` line naming the file, exit
     code 1; memory run out one `error:` line, exit 1; a reader that went away (BrokenPipeError) a quiet exit 1;
-    a student copy's blank function (BLANK_STEP) one `error:` line naming its step, exit 1.
-    Any other exception is left alone."""
+    a student copy's blank function (BLANK_STEP) one `error:` line naming its step, exit 1; checks.py's NaN
+    error one `error:` line, exit 1. Any other exception is left alone."""
     tracked = _line_ends_tracked()
     try:
         yield
@@ -91,11 +93,12 @@ def ending_as_one_line():
         blank = BLANK_STEP.fullmatch(str(error))
         if blank is None:
             raise
-        sys.stdout.flush()  # what the run printed before it, then the error on a line of its own
-        start = "\n" if tracked is not None and tracked.mid_line else ""
-        print(f"{start}error: {error}: this run needs it, and this copy's is still blank (`python classroom.py "
-              f"grade {blank[1]}` checks it once written)", file=sys.stderr)
-        raise SystemExit(1) from None
+        _error_line(f"{error}: this run needs it, and this copy's is still blank (`python classroom.py grade "
+                    f"{blank[1]}` checks it once written)", tracked)
+    except ValueError as error:
+        if "NaN" not in str(error):  # checks.check_finite and check_probs name NaN in their messages
+            raise
+        _error_line(str(error), tracked)
     except OSError as error:
         if error.errno not in DISK_FULL:
             raise
@@ -120,6 +123,15 @@ class LineEnds:
 
     def __getattr__(self, name):  # everything else is the stream's own
         return getattr(self.stream, name)
+
+
+def _error_line(text, tracked):
+    """`error: text` on stderr, on a line of its own after what the run printed (a text streamed mid-line), and
+    exit code 1."""
+    sys.stdout.flush()
+    start = "\n" if tracked is not None and tracked.mid_line else ""
+    print(f"{start}error: {text}", file=sys.stderr)
+    raise SystemExit(1) from None
 
 
 def _line_ends_tracked():

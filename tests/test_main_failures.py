@@ -288,3 +288,16 @@ def test_weights_that_overflow_in_the_forward_pass_are_reported_not_decoded(tmp_
     result = run_main("--prompt", PROMPT, "--drafter", "lookup", "--target_model_size", folder, cwd=tmp_path)
     assert "NaN" in one_error_line(result) and result.returncode == 1
     assert "!!!" not in result.stdout
+
+
+def test_a_tool_that_decodes_overflowing_weights_says_so_in_one_line_as_main_py_does(tmp_path, release_124M_dir):
+    """tools/benchmark.py reads no weight check of its own: the NaN the overflow makes reaches checks.check_finite
+    in its first pass, and the tool ends as main.py does (every script's ending: one line, exit code 1), not in
+    a traceback."""
+    params = random_params(TINY_HPARAMS, np.random.default_rng(1), std=1e20)
+    folder = write_hf_folder(tmp_path / "huge", params, TINY_HPARAMS, release_124M_dir)
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "benchmark.py"), "--draft_model_size", str(folder),
+                             "--target_model_size", str(folder), "--Ks", "1", "--n_tokens_to_generate", "3", "--repeats",
+                             "1", "--prefix_length", "4", "--prompts", "Hello", "--img_dir", str(tmp_path / "plots")],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert "the model produced NaN/inf logits" in one_error_line(result) and result.returncode == 1
