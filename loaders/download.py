@@ -38,8 +38,8 @@ from tqdm import tqdm
 from encoder import MAX_VOCABULARY_FILE_BYTES
 from loaders.safe_files import CREATE_NEW, LockTimeout, file_lock, new_folders, remove_if_empty
 from loaders.tf_checkpoint import MAX_INDEX_BYTES, read_checkpoint_index
-from loaders.weights import MAX_CONFIG_BYTES, MODEL_SIZES, CheckpointError, check_hparams, read_json_file
-from loaders.weights import read_openai_hparams
+from loaders.weights import MAX_CONFIG_BYTES, CheckpointError, check_hparams, read_json_file, read_openai_hparams
+from loaders.weights import MODEL_SIZES  # noqa: F401 (its home since weights.py needs it; imported from here too)
 from loaders.messages import os_error_text, shown
 
 # The shapes of OpenAI's four released models (their hparams.json files): a download's hparams.json must match.
