@@ -310,18 +310,31 @@ def in_the_learners_words(reason, repo):
 
 
 def check_outputs(csv_path, feedback):
-    """Before any grading: the CSV's folder exists, and the feedback folder is one (made if missing)."""
+    """Before any grading: the CSV's folder exists and a file can be written in it (the CSV is written there
+    last, after minutes of grading), and the feedback folder is one (made if missing) that can be written in."""
     folder = Path(csv_path).parent
     if not folder.is_dir():
         raise ValueError(f"--csv {csv_path}: the folder {folder} does not exist; make it, or name another file")
     if Path(csv_path).is_dir():
         raise ValueError(f"--csv {csv_path} is a folder: name a file, like grades.csv")
+    check_can_write_in(folder, "--csv")
     if feedback is not None:
         if Path(feedback).exists() and not Path(feedback).is_dir():
             raise ValueError(f"--feedback {feedback} is a file: name a folder for one feedback file per submission")
         if not Path(feedback).parent.is_dir():
             raise ValueError(f"--feedback {feedback}: the folder {Path(feedback).parent} does not exist")
         Path(feedback).mkdir(exist_ok=True)
+        check_can_write_in(Path(feedback), "--feedback")
+
+
+def check_can_write_in(folder, flag):
+    """ValueError unless a file can be made in `folder` now (one is made and removed again)."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".gradebook-check-"):
+            pass
+    except OSError as error:
+        raise ValueError(f"{flag}: no file can be written in {folder} ({error.strerror or error}); name a folder "
+                         f"you may write in") from None
 
 
 def header(steps, points):

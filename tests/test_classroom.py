@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 from html import escape
+from pathlib import Path
 
 import pytest
 
@@ -508,3 +509,14 @@ def test_only_a_student_copys_blank_ends_in_one_line_any_other_not_implemented_k
         for *_, message in exercises.exercise_ranges((REPO_ROOT / file).read_text(encoding="utf-8"), file):
             blank = scripts.BLANK_STEP.fullmatch(message)
             assert blank and int(blank[1]) == min(int(n) for n in re.findall(r"\d+", message.split(":")[0])), message
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, a folder no one may write in")
+def test_a_csv_that_could_not_be_written_is_refused_before_any_grading(tmp_path):
+    """The CSV is written after the whole class is graded: a folder no file can be made in (/proc, even for
+    root) is refused first, in one line, not after minutes of grading (it was)."""
+    hand_in = tmp_path / "hand-in"
+    hand_in.mkdir()
+    run = run_kit("gradebook", str(hand_in), "--csv", "/proc/grades.csv", "--steps", "1")
+    assert run.returncode == 2 and run.stderr.startswith("error: --csv: no file can be written in /proc (")
+    assert len(run.stderr.strip().splitlines()) == 1 and "step" not in run.stdout, (run.stdout, run.stderr)
