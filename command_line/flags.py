@@ -333,8 +333,8 @@ def check_writable(path, flag):
 
 def check_sampling_flags(temperature, top_k, top_p):
     """ValueError unless temperature >= 0, top_k is None or >= 1, top_p is None or in (0, 1]."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
-        raise ValueError(f"--temperature must be a number >= 0 (0 is greedy decoding); got {temperature!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature < math.inf:
+        raise ValueError(f"--temperature must be a finite number >= 0 (0 is greedy decoding); got {temperature!r}")
     if 0 < temperature < MIN_TEMPERATURE:
         raise ValueError(
             f"--temperature {temperature} is too small: logits / temperature overflows float64 for temperatures "

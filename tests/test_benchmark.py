@@ -309,6 +309,7 @@ def test_with_random_weights_lookups_alpha_is_labelled_meaningless_and_trees_mee
         (dict(drafters="lookup", drafter_Ks=(2, "best")), 'every K in --drafter_Ks (or "auto", "hf")'),
         (dict(trees="2,0"), "--trees takes shapes like 2,1,1;2,2,1"),
         (dict(trees="2,x"), "--trees takes shapes like 2,1,1;2,2,1"),
+        (dict(temperature=float("inf")), "--temperature must be a finite number >= 0"),  # fire reads 1e999 so
     ],
 )
 def test_a_bad_drafter_or_tree_flag_gets_one_error_line_and_exit_code_2(tmp_path, capsys, flags, expected):

@@ -108,7 +108,7 @@ BAD_FLAGS = [
     (("--K", "2.5"), "--K (draft tokens per round) must be a whole number >= 1 (at most 2**63 - 1), auto or hf"),
     (("--K", 1_000_000_000), "--K 1000000000 is more draft tokens than GPT-2's context of 1024 tokens can hold"),
     (("--n_tokens_to_generate", 2000), "more than GPT-2's context of 1024 tokens"),
-    (("--temperature", -1), "--temperature must be a number >= 0"),
+    (("--temperature", -1), "--temperature must be a finite number >= 0"),
     (("--temperature", "1e-320"), "--temperature 1e-320 is too small: logits / temperature overflows float64"),
     (("--temperature", "nan"), "--temperature must be a finite number"),
     (("--top_p", 1.5), "--top_p must be a number in (0, 1]"),

@@ -80,6 +80,7 @@ CASES = [  # (script, flags, what the error line must say); "{file}" is a regula
      "'125M' is neither one of"),
     ("tools/random_models.py", ["--size", "124M"], "unknown flag --size (did you mean --sizes?)"),
     ("tools/random_models.py", ["--seed", "-5"], "--seed must be a whole number >= 0; got -5"),
+    ("tools/random_models.py", ["--trace", "--seed", "7"], "--trace writes the trace run's two tiny models, always"),
     ("tools/random_models.py", ["--folder", "{file}/models"], "is a file, so no folder can be made"),
     ("tools/measure_loading.py", ["--repeat", "2"], "unknown flag --repeat (did you mean --repeats?)"),
     ("tools/measure_loading.py", ["--repeats", "0"], "--repeats must be a whole number >= 1; got 0"),

@@ -105,11 +105,14 @@ def main(sizes="124M,355M", folder=None, seed=SAMPLE_RUN_SEED, trace=False):
         sizes: the sizes, comma-separated: 124M, 355M, 774M, 1558M.
         folder: where the model folders go; by default the system's temporary folder.
         seed: the seed of the random weights.
-        trace: write the trace run's two tiny models instead.
+        trace: write the trace run's two tiny models instead (always the same: no --seed, no --sizes).
     """
     with errors_as_one_line():  # a bad flag, a missing tokenizer or an existing folder: one line, exit code 2
         if not isinstance(trace, bool):
             raise ValueError(f"--trace takes no value (it is on or off); got --trace={shown(trace)}")
+        if trace and (seed != SAMPLE_RUN_SEED or sizes != "124M,355M"):  # else silently not what was asked for
+            raise ValueError("--trace writes the trace run's two tiny models, always the same ones (the README's "
+                             "trace shows them): --seed and --sizes make the other models, without --trace")
         sizes = as_names(sizes, "--sizes")
         for size in sizes:  # one at a time: each model's weights are freed once its folder is written
             check_memory_for([(size, hparams_of(size))])
