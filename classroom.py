@@ -35,7 +35,7 @@ from pathlib import Path
 
 try:  # the project's files, a few of them the learner's, half written: one that does not parse is one line
     from command_line.flags import as_bool, as_seconds, as_text, as_whole_number, check_models_dir, errors_as_one_line
-    from command_line.scripts import as_whole_numbers, ending_as_one_line, run_script
+    from command_line.scripts import as_whole_numbers, check_output_folder, ending_as_one_line, run_script
     from loaders import download
     from loaders import safe_files
     from loaders.weights import shown
@@ -137,7 +137,7 @@ def list_command():
 def student(folder):
     """Write a student copy (no answers, no history) into FOLDER, a new or empty folder."""
     with errors_as_one_line():
-        written = exercises.write_student_copy(exercises.REPO, as_text(folder, "FOLDER"))
+        written = exercises.write_student_copy(exercises.REPO, check_output_folder(folder, "FOLDER"))
     print(f"wrote a student copy into {written}: hand it out as it is (it has no git history)")
 
 

@@ -228,14 +228,30 @@ def student_files(repo, keep=()):
 
 
 def write_student_copy(repo, folder, keep=()):
-    """Write a student copy of `repo` into `folder`, which must not exist or be empty; returns its Path."""
+    """Write a student copy of `repo` into `folder`, which must not exist or be empty; returns its Path. A copy
+    cut short (a full disk, Ctrl-C) is taken back, every file and folder it made, so that the same command can
+    be run again: the folder was new or empty, so nothing else is touched."""
     folder = Path(folder)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise ValueError(f"{folder} exists and is not an empty folder: name a new folder for the student copy")
-    for path, data in student_files(repo, keep).items():
-        target = folder / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+    made = [] if folder.exists() else [folder]  # what this copy made, in order: folders and files
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for path, data in student_files(repo, keep).items():
+            target = folder / path
+            for parent in reversed(target.relative_to(folder).parents[:-1]):  # its folders, outermost first
+                if not (folder / parent).exists():
+                    (folder / parent).mkdir()
+                    made.append(folder / parent)
+            made.append(target)
+            target.write_bytes(data)
+    except BaseException:
+        for path in reversed(made):  # the innermost first: each folder is empty when its turn comes
+            if path.is_dir() and not path.is_symlink():
+                path.rmdir()
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+        raise
     return folder
 
 

@@ -42,6 +42,7 @@ from typing import NamedTuple, Optional
 
 from tqdm import tqdm
 
+from command_line.scripts import check_output_folder
 from course import exercises
 from course import hidden
 from course import no_sandbox
@@ -317,24 +318,14 @@ def check_outputs(csv_path, feedback):
         raise ValueError(f"--csv {csv_path}: the folder {folder} does not exist; make it, or name another file")
     if Path(csv_path).is_dir():
         raise ValueError(f"--csv {csv_path} is a folder: name a file, like grades.csv")
-    check_can_write_in(folder, "--csv")
+    check_output_folder(folder, "--csv")  # a file can be made in it
     if feedback is not None:
         if Path(feedback).exists() and not Path(feedback).is_dir():
             raise ValueError(f"--feedback {feedback} is a file: name a folder for one feedback file per submission")
         if not Path(feedback).parent.is_dir():
             raise ValueError(f"--feedback {feedback}: the folder {Path(feedback).parent} does not exist")
         Path(feedback).mkdir(exist_ok=True)
-        check_can_write_in(Path(feedback), "--feedback")
-
-
-def check_can_write_in(folder, flag):
-    """ValueError unless a file can be made in `folder` now (one is made and removed again)."""
-    try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".gradebook-check-"):
-            pass
-    except OSError as error:
-        raise ValueError(f"{flag}: no file can be written in {folder} ({error.strerror or error}); name a folder "
-                         f"you may write in") from None
+        check_output_folder(feedback, "--feedback")
 
 
 def header(steps, points):

@@ -518,5 +518,39 @@ def test_a_csv_that_could_not_be_written_is_refused_before_any_grading(tmp_path)
     hand_in = tmp_path / "hand-in"
     hand_in.mkdir()
     run = run_kit("gradebook", str(hand_in), "--csv", "/proc/grades.csv", "--steps", "1")
-    assert run.returncode == 2 and run.stderr.startswith("error: --csv: no file can be written in /proc (")
+    assert run.returncode == 2 and run.stderr.startswith("error: --csv /proc: nothing can be written in /proc (")
     assert len(run.stderr.strip().splitlines()) == 1 and "step" not in run.stdout, (run.stdout, run.stderr)
+
+
+@pytest.mark.parametrize("existed", [False, True], ids=["new folder", "empty folder"])
+def test_a_student_copy_cut_short_is_taken_back_so_the_command_can_run_again(tmp_path, monkeypatch, existed):
+    """A full disk after 40 files: the copy's files and folders are removed again (the folder itself too, if the
+    copy made it), not left half-written for the next `classroom.py student` to refuse as 'not an empty folder';
+    run again, the copy is whole."""
+    import errno
+    from course import exercises as kit
+
+    folder = tmp_path / "student"
+    if existed:
+        folder.mkdir()
+    real_write, written = Path.write_bytes, []
+
+    def write_bytes(path, data):
+        if len(written) == 40:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        written.append(path)
+        return real_write(path, data)
+
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+    with pytest.raises(OSError, match="No space left"):
+        kit.write_student_copy(REPO_ROOT, folder)
+    assert (folder.is_dir() and not any(folder.iterdir())) if existed else not folder.exists()
+    monkeypatch.undo()
+    kit.write_student_copy(REPO_ROOT, folder)
+    assert (folder / "EXERCISES.md").is_file() and (folder / "course" / "hints.json").is_file()
+
+
+def test_a_student_copy_under_a_file_is_refused_in_one_line(tmp_path):
+    (tmp_path / "a-file").write_text("mine")
+    run = run_kit("student", str(tmp_path / "a-file" / "copy"))
+    assert run.returncode == 2 and run.stderr.startswith("error: FOLDER ") and "is a file" in run.stderr, run.stderr
