@@ -24,6 +24,7 @@ import os
 import re
 import socket
 import stat
+import sys
 import threading
 import time
 import urllib.parse
@@ -262,6 +263,8 @@ def download_file(url, path, retries=5, backoff_seconds=1.0, timeout_seconds=30.
                     wait = backoff_seconds * 2 ** (attempt - 1)  # exponential backoff: 1, 2, 4, ... x backoff
                     if time.monotonic() + wait > deadline:
                         raise DeadlinePassed()
+                    print(f"{url}: {failure_text(url, last_error)}; trying again in {wait:g} s (retry {attempt} of "
+                          f"{retries})", file=sys.stderr, flush=True)  # a wait offline says what it waits for
                     time.sleep(wait)
                 try:
                     fetch_into_part_file(url, part_path, timeout_seconds, size if size is not None else max_bytes,

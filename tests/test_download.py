@@ -227,6 +227,19 @@ def test_no_server_at_all_leaves_no_folder_behind_and_says_it_could_not_connect(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_each_wait_before_a_retry_says_what_failed_and_how_long_it_waits(tmp_path, capsys):
+    """Offline, 3 retries waited in silence for 1 + 2 + 4 seconds (classroom.py tokenizer: 31 s without a word):
+    each wait is a line on stderr first, the failure and the seconds, then the one error."""
+    url = refused_url()
+    with pytest.raises(DownloadError):
+        download_gpt2_files("124M", tmp_path / "models" / "124M", base_url=url, **FAST)
+    lines = capsys.readouterr().err.splitlines()
+    host = url.split("//")[1]
+    assert [line.split(": ", 1)[1] for line in lines] == [
+        f"could not connect to {host} (Connection refused); trying again in 0 s (retry {n} of 3)" for n in (1, 2, 3)]
+    assert all(line.startswith(f"{url}/124M/") for line in lines), lines
+
+
 def test_a_failed_download_keeps_every_folder_it_did_not_make_and_every_file_in_them(tmp_path):
     """Only the folders the download made, and only while empty, are removed: models/ existed (empty), and
     models/124M held the user's note: both stay."""
