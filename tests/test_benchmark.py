@@ -320,6 +320,17 @@ def test_a_bad_drafter_or_tree_flag_gets_one_error_line_and_exit_code_2(tmp_path
     assert err.startswith("error: ") and expected in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_prompt_too_long_for_the_context_is_named_with_its_flag(tiny_dir, capsys):
+    """The drafter comparison adds its own prompts (--copy_prompts, long by default) to --prompts: where one of
+    those does not fit the tiny models' context, the error names that flag, not --n_tokens_to_generate alone."""
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main(draft_model_size=str(tiny_dir), target_model_size=str(tiny_dir), Ks=(1,), prompts="Hello",
+                       n_tokens_to_generate=3, repeats=1, prefix_length=4, drafters="lookup")
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "tokens of --copy_prompts, + --n_tokens_to_generate 3" in err, err
+    assert "give --copy_prompts shorter prompts" in err
+
+
 def test_a_tree_of_one_level_is_a_shape_however_fire_reads_it():
     """--trees 2 reaches benchmark.main as the int 2 (fire reads numbers), "2,1" as a tuple, "2,1;3" as text: each
     is a list of shapes (an int was iterated, a TypeError); a flag with no number is still refused in one line."""

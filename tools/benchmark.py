@@ -473,10 +473,13 @@ def run(draft_model_size="124M", target_model_size="355M", Ks=(1, 2, 3, 4, 5, 6,
         if not compare:
             prompt_groups = {}
         n_ctx = min(draft[1]["n_ctx"], target[1]["n_ctx"])
-        longest = max(len(ids) for ids in prompt_ids + [p for group in prompt_groups.values() for p in group])
+        flag_of = {"--prompts": prompt_ids, "--copy_prompts": prompt_groups.get("copying", []),
+                   "--free_prompts": prompt_groups.get("free", [])}  # (the last two only with --drafters or --trees)
+        longest, flag = max((len(ids), flag) for flag, group in flag_of.items() for ids in group)
         if longest + n_tokens_to_generate > n_ctx:
-            raise ValueError(f"the longest prompt + --n_tokens_to_generate {n_tokens_to_generate} is more than the "
-                             f"models' context of {n_ctx} tokens: generate fewer tokens")
+            raise ValueError(f"the longest prompt, {longest} tokens of {flag}, + --n_tokens_to_generate "
+                             f"{n_tokens_to_generate} is more than the models' context of {n_ctx} tokens: generate "
+                             f"fewer tokens, or give {flag} shorter prompts")
         deepest = min(k_max, n_tokens_to_generate - 1) if drafter_names else 0  # no proposal is longer
         # r(m) at m = 2, 3, 5, 9, ... and deepest + 1 (between them it is interpolated: Costs.r)
         cost_Ks = sorted(set(Ks) | {K for K in (1, 2, 4, 8, 16, 32) if K < deepest} | {deepest} - {0})
