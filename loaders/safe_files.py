@@ -52,7 +52,8 @@ def create_fresh_file(folder, name):
 def written_atomically(path, mode="wb", encoding=None, newline=None):
     """Inside: a file object to write `path`'s new contents into (mode, encoding and newline as for open). On a
     normal exit it is renamed over `path` (atomic; a link at `path` is replaced, not followed); on an error it
-    is removed and `path` stays as it was.
+    is removed and `path` stays as it was. An OSError of the writing (a full disk), which names no file, is
+    given `path`'s name, so that its one-line error says which file could not be written.
 
         with written_atomically("grades.csv", "w", encoding="utf-8", newline="") as file:
             csv.writer(file).writerows(rows)
@@ -63,8 +64,10 @@ def written_atomically(path, mode="wb", encoding=None, newline=None):
         with os.fdopen(descriptor, mode, encoding=encoding, newline=newline) as file:
             yield file
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         temporary.unlink(missing_ok=True)
+        if isinstance(error, OSError) and error.filename is None:
+            error.filename = str(path)
         raise
 
 

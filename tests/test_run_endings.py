@@ -81,6 +81,18 @@ def test_a_full_disk_under_main_pys_output_is_one_line_saying_so(tmp_path, tiny_
 
 
 @needs_rlimit
+def test_a_full_disk_under_main_pys_page_is_one_line_naming_the_page(tmp_path, tiny_dir):
+    """main.py --html rounds.html with 8 KB to spare: the page (tens of KB) does not fit. Its write (a temporary
+    file, renamed into place) names no file of its own; the line names the page (it said "a file")."""
+    result = subprocess.run(command("main.py", "--drafter", "lookup", "--n_tokens_to_generate", 3,
+                                    "--target_model_size", tiny_dir, "--html", tmp_path / "rounds.html"),
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120, preexec_fn=limited_to(8192))
+    line = one_error_line(result)
+    assert result.returncode == 1 and f"{tmp_path / 'rounds.html'}: the disk is full" in line, line
+    assert not (tmp_path / "rounds.html").exists()
+
+
+@needs_rlimit
 def test_a_full_disk_under_a_scripts_file_is_one_line_naming_the_file(tmp_path, release_124M_dir):
     """tools/random_models.py writes a model of 500 MB; with 100 KB to spare the weights file does not fit. The
     line names the model's folder, and the half-written folder is removed (it would look like a model)."""
