@@ -349,6 +349,9 @@ def check_output_file(path, flag):
         return None
     path = Path(as_text(path, flag))
     if not path.parent.is_dir():
+        existing = first_existing(path.parent)
+        if existing.exists() and not existing.is_dir():
+            raise ValueError(f"{flag} {path}: {existing} is a file, so no file can be written under it")
         raise ValueError(f"{flag} {path}: the folder {path.parent} does not exist; name a file in an existing folder")
     check_writable(path, flag)
     return path

@@ -314,11 +314,11 @@ def check_outputs(csv_path, feedback):
     """Before any grading: the CSV's folder exists and a file can be written in it (the CSV is written there
     last, after minutes of grading), and the feedback folder is one (made if missing) that can be written in."""
     folder = Path(csv_path).parent
-    if not folder.is_dir():
+    if not folder.exists():
         raise ValueError(f"--csv {csv_path}: the folder {folder} does not exist; make it, or name another file")
+    check_output_folder(folder, "--csv")  # a file can be made in it (and a file where a folder belongs is said so)
     if Path(csv_path).is_dir():
         raise ValueError(f"--csv {csv_path} is a folder: name a file, like grades.csv")
-    check_output_folder(folder, "--csv")  # a file can be made in it
     if feedback is not None:
         if Path(feedback).exists() and not Path(feedback).is_dir():
             raise ValueError(f"--feedback {feedback} is a file: name a folder for one feedback file per submission")

@@ -554,3 +554,12 @@ def test_a_student_copy_under_a_file_is_refused_in_one_line(tmp_path):
     (tmp_path / "a-file").write_text("mine")
     run = run_kit("student", str(tmp_path / "a-file" / "copy"))
     assert run.returncode == 2 and run.stderr.startswith("error: FOLDER ") and "is a file" in run.stderr, run.stderr
+
+
+def test_a_csv_under_a_file_is_said_to_be_under_a_file(tmp_path):
+    """--csv FILE/grades.csv: the folder it names is a file (it was said not to exist)."""
+    (tmp_path / "a-file").write_text("mine")
+    hand_in = tmp_path / "hand-in"
+    hand_in.mkdir()
+    run = run_kit("gradebook", str(hand_in), "--csv", str(tmp_path / "a-file" / "grades.csv"), "--steps", "1")
+    assert run.returncode == 2 and "a-file is a file" in run.stderr and "does not exist" not in run.stderr, run.stderr
