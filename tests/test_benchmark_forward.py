@@ -122,6 +122,40 @@ def test_a_step_timed_inside_reports_each_weight_product_and_attention_once_as_t
     assert set(seconds) == set(benchmark_forward.INSIDE) and all(s > 0 for s in seconds.values())
     assert sum(seconds.values()) < step
 
+def test_the_parts_in_the_step_are_those_of_the_fastest_step_they_were_timed_in(monkeypatch):
+    """Three rounds whose steps took 10, 9 and 11 ms with their parts (blocks, head, attention) 6/2/1, 7/1/0.5 and
+    5/3/2 ms: the breakdown keeps the 9 ms step's own parts, 7/1/0.5, so that its rest (9 - 8.5 - logits) is of one
+    instant. Its teeth: each part's best on its own (5/1/0.5, the old rule) would leave a rest of 2.5 ms that no
+    round had."""
+    from model_fn import create_model_fn
+
+    rounds = iter([(0.010, (0.006, 0.002, 0.001)), (0.009, (0.007, 0.001, 0.0005)), (0.011, (0.005, 0.003, 0.002))])
+
+    def scripted_inside(step):
+        def run():
+            total, parts = next(rounds)
+            return {"total": total, **dict(zip(benchmark_forward.INSIDE, parts))}
+        return run
+
+    real_timed = benchmark_forward.timed
+
+    def timed(part):
+        answer, seconds = real_timed(part)
+        if isinstance(answer, dict) and "total" in answer:
+            total = answer.pop("total")
+            return answer, total
+        return answer, seconds
+
+    monkeypatch.setattr(benchmark_forward, "timed_inside", scripted_inside)
+    monkeypatch.setattr(benchmark_forward, "timed", timed)
+    params = random_params(TINY, np.random.default_rng(0))
+    model = create_model_fn(params, {**TINY, "n_vocab": 50}, temperature=0)
+    best = benchmark_forward.step_breakdown(model, params, list(range(12)), 8, 3, np.random.default_rng(0),
+                                            TINY["n_head"])
+    assert best["model step, its parts timed"] == 0.009
+    assert [best[f"{part}, in the step"] for part in benchmark_forward.INSIDE] == [0.007, 0.001, 0.0005]
+
+
 def test_the_bandwidth_products_leave_their_matrix_out_of_the_matrices_the_routes_are_timed_on(monkeypatch):
     """speed/routes.py times the routes on the widest block matrices and the biggest LM head a model multiplied
     (products remembers them). The bandwidth's matrix, wider than any model's, must not be among them: it was, and

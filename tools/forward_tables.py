@@ -59,11 +59,12 @@ BREAKDOWN = [  # (line, ms of it from a breakdown b and its SizeResult r); "=" l
     ("LM head, alone", lambda b, r: b["LM head"]),
     ("attention over the cache", lambda b, r: b["attention, in the step"]),
     ("attention, alone", lambda b, r: b["attention"]),
-    ("rest of the forward pass", lambda b, r: b["model step"] - b["block products, in the step"]
-     - b["LM head, in the step"] - b["attention, in the step"] - b["logits_to_probs"]),
+    ("rest of the forward pass", lambda b, r: b["model step, its parts timed"] - b["block products, in the step"]
+     - b["LM head, in the step"] - b["attention, in the step"] - b["logits_to_probs"]),  # of one step's own parts
     ("the same rest, alone", lambda b, r: b["model step, replayed"] - b["logits_to_probs"]),
     ("logits_to_probs (greedy)", lambda b, r: b["logits_to_probs"]),
-    ("= model function step", lambda b, r: b["model step"]),
+    ("= the step they were timed in", lambda b, r: b["model step, its parts timed"]),  # the lines above: its parts
+    ("= model function step", lambda b, r: b["model step"]),  # the same step, not timed inside
     ("_check_probs + _sample", lambda b, r: b["_check_probs + _sample"]),
     ("sampler loop, the rest", lambda b, r: b["sampler step"] - b["model step"] - b["_check_probs + _sample"]),
     ("= step through the sampler", lambda b, r: b["sampler step"]),
