@@ -239,7 +239,7 @@ def write_student_copy(repo, folder, keep=()):
         folder.mkdir(parents=True, exist_ok=True)
         for path, data in student_files(repo, keep).items():
             target = folder / path
-            for parent in reversed(target.relative_to(folder).parents[:-1]):  # its folders, outermost first
+            for parent in reversed(list(target.relative_to(folder).parents)[:-1]):  # its folders, outermost first
                 if not (folder / parent).exists():
                     (folder / parent).mkdir()
                     made.append(folder / parent)
