@@ -105,7 +105,7 @@ def hint(number, level=None, repo=exercises.REPO):
 
 def fetch_tokenizer_files(models_dir, base_url=None):
     """Download 124M's TOKENIZER_FILES (what step 5's checks read) into models_dir/124M, without the weights."""
-    base_url = download.check_url(base_url or os.environ.get("GPT2_BASE_URL") or download.OPENAI_BASE_URL, "base_url")
+    base_url = download.release_base_url(base_url)
     folder = Path(models_dir) / "124M"
     folder.mkdir(parents=True, exist_ok=True)
     for name in TOKENIZER_FILES:

@@ -141,6 +141,13 @@ def check_url(url, what):
     return url.rstrip("/")
 
 
+def release_base_url(base_url=None):
+    """Where OpenAI's release files come from: base_url, else $GPT2_BASE_URL, else OpenAI's bucket; a ValueError
+    naming the one that is no http(s) URL (a mirror set in the environment is named as GPT2_BASE_URL)."""
+    where = "base_url" if base_url else "GPT2_BASE_URL" if os.environ.get("GPT2_BASE_URL") else "OPENAI_BASE_URL"
+    return check_url(base_url or os.environ.get("GPT2_BASE_URL") or OPENAI_BASE_URL, where)
+
+
 @contextmanager
 def writing_into(folder, hint=""):
     """Inside: an OSError (the folder is a file, lies under a file, is not writable, the disk is full) becomes
@@ -204,8 +211,7 @@ def download_gpt2_files(model_size, model_dir, base_url=None, retries=5, backoff
     under its lock (download_lock): a run that finds another downloading it waits, then finds it there. A
     complete folder is only read (it may be read-only).
     """
-    where = "base_url" if base_url else "GPT2_BASE_URL" if os.environ.get("GPT2_BASE_URL") else "OPENAI_BASE_URL"
-    base_url = check_url(base_url or os.environ.get("GPT2_BASE_URL") or OPENAI_BASE_URL, where)
+    base_url = release_base_url(base_url)
     model_dir = Path(model_dir)
     made = new_folders(model_dir)
     with writing_into(model_dir):

@@ -563,3 +563,10 @@ def test_a_csv_under_a_file_is_said_to_be_under_a_file(tmp_path):
     hand_in.mkdir()
     run = run_kit("gradebook", str(hand_in), "--csv", str(tmp_path / "a-file" / "grades.csv"), "--steps", "1")
     assert run.returncode == 2 and "a-file is a file" in run.stderr and "does not exist" not in run.stderr, run.stderr
+
+
+def test_a_mirror_in_the_environment_that_is_no_web_address_is_named_as_the_variable(tmp_path, monkeypatch):
+    """GPT2_BASE_URL=notaurl: the error names GPT2_BASE_URL, where the user set it (it said "base_url")."""
+    monkeypatch.setenv("GPT2_BASE_URL", "notaurl")
+    with pytest.raises(ValueError, match=r"^GPT2_BASE_URL must be an http:// or https:// URL; got 'notaurl'"):
+        classroom.fetch_tokenizer_files(tmp_path / "models")
