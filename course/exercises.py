@@ -234,15 +234,18 @@ def write_student_copy(repo, folder, keep=()):
     folder = Path(folder)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise ValueError(f"{folder} exists and is not an empty folder: name a new folder for the student copy")
-    made = [] if folder.exists() else [folder]  # what this copy made, in order: folders and files
+    made = []  # what this copy made, in order: folders (each after the one holding it) and files
+
+    def make_folder(path):  # path, and each folder above it that is missing, the outermost first
+        for missing in reversed([above for above in (path, *path.parents) if not above.exists()]):
+            missing.mkdir()
+            made.append(missing)
+
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        make_folder(folder)
         for path, data in student_files(repo, keep).items():
             target = folder / path
-            for parent in reversed(list(target.relative_to(folder).parents)[:-1]):  # its folders, outermost first
-                if not (folder / parent).exists():
-                    (folder / parent).mkdir()
-                    made.append(folder / parent)
+            make_folder(target.parent)
             made.append(target)
             target.write_bytes(data)
     except BaseException:

@@ -55,9 +55,9 @@ def test_every_machinery_folders_index_names_each_of_its_files():
     unnamed = {}
     for folder in ("speed", "loaders", "command_line", "course", "tools"):
         index = ast.get_docstring(ast.parse((REPO_ROOT / folder / "__init__.py").read_text(encoding="utf-8")))
-        files = {path.split("/")[1] for path in tracked_files() if path.startswith(folder + "/") and path.count("/") == 1}
-        unnamed[folder] = sorted(name for name in files - {"__init__.py"} if not re.search(rf"\b{re.escape(name)}\b",
-                                                                                             index))
+        files = {path.split("/")[1] for path in tracked_files()
+                 if path.startswith(folder + "/") and path.count("/") == 1} - {"__init__.py"}
+        unnamed[folder] = sorted(name for name in files if not re.search(rf"\b{re.escape(name)}\b", index))
     assert {folder: names for folder, names in unnamed.items() if names} == {}
 
 def test_no_python_file_is_over_about_600_lines():

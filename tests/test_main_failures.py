@@ -296,8 +296,8 @@ def test_a_tool_that_decodes_overflowing_weights_says_so_in_one_line_as_main_py_
     a traceback."""
     params = random_params(TINY_HPARAMS, np.random.default_rng(1), std=1e20)
     folder = write_hf_folder(tmp_path / "huge", params, TINY_HPARAMS, release_124M_dir)
-    result = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "benchmark.py"), "--draft_model_size", str(folder),
-                             "--target_model_size", str(folder), "--Ks", "1", "--n_tokens_to_generate", "3", "--repeats",
-                             "1", "--prefix_length", "4", "--prompts", "Hello", "--img_dir", str(tmp_path / "plots")],
+    flags = ["--draft_model_size", folder, "--target_model_size", folder, "--Ks", 1, "--n_tokens_to_generate", 3,
+             "--repeats", 1, "--prefix_length", 4, "--prompts", "Hello", "--img_dir", tmp_path / "plots"]
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "benchmark.py"), *map(str, flags)],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert "the model produced NaN/inf logits" in one_error_line(result) and result.returncode == 1

@@ -260,8 +260,8 @@ def test_the_fingerprint_changes_with_the_code_that_measures_the_counts(monkeypa
 def test_the_worker_count_weighs_the_blocks_sample_as_a_pass_does(monkeypatch):
     """measure_workers times a sample of the block matrices (here 8 of 48) and the whole LM head, so the sample's
     time counts 48 / 8 = 6 times against the head's. With each product a fake time per count (blocks 10 s alone,
-    7 s shared by two; the head 10 s and 14 s), at each of the 3 WORKER_MS: one worker 3 x (6 x 10 + 10) = 210 s, two 3 x (6 x 7 + 14)
-    = 168 s, so two are taken. Its teeth: unscaled, 3 x (10 + 10) = 60 s against 3 x (7 + 14) = 63 s took one."""
+    7 s shared by two; the head 10 s and 14 s), at each of the 3 WORKER_MS: one worker 3 x (6 x 10 + 10) = 210 s,
+    two 3 x (6 x 7 + 14) = 168 s, so two are taken. Its teeth: unscaled, 3 x (10 + 10) = 60 s against 3 x (7 + 14) = 63 s took one."""
     count_now = []
     monkeypatch.setattr(routes, "worker_counts", lambda: [1, 2])
     monkeypatch.setattr(routes.second_core, "use_workers", count_now.append)

@@ -245,9 +245,9 @@ def step_breakdown(model, params, ids, n_prompt, rounds, rng, n_head) -> dict:
     step" are the same parts timed inside a model step (`timed_inside`), where each comes between the step's
     other work: those of the fastest such step ("model step, its parts timed"), so that the rest of the forward
     pass, what that step spends beyond the three and logits_to_probs, is of one instant, not a difference of
-    bests taken at different ones. "model step, replayed" is the model step with those products and the attention `replayed`:
-    the rest of the pass alone, no weight read. Unlike the table's runs (a mean over n_new tokens), these are
-    single steps.
+    bests taken at different ones. "model step, replayed" is the model step with those products and the
+    attention `replayed`: the rest of the pass alone, no weight read. Unlike the table's runs (a mean over n_new
+    tokens), these are single steps.
     """
     step_ids = ids[: n_prompt + (len(ids) - n_prompt) // 2 + 1]
     n_embd, n_keys = params["wte"].shape[1], len(step_ids)

@@ -37,6 +37,7 @@ from tools.model_files import write_hf_folder  # noqa: E402
 from tools.release_files import tokenizer_folder  # noqa: E402
 
 SAMPLE_RUN_SEED = 123  # the seed of the README's sample run (make_readme_figures.py: its seed 0 + 123)
+SAMPLE_RUN_SIZES = "124M,355M"  # its models' sizes
 TINY_HPARAMS = {"n_vocab": 50257, "n_ctx": 64, "n_embd": 8, "n_head": 2, "n_layer": 2}  # the trace run's shapes
 
 
@@ -97,7 +98,7 @@ def write_trace_models(folder, tokenizer_dir=None):
     return [near, target]
 
 
-def main(sizes="124M,355M", folder=None, seed=SAMPLE_RUN_SEED, trace=False):
+def main(sizes=SAMPLE_RUN_SIZES, folder=None, seed=SAMPLE_RUN_SEED, trace=False):
     """Write folder/random-SIZE for each of the comma-separated sizes, or with --trace the trace run's two tiny
     models (see the module docstring).
 
@@ -110,7 +111,7 @@ def main(sizes="124M,355M", folder=None, seed=SAMPLE_RUN_SEED, trace=False):
     with errors_as_one_line():  # a bad flag, a missing tokenizer or an existing folder: one line, exit code 2
         if not isinstance(trace, bool):
             raise ValueError(f"--trace takes no value (it is on or off); got --trace={shown(trace)}")
-        if trace and (seed != SAMPLE_RUN_SEED or sizes != "124M,355M"):  # else silently not what was asked for
+        if trace and (seed != SAMPLE_RUN_SEED or sizes != SAMPLE_RUN_SIZES):  # else silently not what was asked for
             raise ValueError("--trace writes the trace run's two tiny models, always the same ones (the README's "
                              "trace shows them): --seed and --sizes make the other models, without --trace")
         sizes = as_names(sizes, "--sizes")
